@@ -1,0 +1,3 @@
+from kafkactl.main import run
+
+run()
