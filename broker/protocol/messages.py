@@ -1,0 +1,246 @@
+"""Request and response messages: headers plus schema bodies, without the 4-byte size prefix
+unless said otherwise.
+
+Request header (version chosen by the API version: flexible -> v2, otherwise v1; v0 is used only
+by ControlledShutdown v0, which we do not serve):
+
+    v0: api_key int16 | api_version int16 | correlation_id int32
+    v1: v0 + client_id nullable string (int16 length, -1 = null)
+    v2: v1 + tagged fields          (client_id stays a NON-compact nullable string)
+
+Response header (flexible -> v1, otherwise v0; ApiVersions responses ALWAYS use v0 so that a
+client that sent a version we do not know can still read the error and our version table):
+
+    v0: correlation_id int32
+    v1: v0 + tagged fields
+
+A frame on the wire is ``size int32`` followed by ``size`` bytes of header and body.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .apis import SCHEMAS
+from .codec import struct_codec
+from .errors import EncodeError, InvalidRequestError, InvalidResponseError, UnsupportedVersionError
+from .types import Truncated, read_uvarint, string_codec
+
+_HEAD = struct.Struct(">hhi")
+_I32 = struct.Struct(">i")
+_read_client_id, _write_client_id = string_codec(flexible=False, nullable=True)
+_DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError)
+_ENCODE_ERRORS = (struct.error, ValueError, TypeError, AttributeError, OverflowError, KeyError)
+
+
+class ApiKey(enum.IntEnum):
+    """The api keys that have a schema in :mod:`broker.protocol.apis`."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass
+class RequestHeader:
+    """A parsed request header. ``client_id`` is None when null or not read."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+
+
+def api_versions_table() -> dict[int, tuple[int, int]]:
+    """Schema version ranges: api key -> (min_version, max_version)."""
+    return {key: api.version_range for key, api in sorted(SCHEMAS.items())}
+
+
+def _in_range(api_key: int, api_version: int) -> bool:
+    api = SCHEMAS.get(api_key)
+    if api is None:
+        return False
+    low, high = api.version_range
+    return low <= api_version <= high
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    return 2 if SCHEMAS[api_key].is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if SCHEMAS[api_key].is_flexible(api_version) else 0
+
+
+@lru_cache(maxsize=None)
+def body_codec(api_key: int, api_version: int, response: bool):
+    """Compiled ``(read, write)`` for one body; compiled once, then cached."""
+    api = SCHEMAS[api_key]
+    fields = api.response if response else api.request
+    return struct_codec(tuple(fields), api_version, api.is_flexible(api_version))
+
+
+def _skip_tagged(buf, pos):
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise Truncated("buffer ends inside a tagged field")
+    return pos
+
+
+def decode_request(frame) -> tuple[RequestHeader, dict]:
+    """Parse one request frame (without size prefix) into its header and body dict.
+
+    Raises UnsupportedVersionError (with ``.header``) for an unknown api key or a version out of
+    the schema range, InvalidRequestError for a malformed or truncated header or body.
+    """
+    buf = memoryview(frame)
+    if len(buf) < _HEAD.size:
+        raise InvalidRequestError(f"request of {len(buf)} bytes is shorter than a header")
+    api_key, api_version, correlation_id = _HEAD.unpack_from(buf, 0)
+    header = RequestHeader(api_key, api_version, correlation_id, None)
+    if not _in_range(api_key, api_version):
+        try:
+            header.client_id, _ = _read_client_id(buf, _HEAD.size)
+        except _DECODE_ERRORS:
+            pass
+        raise UnsupportedVersionError(
+            f"api key {api_key} version {api_version} is not supported", header)
+    try:
+        header.client_id, pos = _read_client_id(buf, _HEAD.size)
+        if SCHEMAS[api_key].is_flexible(api_version):
+            pos = _skip_tagged(buf, pos)
+    except _DECODE_ERRORS as exc:
+        raise InvalidRequestError(f"bad request header: {exc}", header) from None
+    read, _ = body_codec(api_key, api_version, False)
+    try:
+        body, _ = read(buf, pos)
+    except _DECODE_ERRORS as exc:
+        name = SCHEMAS[api_key].name
+        raise InvalidRequestError(f"bad {name} v{api_version} request: {exc}", header) from None
+    return header, body
+
+
+def _join(parts: list) -> list:
+    """Merge runs of bytes-like parts; keep other objects (file slices) as parts of their own."""
+    merged = []
+    run = []
+    for part in parts:
+        if isinstance(part, (bytes, bytearray, memoryview)):
+            run.append(part)
+        else:
+            if run:
+                merged.append(b"".join(run))
+                run = []
+            merged.append(part)
+    if run:
+        merged.append(b"".join(run))
+    return merged
+
+
+def _part_size(part) -> int:
+    if isinstance(part, (bytes, bytearray)):
+        return len(part)
+    if isinstance(part, memoryview):
+        return part.nbytes
+    return part.length
+
+
+def encode_response(header: RequestHeader, body: dict) -> list:
+    """Encode a response to ``header``'s request; returns the parts of one frame.
+
+    The first part starts with the int32 size prefix. Bytes parts are merged; a records value
+    that is not bytes-like (an object with an int ``length``) is its own part, untouched, and its
+    length is counted in the prefix. An ApiVersions request of a version above our range is
+    answered at v0, as the protocol requires.
+    """
+    api_key, version = header.api_key, header.api_version
+    if api_key == ApiKey.API_VERSIONS and not _in_range(api_key, version):
+        version = 0
+    if not _in_range(api_key, version):
+        raise EncodeError(f"no schema for api key {api_key} version {version}")
+    parts = [b"", _I32.pack(header.correlation_id)]
+    if response_header_version(api_key, version) == 1:
+        parts.append(b"\x00")
+    _, write = body_codec(api_key, version, True)
+    try:
+        write(parts, body)
+    except _ENCODE_ERRORS as exc:
+        name = SCHEMAS[api_key].name
+        raise EncodeError(f"cannot encode {name} v{version} response: {exc!r}") from None
+    merged = _join(parts)
+    size = sum(_part_size(p) for p in merged)
+    merged[0] = _I32.pack(size) + merged[0]
+    return merged
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int,
+                   client_id: str | None, body: dict) -> bytes:
+    """Encode one request frame, size prefix included."""
+    if not _in_range(api_key, api_version):
+        raise EncodeError(f"no schema for api key {api_key} version {api_version}")
+    parts = [b"", _HEAD.pack(api_key, api_version, correlation_id)]
+    try:
+        _write_client_id(parts, client_id)
+        if request_header_version(api_key, api_version) == 2:
+            parts.append(b"\x00")
+        body_codec(api_key, api_version, False)[1](parts, body)
+    except _ENCODE_ERRORS as exc:
+        name = SCHEMAS[api_key].name
+        raise EncodeError(f"cannot encode {name} v{api_version} request: {exc!r}") from None
+    for part in parts:
+        if not isinstance(part, (bytes, bytearray, memoryview)):
+            raise EncodeError("a request body can carry only bytes-like records")
+    data = b"".join(parts)
+    return _I32.pack(len(data)) + data
+
+
+def decode_response(api_key: int, api_version: int, frame) -> tuple[int, dict]:
+    """Parse one response frame (without size prefix): ``(correlation_id, body)``."""
+    if not _in_range(api_key, api_version):
+        raise UnsupportedVersionError(f"api key {api_key} version {api_version} is not supported")
+    buf = memoryview(frame)
+    try:
+        (correlation_id,) = _I32.unpack_from(buf, 0)
+        pos = 4
+        if response_header_version(api_key, api_version) == 1:
+            pos = _skip_tagged(buf, pos)
+        body, _ = body_codec(api_key, api_version, True)[0](buf, pos)
+    except _DECODE_ERRORS as exc:
+        name = SCHEMAS[api_key].name
+        raise InvalidResponseError(f"bad {name} v{api_version} response: {exc}") from None
+    return correlation_id, body
