@@ -1,0 +1,298 @@
+"""The embedded metadata store: the ZooKeeper-shaped tree kept in one file.
+
+Used when ``metadata.store=embedded`` (the single-node default). The tree lives
+in memory and every change is written to ``<first log dir>/metadata-store.json``
+with an atomic replace (write a temporary file, fsync it, rename it over the old
+one, fsync the directory), so a crash leaves either the old or the new tree,
+never a torn one. File layout (UTF-8 JSON)::
+
+    {"format": 1,
+     "nodes": {"/cluster/id": {"version": 0, "data": "{\\"version\\":\\"1\\",...}"},
+               "/brokers/topics/t": {"version": 3, "data_b64": "..."}, ...}}
+
+``data`` holds node data that is valid UTF-8, ``data_b64`` anything else.
+Ephemeral nodes (broker registrations) are never written: they end with the
+process, like a ZooKeeper session. The root ``/`` always exists.
+
+Thread-safe: one lock guards the tree and the file; watch callbacks run after
+the lock is released, in the thread that made the change.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from broker.cluster.store import (
+    BadVersionError,
+    Check,
+    Create,
+    Delete,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    SetData,
+    Stat,
+    Watcher,
+    WatchEvent,
+    normalize,
+    parent_of,
+)
+
+FILE_NAME = "metadata-store.json"
+FORMAT = 1
+
+
+@dataclass(slots=True)
+class _Node:
+    data: bytes
+    version: int = 0
+    ephemeral: bool = False
+    children: set[str] = field(default_factory=set)
+
+
+class EmbeddedStore(MetadataStore):
+    """A :class:`MetadataStore` persisted to ``directory / metadata-store.json``."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / FILE_NAME
+        self._lock = threading.RLock()
+        self._nodes: dict[str, _Node] = {"/": _Node(b"")}
+        self._data_watches: dict[str, list[Watcher]] = {}
+        self._child_watches: dict[str, list[Watcher]] = {}
+        self._started = False
+        #: True when start() found no file: this is the store's first start.
+        self.created = False
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        with self._lock:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                self._load()
+            else:
+                self.created = True
+                self._persist()
+            self._started = True
+
+    def close(self) -> None:
+        with self._lock:
+            ephemeral = [p for p, n in self._nodes.items() if n.ephemeral]
+        for path in ephemeral:
+            try:
+                self.delete(path)
+            except NoNodeError:
+                pass
+        self._started = False
+
+    def _load(self) -> None:
+        doc = json.loads(self.path.read_text(encoding="utf-8"))
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"{self.path}: unknown metadata store format {doc.get('format')!r}")
+        nodes: dict[str, _Node] = {"/": _Node(b"")}
+        for path in sorted(doc["nodes"], key=lambda p: p.count("/")):
+            entry = doc["nodes"][path]
+            data = entry["data"].encode() if "data" in entry else base64.b64decode(entry.get("data_b64", ""))
+            nodes[path] = _Node(data, int(entry.get("version", 0)))
+        for path in nodes:
+            if path != "/":
+                parent = parent_of(path)
+                nodes.setdefault(parent, _Node(b""))
+        for path in sorted(nodes, key=lambda p: p.count("/")):
+            if path != "/":
+                nodes[parent_of(path)].children.add(path.rsplit("/", 1)[1])
+        self._nodes = nodes
+
+    def _persist(self) -> None:
+        entries = {}
+        for path, node in sorted(self._nodes.items()):
+            if path == "/" or node.ephemeral:
+                continue
+            entry: dict = {"version": node.version}
+            try:
+                entry["data"] = node.data.decode("utf-8")
+            except UnicodeDecodeError:
+                entry["data_b64"] = base64.b64encode(node.data).decode("ascii")
+            entries[path] = entry
+        text = json.dumps({"format": FORMAT, "nodes": entries}, indent=1, sort_keys=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    # -- primitives ------------------------------------------------------------------
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, make_parents: bool = False) -> str:
+        path = normalize(path)
+        if make_parents:
+            self.ensure_path(parent_of(path))
+        self.multi([Create(path, data, ephemeral)])
+        return path
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        path = normalize(path)
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            if watch is not None:
+                self._data_watches.setdefault(path, []).append(watch)
+            return node.data, self._stat(node)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        path = normalize(path)
+        self.multi([SetData(path, data, version)])
+        with self._lock:
+            return self._stat(self._nodes[path])
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        path = normalize(path)
+        if recursive:
+            with self._lock:
+                if path not in self._nodes:
+                    raise NoNodeError(path)
+                prefix = path.rstrip("/") + "/"
+                subtree = sorted((p for p in self._nodes if p.startswith(prefix)), key=lambda p: -p.count("/"))
+            self.multi([Delete(p) for p in subtree] + [Delete(path, version)])
+        else:
+            self.multi([Delete(path, version)])
+
+    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        path = normalize(path)
+        with self._lock:
+            if watch is not None:
+                self._data_watches.setdefault(path, []).append(watch)
+            node = self._nodes.get(path)
+            return None if node is None else self._stat(node)
+
+    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        path = normalize(path)
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            if watch is not None:
+                self._child_watches.setdefault(path, []).append(watch)
+            return sorted(node.children)
+
+    def multi(self, ops: Sequence[Op]) -> None:
+        with self._lock:
+            # Validate against a scratch copy of just the touched state, then apply.
+            durable = any(not self._is_ephemeral_op(op) for op in ops)
+            scratch = _Scratch(self._nodes)
+            fired: list[tuple[str, str]] = []
+            for op in ops:
+                scratch.apply(op, fired)
+            scratch.commit()
+            if durable:
+                self._persist()
+            callbacks = self._take_watches(fired)
+        for callback, event in callbacks:
+            callback(event)
+
+    # -- helpers -----------------------------------------------------------------------
+    def _is_ephemeral_op(self, op: Op) -> bool:
+        """True when ``op`` touches only state that is never written to the file."""
+        if isinstance(op, Create):
+            return op.ephemeral
+        if isinstance(op, Check):
+            return True
+        node = self._nodes.get(normalize(op.path))
+        return node is not None and node.ephemeral
+
+    @staticmethod
+    def _stat(node: _Node) -> Stat:
+        return Stat(node.version, node.ephemeral, len(node.children))
+
+    def _take_watches(self, fired: list[tuple[str, str]]) -> list[tuple[Watcher, WatchEvent]]:
+        out = []
+        for kind, path in fired:
+            table = self._child_watches if kind == "child" else self._data_watches
+            for callback in table.pop(path, []):
+                out.append((callback, WatchEvent(kind, path)))
+        return out
+
+
+class _Scratch:
+    """Copy-on-write view of the node table used to apply a ``multi`` atomically."""
+
+    def __init__(self, nodes: dict[str, _Node]) -> None:
+        self._base = nodes
+        self._changed: dict[str, _Node | None] = {}
+
+    def _get(self, path: str) -> _Node | None:
+        if path in self._changed:
+            return self._changed[path]
+        return self._base.get(path)
+
+    def _writable(self, path: str) -> _Node:
+        node = self._get(path)
+        assert node is not None
+        if path not in self._changed:
+            node = _Node(node.data, node.version, node.ephemeral, set(node.children))
+            self._changed[path] = node
+        return node
+
+    def apply(self, op: Op, fired: list[tuple[str, str]]) -> None:
+        path = normalize(op.path)
+        node = self._get(path)
+        if isinstance(op, Create):
+            if node is not None:
+                raise NodeExistsError(path)
+            parent = parent_of(path)
+            parent_node = self._get(parent)
+            if parent_node is None:
+                raise NoNodeError(parent)
+            if parent_node.ephemeral:
+                raise NoNodeError(f"{parent} is ephemeral and cannot have children")
+            self._writable(parent).children.add(path.rsplit("/", 1)[1])
+            self._changed[path] = _Node(bytes(op.data), 0, op.ephemeral)
+            fired += [("created", path), ("child", parent)]
+        elif isinstance(op, SetData):
+            if node is None:
+                raise NoNodeError(path)
+            if op.version >= 0 and node.version != op.version:
+                raise BadVersionError(f"{path}: version {node.version}, expected {op.version}")
+            writable = self._writable(path)
+            writable.data = bytes(op.data)
+            writable.version += 1
+            fired.append(("changed", path))
+        elif isinstance(op, Delete):
+            if node is None or path == "/":
+                raise NoNodeError(path)
+            if op.version >= 0 and node.version != op.version:
+                raise BadVersionError(f"{path}: version {node.version}, expected {op.version}")
+            if node.children:
+                raise NotEmptyError(path)
+            parent = parent_of(path)
+            self._writable(parent).children.discard(path.rsplit("/", 1)[1])
+            self._changed[path] = None
+            fired += [("deleted", path), ("child", parent)]
+        elif isinstance(op, Check):
+            if node is None:
+                raise NoNodeError(path)
+            if node.version != op.version:
+                raise BadVersionError(f"{path}: version {node.version}, expected {op.version}")
+        else:  # pragma: no cover - type guard
+            raise TypeError(f"unknown operation {op!r}")
+
+    def commit(self) -> None:
+        for path, node in self._changed.items():
+            if node is None:
+                self._base.pop(path, None)
+            else:
+                self._base[path] = node

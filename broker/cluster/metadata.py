@@ -1,0 +1,227 @@
+"""Typed access to cluster metadata on top of any :class:`MetadataStore`.
+
+``ClusterMetadata`` turns the znode tree (layouts in :mod:`broker.cluster.znodes`)
+into Python values: the cluster id, broker registrations, the controller, topic
+assignments, topic configs and partition states. Multi-node writes are atomic
+(``store.multi``), so a topic is either fully created or absent.
+
+Topic deletion is two-phase, as in Kafka: :meth:`mark_topic_deletion` writes
+``/admin/delete_topics/<t>``, the caller removes the logs, then
+:meth:`complete_topic_deletion` removes the topic's nodes and the mark. A broker
+that restarts between the two finds the mark in :meth:`pending_deletions` and
+finishes the job, so a deleted topic never comes back.
+
+Thread-safe as the store is; every method blocks on store I/O (the embedded
+store fsyncs), so the event loop calls them through an executor.
+"""
+
+from __future__ import annotations
+
+from broker.cluster.store import (
+    BadVersionError,
+    Create,
+    Delete,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetData,
+)
+from broker.cluster.znodes import (
+    BrokerIdZNode,
+    BrokerRegistration,
+    ClusterIdZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicZNode,
+    PartitionState,
+    ProducerIdBlockZNode,
+    TopicConfigZNode,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicZNode,
+    new_cluster_id,
+)
+
+PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics", "/cluster")
+
+
+class TopicExistsError(Exception):
+    """The topic already has an assignment (Kafka error TOPIC_ALREADY_EXISTS, 36)."""
+
+    error_code = 36
+
+
+class ClusterMetadata:
+    """Cluster metadata as values; see the module docstring."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    def start(self) -> None:
+        self.store.start()
+        for path in PERSISTENT_PATHS:
+            self.store.ensure_path(path)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- cluster id -------------------------------------------------------------------
+    def ensure_cluster_id(self) -> str:
+        """The cluster id, made (22 URL-safe base64 characters) at the first start and kept."""
+        found = self.store.get_or_none(ClusterIdZNode.path())
+        if found is not None:
+            return ClusterIdZNode.decode(found[0])
+        try:
+            self.store.create(ClusterIdZNode.path(), ClusterIdZNode.encode(new_cluster_id()), make_parents=True)
+        except NodeExistsError:
+            pass
+        return ClusterIdZNode.decode(self.store.get(ClusterIdZNode.path())[0])
+
+    # -- brokers and controller ------------------------------------------------------------
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Announce this broker (ephemeral: gone when the store session ends)."""
+        self.store.create(
+            BrokerIdZNode.path(registration.broker_id), BrokerIdZNode.encode(registration), ephemeral=True
+        )
+
+    def brokers(self) -> dict[int, BrokerRegistration]:
+        result = {}
+        for child in self.store.get_children("/brokers/ids"):
+            found = self.store.get_or_none(BrokerIdZNode.path(int(child)))
+            if found is not None:
+                result[int(child)] = BrokerIdZNode.decode(int(child), found[0])
+        return result
+
+    def elect_controller(self, broker_id: int) -> int:
+        """Try to become controller; returns the controller's id (ours or the incumbent's)."""
+        try:
+            self.store.create(ControllerZNode.path(), ControllerZNode.encode(broker_id), ephemeral=True)
+        except NodeExistsError:
+            return self.controller_id()
+        found = self.store.get_or_none(ControllerEpochZNode.path())
+        if found is None:
+            self.store.create(ControllerEpochZNode.path(), ControllerEpochZNode.encode(1))
+        else:
+            epoch = ControllerEpochZNode.decode(found[0]) + 1
+            self.store.set(ControllerEpochZNode.path(), ControllerEpochZNode.encode(epoch), found[1].version)
+        return broker_id
+
+    def controller_id(self) -> int:
+        found = self.store.get_or_none(ControllerZNode.path())
+        return -1 if found is None else ControllerZNode.decode(found[0])
+
+    def controller_epoch(self) -> int:
+        found = self.store.get_or_none(ControllerEpochZNode.path())
+        return 0 if found is None else ControllerEpochZNode.decode(found[0])
+
+    # -- producer ids ----------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
+        """Claim the next ``size`` producer ids (inclusive range), compare-and-set so no two brokers share one."""
+        path = ProducerIdBlockZNode.path()
+        while True:
+            found = self.store.get_or_none(path)
+            if found is None:
+                start = 0
+                try:
+                    self.store.create(path, ProducerIdBlockZNode.encode(broker_id, start, start + size - 1))
+                    return start, start + size - 1
+                except NodeExistsError:
+                    continue
+            _broker, _start, end = ProducerIdBlockZNode.decode(found[0])
+            start = end + 1
+            try:
+                self.store.set(path, ProducerIdBlockZNode.encode(broker_id, start, start + size - 1),
+                               found[1].version)
+                return start, start + size - 1
+            except BadVersionError:
+                continue
+
+    # -- topics -------------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        return self.store.get_children("/brokers/topics")
+
+    def topic_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        found = self.store.get_or_none(TopicZNode.path(topic))
+        return None if found is None else TopicZNode.decode(found[0])
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        found = self.store.get_or_none(TopicConfigZNode.path(topic))
+        return {} if found is None else TopicConfigZNode.decode(found[0])
+
+    def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        path = TopicConfigZNode.path(topic)
+        data = TopicConfigZNode.encode(config)
+        if self.store.exists(path) is None:
+            self.store.create(path, data, make_parents=True)
+        else:
+            self.store.set(path, data)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        found = self.store.get_or_none(TopicPartitionStateZNode.path(topic, partition))
+        return None if found is None else TopicPartitionStateZNode.decode(found[0], found[1].version)
+
+    def set_partition_state(self, topic: str, partition: int, state: PartitionState, expected_version: int = -1) -> int:
+        """Compare-and-set a partition state; returns the new znode version."""
+        stat = self.store.set(
+            TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state), expected_version
+        )
+        return stat.version
+
+    def create_topic(
+        self,
+        topic: str,
+        assignment: dict[int, list[int]],
+        config: dict[str, str],
+        states: dict[int, PartitionState],
+    ) -> None:
+        """Write assignment, config and every partition state at once; TopicExistsError if present."""
+        if self.store.exists(DeleteTopicZNode.path(topic)) is not None:
+            raise TopicExistsError(f"topic {topic!r} is marked for deletion")
+        ops: list[Op] = [
+            Create(TopicZNode.path(topic), TopicZNode.encode(assignment)),
+            Create(TopicPartitionsZNode.path(topic)),
+        ]
+        ops += self._partition_ops(topic, states)
+        config_path = TopicConfigZNode.path(topic)
+        if self.store.exists(config_path) is not None:
+            ops.append(Delete(config_path))
+        ops.append(Create(config_path, TopicConfigZNode.encode(config)))
+        try:
+            self.store.multi(ops)
+        except NodeExistsError:
+            raise TopicExistsError(f"topic {topic!r} already exists") from None
+
+    def add_partitions(
+        self, topic: str, assignment: dict[int, list[int]], new_states: dict[int, PartitionState]
+    ) -> None:
+        """Replace the assignment (old partitions unchanged) and create the new partitions' states."""
+        found = self.store.get(TopicZNode.path(topic))
+        ops: list[Op] = [SetData(TopicZNode.path(topic), TopicZNode.encode(assignment), found[1].version)]
+        ops += self._partition_ops(topic, new_states)
+        self.store.multi(ops)
+
+    @staticmethod
+    def _partition_ops(topic: str, states: dict[int, PartitionState]) -> list[Op]:
+        ops: list[Op] = []
+        for partition, state in sorted(states.items()):
+            ops.append(Create(f"{TopicPartitionsZNode.path(topic)}/{partition}"))
+            ops.append(Create(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state)))
+        return ops
+
+    # -- deletion -------------------------------------------------------------------------
+    def mark_topic_deletion(self, topic: str) -> None:
+        try:
+            self.store.create(DeleteTopicZNode.path(topic), make_parents=True)
+        except NodeExistsError:
+            pass
+
+    def pending_deletions(self) -> list[str]:
+        return self.store.get_children("/admin/delete_topics")
+
+    def complete_topic_deletion(self, topic: str) -> None:
+        for path in (TopicZNode.path(topic), TopicConfigZNode.path(topic), DeleteTopicZNode.path(topic)):
+            try:
+                self.store.delete(path, recursive=True)
+            except NoNodeError:
+                pass

@@ -1,0 +1,467 @@
+"""Typed broker configuration with Apache Kafka's property names, loaded from YAML.
+
+A configuration file is a flat YAML mapping of property name to value::
+
+    broker.id: 0
+    listeners: PLAINTEXT://127.0.0.1:9092
+    log.dirs: data/kafka-logs
+    num.partitions: 1
+
+Values may be written as YAML scalars or as strings (``"true"``, ``"1048588"``),
+exactly as in a Kafka ``server.properties`` file. Every property has Kafka's
+default; ``configs/broker.yaml`` (mirrored by :data:`EMBEDDED_DEFAULTS`) is what
+``python -m broker`` runs when no ``--config`` is given. Unknown keys and bad
+values raise :class:`ConfigError` with a one-line message.
+
+Properties that are ours, not Apache Kafka's:
+
+``metrics.port``
+    TCP port of the Prometheus ``/metrics`` HTTP endpoint, bound on the host of
+    the first listener. ``0`` picks an ephemeral port, ``-1`` turns it off.
+``metadata.store``
+    ``embedded`` (default: cluster metadata kept in the first log dir) or
+    ``zookeeper`` (uses ``zookeeper.connect``; arrives with the cluster issue).
+``fetch.purgatory.max.wait.ms``
+    Upper bound applied to a fetch request's ``max_wait_ms`` (default 30000),
+    so a long poll never outlives a client's own request timeout by much.
+``shutdown.timeout.ms``
+    How long a graceful shutdown waits for in-flight requests before closing
+    connections (default 10000).
+
+Invariants: a :class:`BrokerConfig` is immutable after construction and every
+value in it has passed its property's parser and validator.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration problem; ``str(err)`` is one line meant for the operator."""
+
+
+# -- value parsers ---------------------------------------------------------------
+
+
+def _int(value: Any, *, lo: int = -(2**63), hi: int = LONG_MAX) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer, got a boolean")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"expected an integer, got {value!r}")
+        value = int(value)
+    if isinstance(value, str):
+        value = int(value.strip())
+    if not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if value < lo or value > hi:
+        raise ValueError(f"{value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"expected a string, got {value!r}")
+    return str(value)
+
+
+def _float(value: Any, *, lo: float = -math.inf, hi: float = math.inf) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    value = float(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def _list(value: Any) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        items = [str(v).strip() for v in value]
+    else:
+        items = [v.strip() for v in str(value).split(",")]
+    return [v for v in items if v]
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _str(value)
+        if text not in choices:
+            raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _cleanup_policy(value: Any) -> list[str]:
+    items = _list(value)
+    if not items or any(item not in ("delete", "compact") for item in items):
+        raise ValueError(f"{value!r} is not a list of delete, compact")
+    return items
+
+
+def _ranged(lo: int = -(2**63), hi: int = LONG_MAX) -> Callable[[Any], int]:
+    return lambda value: _int(value, lo=lo, hi=hi)
+
+
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None or value == "" else parse(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener: ``NAME://host:port``. An empty host means every interface."""
+
+    listener_name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.listener_name}://{self.host}:{self.port}"
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    name, sep, rest = text.partition("://")
+    if not sep or not name:
+        raise ValueError(f"listener {text!r} is not NAME://host:port")
+    host, colon, port_text = rest.rpartition(":")
+    if not colon:
+        raise ValueError(f"listener {text!r} has no port")
+    host = host.strip("[]")
+    port = _int(port_text, lo=0, hi=65535)
+    return Endpoint(name.upper(), host, port)
+
+
+def _listeners(value: Any) -> list[Endpoint]:
+    endpoints = [parse_endpoint(item) for item in _list(value)]
+    names = [e.listener_name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ValueError("each listener name may appear only once")
+    for endpoint in endpoints:
+        if endpoint.listener_name != "PLAINTEXT":
+            raise ValueError(f"listener {endpoint.listener_name} is not supported yet (only PLAINTEXT)")
+    return endpoints
+
+
+# -- the property table ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Prop:
+    """One configuration property: its Kafka name, parser and default."""
+
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    doc: str
+    ours: bool = False
+
+
+_PROPS: list[Prop] = [
+    Prop("broker.id", _ranged(-1, INT_MAX), -1, "Id of this broker in the cluster."),
+    Prop("broker.rack", _optional(_str), None, "Rack of this broker (reported in Metadata)."),
+    Prop("listeners", _listeners, "PLAINTEXT://:9092", "Comma-separated NAME://host:port; port 0 binds an ephemeral port."),
+    Prop("advertised.listeners", _optional(_listeners), None, "Addresses given to clients; defaults to listeners."),
+    Prop("log.dirs", _optional(_list), None, "Comma-separated log directories (JBOD); overrides log.dir."),
+    Prop("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
+    Prop("num.partitions", _ranged(1, INT_MAX), 1, "Partitions of an auto-created topic."),
+    Prop("default.replication.factor", _ranged(1, INT_MAX), 1, "Replication factor of an auto-created topic."),
+    Prop("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata/Produce."),
+    Prop("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    Prop("message.max.bytes", _ranged(0, INT_MAX), 1048588, "Largest record batch accepted (topic: max.message.bytes)."),
+    Prop("socket.request.max.bytes", _ranged(1, INT_MAX), 104857600, "Largest request frame accepted."),
+    Prop("log.retention.hours", _ranged(-1, INT_MAX), 168, "Retention time in hours."),
+    Prop("log.retention.minutes", _optional(_ranged(-1, INT_MAX)), None, "Retention time in minutes; beats hours."),
+    Prop("log.retention.ms", _optional(_ranged(-1)), None, "Retention time in ms; beats minutes; -1 keeps forever."),
+    Prop("log.retention.bytes", _ranged(-1), -1, "Retention size per partition; -1 is unlimited."),
+    Prop("log.segment.bytes", _ranged(14, INT_MAX), 1073741824, "Size at which a segment rolls."),
+    Prop("log.roll.hours", _ranged(1, INT_MAX), 168, "Age at which a segment rolls, in hours."),
+    Prop("log.roll.ms", _optional(_ranged(1)), None, "Age at which a segment rolls, in ms; beats hours."),
+    Prop("log.index.interval.bytes", _ranged(0, INT_MAX), 4096, "Bytes between offset index entries."),
+    Prop("log.index.size.max.bytes", _ranged(4, INT_MAX), 10485760, "Maximum size of an offset index."),
+    Prop("log.flush.interval.messages", _ranged(1), LONG_MAX, "Messages appended before a forced fsync."),
+    Prop("log.flush.interval.ms", _optional(_ranged(0)), None, "Age of unflushed data before a forced fsync."),
+    Prop("log.flush.scheduler.interval.ms", _ranged(0), LONG_MAX, "How often the flusher checks log.flush.interval.ms."),
+    Prop("log.retention.check.interval.ms", _ranged(1), 300000, "How often retention runs."),
+    Prop("log.segment.delete.delay.ms", _ranged(0), 60000, "Delay before a deleted segment's files are removed."),
+    Prop("log.cleanup.policy", _cleanup_policy, "delete", "delete and/or compact."),
+    Prop("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
+    Prop("log.cleaner.delete.retention.ms", _ranged(0), 86400000, "How long tombstones survive compaction."),
+    Prop("log.cleaner.min.compaction.lag.ms", _ranged(0), 0, "Minimum age of a record before compaction."),
+    Prop("log.cleaner.min.cleanable.ratio", lambda v: _float(v, lo=0, hi=1), 0.5, "Dirty ratio that triggers compaction."),
+    Prop("log.preallocate", _bool, False, "Preallocate segment files."),
+    Prop("log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp kept in the log."),
+    Prop("log.message.timestamp.difference.max.ms", _ranged(0), LONG_MAX, "Largest CreateTime distance from broker time."),
+    Prop("log.message.format.version", _str, "2.7", "Accepted for compatibility; the log always writes v2 batches."),
+    Prop("min.insync.replicas", _ranged(1, INT_MAX), 1, "Replicas that must acknowledge acks=all."),
+    Prop("unclean.leader.election.enable", _bool, False, "Allow out-of-sync replicas to lead."),
+    Prop("num.recovery.threads.per.data.dir", _ranged(1, INT_MAX), 1, "Threads recovering logs at start."),
+    Prop("offsets.topic.num.partitions", _ranged(1, INT_MAX), 50, "Partitions of __consumer_offsets."),
+    Prop("offsets.topic.replication.factor", _ranged(1, 32767), 3, "Replication factor of __consumer_offsets."),
+    Prop("offsets.topic.segment.bytes", _ranged(1, INT_MAX), 104857600, "Segment size of __consumer_offsets."),
+    Prop("offsets.retention.minutes", _ranged(1, INT_MAX), 10080, "How long committed offsets of empty groups live."),
+    Prop("offsets.retention.check.interval.ms", _ranged(1), 600000, "How often expired offsets are removed."),
+    Prop("offsets.commit.timeout.ms", _ranged(1, INT_MAX), 5000, "Wait for an offset commit to be replicated."),
+    Prop("group.initial.rebalance.delay.ms", _ranged(0, INT_MAX), 3000, "Delay of a new group's first rebalance."),
+    Prop("group.min.session.timeout.ms", _ranged(0, INT_MAX), 6000, "Smallest session timeout a member may ask for."),
+    Prop("group.max.session.timeout.ms", _ranged(0, INT_MAX), 1800000, "Largest session timeout a member may ask for."),
+    Prop("group.max.size", _ranged(1, INT_MAX), INT_MAX, "Largest number of members in a group."),
+    Prop("zookeeper.connect", _optional(_str), None, "ZooKeeper connection string (used by metadata.store=zookeeper)."),
+    Prop("zookeeper.session.timeout.ms", _ranged(1, INT_MAX), 18000, "ZooKeeper session timeout."),
+    Prop("zookeeper.connection.timeout.ms", _optional(_ranged(1, INT_MAX)), None, "ZooKeeper connect timeout."),
+    Prop("metrics.port", _ranged(-1, 65535), -1, "Prometheus /metrics HTTP port: 0 ephemeral, -1 off.", ours=True),
+    Prop("metadata.store", _choice("embedded", "zookeeper"), "embedded", "Where cluster metadata lives.", ours=True),
+    Prop("fetch.purgatory.max.wait.ms", _ranged(0, INT_MAX), 30000, "Cap on a fetch's max_wait_ms.", ours=True),
+    Prop("shutdown.timeout.ms", _ranged(0, INT_MAX), 10000, "Graceful shutdown wait for in-flight requests.", ours=True),
+]
+
+PROPERTIES: dict[str, Prop] = {p.name: p for p in _PROPS}
+_SNAKE: dict[str, str] = {p.name.replace(".", "_"): p.name for p in _PROPS}
+
+#: The embedded single-node default; ``configs/broker.yaml`` holds the same values.
+EMBEDDED_DEFAULTS: dict[str, Any] = {
+    "broker.id": 0,
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "log.dirs": "data/kafka-logs",
+    "metadata.store": "embedded",
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "offsets.topic.replication.factor": 1,
+    "group.initial.rebalance.delay.ms": 0,
+    "metrics.port": 9308,
+}
+
+#: Broker property -> topic-level property name used by LogConfig (Kafka's mapping).
+TOPIC_PROPERTY_OF: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.preallocate": "preallocate",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+
+class BrokerConfig:
+    """An immutable, validated broker configuration.
+
+    Read a property by its Kafka name (``cfg["log.segment.bytes"]``) or by the
+    same name in snake_case (``cfg.log_segment_bytes``). Derived values that
+    combine several properties (``log_dirs``, ``retention_ms``, ...) are
+    properties of this class.
+    """
+
+    __slots__ = ("_values", "_explicit")
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        parsed: dict[str, Any] = {}
+        explicit: set[str] = set()
+        given = dict(values or {})
+        for name in given:
+            if name not in PROPERTIES:
+                raise ConfigError(f"unknown property {name!r}")
+        for prop in _PROPS:
+            raw = given.get(prop.name, prop.default)
+            if prop.name in given:
+                explicit.add(prop.name)
+            try:
+                parsed[prop.name] = prop.parse(raw) if raw is not None else None
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"bad value for {prop.name!r}: {raw!r} ({exc})") from None
+        self._values = parsed
+        self._explicit = frozenset(explicit)
+        self._check()
+
+    def _check(self) -> None:
+        if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
+            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if self["metadata.store"] == "zookeeper":
+            if not self["zookeeper.connect"]:
+                raise ConfigError("metadata.store=zookeeper needs zookeeper.connect")
+            raise ConfigError("metadata.store=zookeeper is not supported yet; use embedded")
+        if not self.log_dirs:
+            raise ConfigError("log.dirs is empty")
+        if self["advertised.listeners"] is not None:
+            names = {e.listener_name for e in self.listeners}
+            for endpoint in self["advertised.listeners"]:
+                if endpoint.listener_name not in names:
+                    raise ConfigError(f"advertised listener {endpoint} names no listener")
+
+    # -- access --------------------------------------------------------------
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[_SNAKE[name]]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def is_set(self, name: str) -> bool:
+        """True when ``name`` was given explicitly rather than defaulted."""
+        return name in self._explicit
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "BrokerConfig":
+        values = {name: self._raw(name) for name in self._explicit}
+        values.update(overrides)
+        return BrokerConfig(values)
+
+    def _raw(self, name: str) -> Any:
+        value = self._values[name]
+        if isinstance(value, list):
+            return ",".join(str(v) for v in value)
+        return value
+
+    # -- derived values -------------------------------------------------------
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self._values["log.dirs"] or [self._values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        return self._values["listeners"]
+
+    def advertised_endpoints(self, bound_ports: Mapping[str, int] | None = None) -> list[Endpoint]:
+        """Endpoints given to clients, with port 0 replaced by the bound port."""
+        bound_ports = bound_ports or {}
+        advertised = self._values["advertised.listeners"] or self.listeners
+        by_name = {e.listener_name: e for e in self.listeners}
+        result = []
+        for endpoint in advertised:
+            host = endpoint.host
+            if host in ("", "0.0.0.0", "::"):
+                host = socket.gethostname()
+            port = endpoint.port
+            if port == 0 or advertised is self.listeners:
+                port = bound_ports.get(endpoint.listener_name, by_name[endpoint.listener_name].port)
+            result.append(Endpoint(endpoint.listener_name, host, port))
+        return result
+
+    @property
+    def retention_ms(self) -> int:
+        """Effective retention: log.retention.ms, else minutes, else hours (Kafka's precedence)."""
+        if self._values["log.retention.ms"] is not None:
+            return self._values["log.retention.ms"]
+        if self._values["log.retention.minutes"] is not None:
+            minutes = self._values["log.retention.minutes"]
+            return -1 if minutes < 0 else minutes * 60_000
+        hours = self._values["log.retention.hours"]
+        return -1 if hours < 0 else hours * 3_600_000
+
+    @property
+    def segment_ms(self) -> int:
+        if self._values["log.roll.ms"] is not None:
+            return self._values["log.roll.ms"]
+        return self._values["log.roll.hours"] * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        value = self._values["log.flush.interval.ms"]
+        return self._values["log.flush.scheduler.interval.ms"] if value is None else value
+
+    def log_config_properties(self) -> dict[str, str]:
+        """The broker-wide log defaults as topic-level properties (strings, as Kafka keeps them)."""
+        props: dict[str, str] = {}
+        for broker_name, topic_name in TOPIC_PROPERTY_OF.items():
+            props[topic_name] = _to_property_string(self._values[broker_name])
+        props["cleanup.policy"] = ",".join(sorted(set(self._values["log.cleanup.policy"])))
+        props["retention.ms"] = str(self.retention_ms)
+        props["segment.ms"] = str(self.segment_ms)
+        if self.flush_ms != LONG_MAX:
+            props["flush.ms"] = str(self.flush_ms)
+        if self._values["log.flush.interval.messages"] == LONG_MAX:
+            del props["flush.messages"]  # absent means never, as LogConfig keeps it
+        return props
+
+
+def _to_property_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+# -- loading -------------------------------------------------------------------------
+
+
+def default_config_path() -> Path | None:
+    """``configs/broker.yaml`` beside the package when running from a source tree."""
+    candidate = Path(__file__).resolve().parent.parent / "configs" / "broker.yaml"
+    return candidate if candidate.is_file() else None
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path}{where} is not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must be a mapping of property: value")
+    return {str(k): v for k, v in data.items()}
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings from the command line."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not key=value")
+        result[key.strip()] = value
+    return result
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
+    """Load ``path`` (or the embedded default) and apply ``overrides``."""
+    if path is None:
+        default_path = default_config_path()
+        values = read_yaml(default_path) if default_path else dict(EMBEDDED_DEFAULTS)
+        source = str(default_path) if default_path else "embedded defaults"
+    else:
+        values = read_yaml(Path(path))
+        source = str(path)
+    values.update(overrides or {})
+    try:
+        return BrokerConfig(values)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (config: {source})") from None

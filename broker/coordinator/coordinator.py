@@ -1,0 +1,703 @@
+"""The group coordinator: the async layer over :mod:`broker.coordinator.group`.
+
+One :class:`GroupCoordinator` per broker, owned by the event loop (not thread-safe).
+It keeps every group of the ``__consumer_offsets`` partitions this broker leads in
+memory, drives each through the table-driven state machine, and holds the timers:
+
+* session timeout per member (reset by JoinGroup/SyncGroup/Heartbeat/OffsetCommit);
+  a member whose session expires is removed and the group rebalances. A member
+  whose JoinGroup or SyncGroup response is being held is kept alive, as in Kafka;
+* the join phase: ``group.initial.rebalance.delay.ms`` for a group leaving Empty
+  (extended while new members keep arriving, up to the rebalance timeout), else the
+  largest rebalance timeout of the members; the phase ends early once every known
+  member has rejoined and no member id handed out with MEMBER_ID_REQUIRED is unused;
+* expiry of committed offsets of empty groups after ``offsets.retention.minutes``
+  (checked every ``offsets.retention.check.interval.ms``).
+
+JoinGroup and SyncGroup responses are futures completed when the rebalance gets
+there. The coordinator never assigns partitions: the leader's SyncGroup carries
+the assignment chosen by the client's own assignor (eager or cooperative alike).
+
+Offsets and group metadata are appended to ``__consumer_offsets`` before the
+in-memory cache changes and before the client hears back. On start the
+partitions of ``__consumer_offsets`` are replayed in a worker thread; requests for
+their groups meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from broker.coordinator import storage
+from broker.coordinator.group import Event, Group, GroupState, Member
+from broker.coordinator.records import (OffsetAndMetadata, group_metadata_key, group_metadata_value,
+                                        offset_commit_key, offset_commit_value, partition_for)
+from broker.coordinator.storage import OFFSETS_TOPIC, StorageError, commit_error_for
+from broker.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger("broker.coordinator")
+
+OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
+S = GroupState
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def join_error(member_id: str, error_code: int) -> dict:
+    return {"error_code": int(error_code), "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "member_id": member_id, "members": []}
+
+
+class GroupCoordinator:
+    """See the module docstring. ``await start()`` after the topics are loaded; ``await shutdown()``."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.num_partitions: int = cfg.offsets_topic_num_partitions
+        self.min_session_timeout_ms: int = cfg.group_min_session_timeout_ms
+        self.max_session_timeout_ms: int = cfg.group_max_session_timeout_ms
+        self.initial_rebalance_delay_ms: int = cfg.group_initial_rebalance_delay_ms
+        self.group_max_size: int = cfg.group_max_size
+        self.retention_ms: int = cfg.offsets_retention_minutes * 60_000
+        self.retention_check_interval_ms: int = cfg.offsets_retention_check_interval_ms
+        self.groups: dict[str, Group] = {}
+        self.loading: set[int] = set()
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        info = self.broker.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+            self.loading = {p for p, pi in info.partitions.items() if pi.log is not None}
+            self._tasks.append(asyncio.ensure_future(self._load_all(info)))
+        self._tasks.append(asyncio.ensure_future(self._expiry_loop()))
+
+    async def _load_all(self, info) -> None:
+        started = time.perf_counter()
+        loaded = 0
+        for p in sorted(self.loading):
+            pinfo = info.partitions[p]
+            try:
+                state = await self.broker.run_blocking(storage.read_partition, pinfo.log)
+            except Exception:
+                log.exception("loading %s-%d failed", OFFSETS_TOPIC, p)
+                self.loading.discard(p)
+                continue
+            for group_id in state.group_ids():
+                value = state.groups.get(group_id)
+                group = Group.from_value(group_id, value) if value is not None else Group(group_id)
+                group.offsets = state.offsets.get(group_id, {})
+                self.groups[group_id] = group
+                for member in group.members.values():
+                    self._schedule_heartbeat(group, member)
+                loaded += 1
+            self.loading.discard(p)
+        log.info("coordinator loaded %d group(s) from %s in %.3f s", loaded, OFFSETS_TOPIC,
+                 time.perf_counter() - started)
+
+    async def wait_loaded(self) -> None:
+        """Wait until every partition of ``__consumer_offsets`` is loaded (tests, tools)."""
+        while self.loading and not self._stopped:
+            await asyncio.sleep(0.01)
+
+    async def shutdown(self) -> None:
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for group in self.groups.values():
+            self._cancel_join_timer(group)
+            for member in group.members.values():
+                self._cancel_heartbeat(member)
+                self._finish_join(member, join_error(member.member_id, ErrorCode.NOT_COORDINATOR))
+                self._finish_sync(member, ErrorCode.NOT_COORDINATOR)
+
+    # -- routing -------------------------------------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def group_error(self, group_id: str | None) -> int:
+        """INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR or NONE for a group."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if self._stopped:
+            return ErrorCode.NOT_COORDINATOR
+        if self.partition_for(group_id) in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    async def ensure_topic(self) -> None:
+        info = await storage.ensure_offsets_topic(self.broker)
+        self.num_partitions = len(info.partitions)
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        pinfo = self.broker.topics.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        storage.append_records(self.broker, pinfo, records)
+
+    def _store_group(self, group: Group) -> int:
+        """Append the group's metadata record; NONE or the error to answer with."""
+        try:
+            self._append(group.group_id, [(group_metadata_key(group.group_id), group_metadata_value(group.to_value()))])
+            return ErrorCode.NONE
+        except StorageError as exc:
+            log.warning("storing group %s failed: %s", group.group_id, exc)
+            return commit_error_for(exc.error_code)
+
+    # -- timers ----------------------------------------------------------------------------------------
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        self._cancel_heartbeat(member)
+        delay = (member.session_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        member.heartbeat_timer = self._loop().call_later(delay, self._heartbeat_expired, group, member)
+
+    @staticmethod
+    def _cancel_heartbeat(member: Member) -> None:
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
+
+    def _heartbeat_expired(self, group: Group, member: Member) -> None:
+        member.heartbeat_timer = None
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.awaiting_join or member.awaiting_sync:
+            self._schedule_heartbeat(group, member)
+            return
+        log.info("group %s: member %s session expired", group.group_id, member.member_id)
+        self._remove_member_and_update_group(group, member)
+
+    def _cancel_join_timer(self, group: Group) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+
+    # -- futures -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _finish_join(member: Member, response: dict) -> None:
+        fut, member.join_waiter = member.join_waiter, None
+        if fut is not None and not fut.done():
+            fut.set_result(response)
+
+    @staticmethod
+    def _finish_sync(member: Member, error_code: int, assignment: bytes = b"") -> None:
+        fut, member.sync_waiter = member.sync_waiter, None
+        if fut is not None and not fut.done():
+            fut.set_result((int(error_code), assignment))
+
+    def _join_response(self, group: Group, member: Member) -> dict:
+        members = []
+        if group.is_leader(member.member_id):
+            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata_for(group.protocol_name)} for m in group.members.values()]
+        return {"error_code": ErrorCode.NONE, "generation_id": group.generation_id,
+                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
+                "leader": group.leader_id or "", "member_id": member.member_id, "members": members}
+
+    # -- JoinGroup -----------------------------------------------------------------------------------------
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]],
+                         require_known_member_id: bool) -> dict:
+        """Kafka's handleJoinGroup; returns the JoinGroup response fields (held until the rebalance ends)."""
+        error = self.group_error(group_id)
+        if error:
+            return join_error(member_id, error)
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            return join_error(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
+        await self.ensure_topic()
+        group = self.groups.get(group_id)
+        unknown = member_id == ""
+        if group is None:
+            if not unknown:
+                return join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
+        if unknown and len(group.members) >= self.group_max_size:
+            return join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED)
+        fut = self._loop().create_future()
+        args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                [(n, bytes(m)) for n, m in protocols])
+        if unknown:
+            self._join_unknown(group, fut, require_known_member_id, *args)
+        else:
+            self._join_known(group, fut, member_id, *args)
+        return await fut
+
+    def _join_unknown(self, group, fut, require_known_member_id, instance_id, client_id, client_host,
+                      rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols) -> None:
+        if group.is_(S.DEAD):
+            fut.set_result(join_error("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports(protocol_type, protocols):
+            fut.set_result(join_error("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        old_id = group.static_member_id(instance_id)
+        if old_id is not None:
+            self._replace_static_member(group, fut, old_id, new_id, instance_id, rebalance_timeout_ms,
+                                        session_timeout_ms, protocols)
+        elif require_known_member_id and instance_id is None:
+            group.pending_members.add(new_id)
+            self._loop().call_later(session_timeout_ms / 1000, self._pending_expired, group, new_id)
+            fut.set_result(join_error(new_id, ErrorCode.MEMBER_ID_REQUIRED))
+        else:
+            self._add_member_and_rebalance(group, fut, new_id, instance_id, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+
+    def _pending_expired(self, group: Group, member_id: str) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._check_join_complete(group)
+
+    def _join_known(self, group, fut, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                    session_timeout_ms, protocol_type, protocols) -> None:
+        if group.is_(S.DEAD):
+            fut.set_result(join_error(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports(protocol_type, protocols):
+            fut.set_result(join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._add_member_and_rebalance(group, fut, member_id, instance_id, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            return
+        if instance_id is not None and group.static_member_id(instance_id) not in (None, member_id):
+            fut.set_result(join_error(member_id, ErrorCode.FENCED_INSTANCE_ID))
+            return
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY):
+            fut.set_result(join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        same = member.matches(protocols)
+        if group.is_(S.COMPLETING_REBALANCE) and same:
+            self._schedule_heartbeat(group, member)
+            fut.set_result(self._join_response(group, member))
+        elif group.is_(S.STABLE) and same and not group.is_leader(member_id):
+            self._schedule_heartbeat(group, member)
+            fut.set_result(self._join_response(group, member))
+        else:
+            self._update_member_and_rebalance(group, member, fut, rebalance_timeout_ms, session_timeout_ms,
+                                              protocols)
+
+    def _add_member_and_rebalance(self, group, fut, member_id, instance_id, client_id, client_host,
+                                  rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols) -> None:
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                        protocol_type, protocols, join_waiter=fut)
+        if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            member.is_new = True
+            group.new_member_added = True
+        group.add(member)
+        self._schedule_heartbeat(group, member)
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self._check_join_complete(group)
+
+    def _update_member_and_rebalance(self, group, member, fut, rebalance_timeout_ms, session_timeout_ms,
+                                     protocols) -> None:
+        if member.join_waiter is not None and member.join_waiter is not fut:
+            self._finish_join(member, join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.join_waiter = fut
+        self._schedule_heartbeat(group, member)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self._check_join_complete(group)
+
+    def _replace_static_member(self, group, fut, old_id, new_id, instance_id, rebalance_timeout_ms,
+                               session_timeout_ms, protocols) -> None:
+        """A static member came back without its member id: fence the old id, keep its place."""
+        old = group.members[old_id]
+        self._finish_join(old, join_error(old_id, ErrorCode.FENCED_INSTANCE_ID))
+        self._finish_sync(old, ErrorCode.FENCED_INSTANCE_ID)
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        if group.is_(S.STABLE) and member.matches(protocols) and not group.is_leader(new_id):
+            error = self._store_group(group)
+            if error:
+                group.replace_static_member(instance_id, new_id, old_id)
+                fut.set_result(join_error("", error))
+                return
+            self._schedule_heartbeat(group, member)
+            fut.set_result(self._join_response(group, member))
+        else:
+            self._update_member_and_rebalance(group, member, fut, rebalance_timeout_ms, session_timeout_ms,
+                                              protocols)
+
+    # -- the join phase ------------------------------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance:
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(S.COMPLETING_REBALANCE):
+            group.clear_assignments()
+            for m in group.members.values():
+                self._finish_sync(m, ErrorCode.REBALANCE_IN_PROGRESS)
+        initial = group.is_(S.EMPTY)
+        group.transition(Event.PREPARE_REBALANCE, now_ms())
+        self._cancel_join_timer(group)
+        log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
+        loop = self._loop()
+        if initial:
+            delay = self.initial_rebalance_delay_ms
+            remaining = max(group.max_rebalance_timeout_ms() - delay, 0)
+            group.join_initial = True
+            group.new_member_added = False
+            group.join_timer = loop.call_later(delay / 1000, self._initial_delay_expired, group, delay, remaining)
+        else:
+            group.join_initial = False
+            group.join_timer = loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._complete_join, group)
+
+    def _initial_delay_expired(self, group: Group, delay: int, remaining: int) -> None:
+        group.join_timer = None
+        if group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            step = min(delay, remaining)
+            group.join_timer = self._loop().call_later(step / 1000, self._initial_delay_expired, group, delay,
+                                                       remaining - step)
+            return
+        self._complete_join(group)
+
+    def _check_join_complete(self, group: Group) -> None:
+        if group.is_(S.PREPARING_REBALANCE) and not group.join_initial and group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        self._cancel_join_timer(group)
+        group.join_initial = False
+        if not group.is_(S.PREPARING_REBALANCE):
+            return
+        for m in group.not_yet_rejoined():
+            if not m.is_static:
+                log.info("group %s: member %s did not rejoin in time", group.group_id, m.member_id)
+                self._cancel_heartbeat(m)
+                group.remove(m.member_id)
+        group.elect_joined_leader()
+        group.init_next_generation(now_ms())
+        if group.is_(S.EMPTY):
+            error = self._store_group(group)
+            if error:
+                log.warning("group %s: could not store the empty group: %s", group.group_id, error)
+            return
+        log.info("group %s: generation %d with %d member(s), protocol %s, leader %s", group.group_id,
+                 group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        for m in list(group.members.values()):
+            if m.join_waiter is not None:
+                self._finish_join(m, self._join_response(group, m))
+                m.is_new = False
+                self._schedule_heartbeat(group, m)
+
+    # -- SyncGroup ------------------------------------------------------------------------------------------------
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> tuple[int, bytes, Group | None]:
+        """Kafka's handleSyncGroup: (error_code, assignment, group)."""
+        error = self.group_error(group_id)
+        if error:
+            return error, b"", None
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, b"", None
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, b"", group
+        if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID, b"", group
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, b"", group
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION, b"", group
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, b"", group
+        if group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID, b"", group
+        if group.is_(S.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS, b"", group
+        if group.is_(S.STABLE):
+            self._schedule_heartbeat(group, member)
+            return ErrorCode.NONE, member.assignment, group
+        # CompletingRebalance: wait for the leader's assignment
+        fut = self._loop().create_future()
+        if member.sync_waiter is not None:
+            self._finish_sync(member, ErrorCode.REBALANCE_IN_PROGRESS)
+        member.sync_waiter = fut
+        self._schedule_heartbeat(group, member)
+        if group.is_leader(member_id):
+            for m in group.members.values():
+                m.assignment = bytes(assignments.get(m.member_id, b""))
+            error = self._store_group(group)
+            if error:
+                group.clear_assignments()
+                for m in group.members.values():
+                    self._finish_sync(m, error)
+                self._maybe_prepare_rebalance(group, f"storing the assignment failed ({error})")
+            else:
+                group.transition(Event.ASSIGNMENT_RECEIVED, now_ms())
+                log.info("group %s: generation %d is stable", group.group_id, group.generation_id)
+                for m in group.members.values():
+                    if m.sync_waiter is not None:
+                        self._finish_sync(m, ErrorCode.NONE, m.assignment)
+                        self._schedule_heartbeat(group, m)
+        code, assignment = await fut
+        return code, assignment, group
+
+    # -- Heartbeat ---------------------------------------------------------------------------------------------------
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+        error = self.group_error(group_id)
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_heartbeat(group, member)
+        if group.is_(S.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # -- LeaveGroup ---------------------------------------------------------------------------------------------------
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors) for members given as (member_id, group_instance_id)."""
+        error = self.group_error(group_id)
+        if error:
+            return error, [error] * len(members)
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(members)
+        out = []
+        for member_id, instance_id in members:
+            if instance_id is not None:
+                current = group.static_member_id(instance_id)
+                if current is None:
+                    out.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != current:
+                    out.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = current
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self._check_join_complete(group)
+                out.append(ErrorCode.NONE)
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                out.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("group %s: member %s left", group.group_id, member_id)
+            self._remove_member_and_update_group(group, member)
+            out.append(ErrorCode.NONE)
+        return ErrorCode.NONE, out
+
+    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+        self._cancel_heartbeat(member)
+        self._finish_join(member, join_error(member.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+        self._finish_sync(member, ErrorCode.UNKNOWN_MEMBER_ID)
+        group.remove(member.member_id)
+        if group.is_(S.STABLE, S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.is_(S.PREPARING_REBALANCE):
+            self._check_join_complete(group)
+
+    # -- offsets -----------------------------------------------------------------------------------------------------
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                             offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        """Kafka's handleCommitOffsets: per-partition error codes, after the append."""
+        def every(code: int) -> dict[tuple[str, int], int]:
+            return {tp: int(code) for tp in offsets}
+
+        error = self.group_error(group_id)
+        if error:
+            return every(error)
+        await self.ensure_topic()
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return every(ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
+        member = None
+        if group.is_(S.DEAD):
+            return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not (generation_id < 0 and group.is_(S.EMPTY)):
+            if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
+                return every(ErrorCode.FENCED_INSTANCE_ID)
+            if group.is_(S.COMPLETING_REBALANCE):
+                return every(ErrorCode.REBALANCE_IN_PROGRESS)
+            member = group.members.get(member_id)
+            if member is None:
+                return every(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return every(ErrorCode.ILLEGAL_GENERATION)
+            self._schedule_heartbeat(group, member)
+        result: dict[tuple[str, int], int] = {}
+        records = []
+        for (topic, partition), om in offsets.items():
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
+                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            records.append(((topic, partition), om))
+        if records:
+            try:
+                self._append(group_id, [(offset_commit_key(group_id, t, p), offset_commit_value(om))
+                                        for (t, p), om in records])
+            except StorageError as exc:
+                code = commit_error_for(exc.error_code)
+                for tp, _ in records:
+                    result[tp] = code
+                return result
+            for tp, om in records:
+                group.offsets[tp] = om
+                result[tp] = ErrorCode.NONE
+        return result
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        """(error, offsets); ``partitions`` None means every partition the group has offsets for."""
+        error = self.group_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        stored = group.offsets if group is not None else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(stored)
+        return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], subscribed: set[str]
+                       ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete: tombstones for partitions of topics the group is not subscribed to."""
+        error = self.group_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        result: dict[tuple[str, int], int] = {}
+        doomed = []
+        for tp in partitions:
+            if tp[0] in subscribed and not group.is_(S.EMPTY):
+                result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                doomed.append(tp)
+        existing = [tp for tp in doomed if tp in group.offsets]
+        if existing:
+            try:
+                self._append(group_id, [(offset_commit_key(group_id, t, p), None) for t, p in existing])
+            except StorageError as exc:
+                return commit_error_for(exc.error_code), {}
+            for tp in existing:
+                group.offsets.pop(tp, None)
+        for tp in doomed:
+            result[tp] = ErrorCode.NONE
+        return ErrorCode.NONE, result
+
+    # -- groups as a whole -----------------------------------------------------------------------------------------
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for group_id in group_ids:
+            error = self.group_error(group_id)
+            group = self.groups.get(group_id) if not error else None
+            if error:
+                out[group_id] = error
+            elif group is None or group.is_(S.DEAD):
+                out[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_(S.EMPTY):
+                out[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                out[group_id] = self._remove_group(group)
+        return out
+
+    def _remove_group(self, group: Group) -> int:
+        """Tombstone the group and its offsets, then forget it (state Dead)."""
+        records = [(offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets]
+        records.append((group_metadata_key(group.group_id), None))
+        try:
+            self._append(group.group_id, records)
+        except StorageError as exc:
+            return commit_error_for(exc.error_code)
+        group.transition(Event.REMOVE, now_ms())
+        group.offsets.clear()
+        self.groups.pop(group.group_id, None)
+        return ErrorCode.NONE
+
+    def list_groups(self) -> list[Group]:
+        return [g for g in self.groups.values() if not g.is_(S.DEAD)]
+
+    def describe(self, group_id: str) -> tuple[int, Group | None]:
+        error = self.group_error(group_id)
+        if error:
+            return error, None
+        return ErrorCode.NONE, self.groups.get(group_id)
+
+    # -- offset expiry ---------------------------------------------------------------------------------------------
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_interval_ms / 1000)
+            try:
+                self.expire_offsets(now_ms())
+            except Exception:
+                log.exception("offset expiry failed")
+
+    def expire_offsets(self, now: int) -> int:
+        """Tombstone offsets past retention (Kafka 2.7's rules); returns how many expired.
+
+        Only groups without active members lose offsets: for an Empty group with a
+        protocol the clock starts when it became Empty; for a group that never had
+        members (standalone commits) at each commit; a commit with an explicit
+        expire timestamp (OffsetCommit v2-v4 retention) expires then. A group left
+        with no offsets and no members is removed.
+        """
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) in self.loading or not group.is_(S.EMPTY):
+                continue
+            expired = []
+            for tp, om in group.offsets.items():
+                if om.expire_timestamp != -1:
+                    due = now >= om.expire_timestamp
+                elif group.protocol_type is not None and group.current_state_timestamp >= 0:
+                    due = group.current_state_timestamp + self.retention_ms <= now
+                else:
+                    due = om.commit_timestamp + self.retention_ms <= now
+                if due:
+                    expired.append(tp)
+            if expired:
+                try:
+                    self._append(group.group_id, [(offset_commit_key(group.group_id, t, p), None) for t, p in expired])
+                except StorageError as exc:
+                    log.warning("expiring offsets of group %s failed: %s", group.group_id, exc)
+                    continue
+                for tp in expired:
+                    group.offsets.pop(tp, None)
+                expired_total += len(expired)
+                log.info("group %s: %d offset(s) expired", group.group_id, len(expired))
+            if not group.offsets and not group.members and not group.pending_members:
+                self._remove_group(group)
+        return expired_total

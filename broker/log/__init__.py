@@ -1,0 +1,45 @@
+"""Segmented commit-log storage: append, read file slices, roll, retain, compact, flush, recover.
+
+Depends only on :mod:`broker.records` and the standard library; it knows
+nothing of the network or the cluster (ARCHITECTURE decision 5).
+
+Public names::
+
+    Log, LogConfig, LogManager, AppendInfo, FetchSlice, OffsetOutOfRange,
+    LogRecoveryReport, RecoveryCut, LogSegment, LeaderEpochCache,
+    RecordTooLargeError, CorruptRecordError
+"""
+
+from broker.log.checkpoint import LeaderEpochCache
+from broker.log.config import LogConfig
+from broker.log.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    LogError,
+    OffsetOutOfRange,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport, RecoveryCut
+from broker.log.log import Log
+from broker.log.manager import LogManager, parse_topic_partition
+from broker.log.segment import LogSegment
+
+__all__ = [
+    "AppendInfo",
+    "CorruptRecordError",
+    "FetchSlice",
+    "KafkaStorageError",
+    "LeaderEpochCache",
+    "Log",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "parse_topic_partition",
+    "LogRecoveryReport",
+    "LogSegment",
+    "OffsetOutOfRange",
+    "RecordTooLargeError",
+    "RecoveryCut",
+    "UnexpectedAppendOffsetError",
+]

@@ -1,0 +1,714 @@
+"""A partition's log: an ordered list of segments with one writer and lock-free readers.
+
+Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (see
+:mod:`broker.log.segment`) and ``leader-epoch-checkpoint``. Offsets are
+assigned here: the next batch gets ``log_end_offset`` as its base offset.
+
+Invariants:
+- ``log_start_offset <= high_watermark <= log_end_offset`` (the partition layer moves
+  ``high_watermark``; until it is first set it tracks ``log_end_offset``);
+- segments are sorted by base offset, the last one is the active segment and the
+  only one written to; offsets increase strictly across batches and segments;
+- ``recovery_point <= log_end_offset``: data below it has been fsynced.
+
+Thread-safety: writers (``append``, ``roll``, ``truncate_to``,
+``delete_records``, retention, the cleaner's swap) serialise on ``self.lock``.
+Readers (``read``, ``offset_for_timestamp``, properties) take no lock: they use
+the segment tuple snapshot, which writers replace atomically (copy-on-write), so
+a reader racing a deletion keeps working on the old snapshot; deleted
+segments' files are renamed ``*.deleted`` and only closed and unlinked after
+``file.delete.delay.ms`` (see :meth:`purge_deleted`). ``flush`` runs outside
+the writer lock (fsync must never stall appends) under its own lock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import threading
+import time
+from bisect import bisect_right
+from pathlib import Path
+from typing import Callable
+
+import crc32c
+
+from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from broker.log.config import LogConfig
+from broker.log.errors import (
+    CorruptRecordError,
+    OffsetOutOfRange,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport, RecoveryCut
+from broker.log.records_adapter import record_offsets_and_timestamps, set_log_append_time
+from broker.log.scan import INT32_MAX, read_header, scan_file
+from broker.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from broker.records.view import LOG_OVERHEAD, V2_HEADER_SIZE, BatchView
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_V2 = struct.Struct(">qiiBIhiqqqhii")  # the whole 61-byte v2 header
+_ENTRY_HEAD = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes append patches
+_crc32c = crc32c.crc32c
+_new_tuple = tuple.__new__  # AppendInfo without NamedTuple.__new__'s Python-level call
+
+
+class Log:
+    """See the module docstring. Build with :meth:`Log.open`."""
+
+    def __init__(self, dir: Path, config: LogConfig, clock: Callable[[], float]) -> None:
+        self.dir = Path(dir)
+        self.config = config
+        self.clock = clock
+        self.lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._view: tuple[tuple[int, ...], tuple[LogSegment, ...]] = ((), ())
+        self._log_end_offset = 0
+        self.log_start_offset = 0
+        self._high_watermark: int | None = None  # None: tracks log_end_offset (single node)
+        self.recovery_point = 0
+        self.recovery_report: LogRecoveryReport | None = None
+        self.leader_epoch_cache: LeaderEpochCache | None = None
+        self.unflushed_messages = 0
+        self.last_flush_ms = self._now_ms()
+        self.flush_hook: Callable[["Log"], None] | None = None  # set by LogManager: wake the flusher
+        self._pending_deletes: list[tuple[float, LogSegment]] = []
+        self._settings: tuple | None = None  # see _append_settings
+        self.closed = False
+
+    # -- opening and recovery -----------------------------------------------
+    @classmethod
+    def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None,
+             clock: Callable[[], float] = time.time, had_clean_shutdown: bool = False) -> "Log":
+        """Open (creating if needed) the log in ``dir`` and recover it from ``recovery_point``.
+
+        Segments from the one holding ``recovery_point`` onward are verified batch
+        by batch (CRC, sizes, offsets); the first invalid byte and everything after
+        it is cut, including later segments. ``had_clean_shutdown`` skips the CRC
+        check (the broker wrote a clean-shutdown marker) but still finds the tail.
+        """
+        log = cls(dir, config, clock)
+        log.dir.mkdir(parents=True, exist_ok=True)
+        log._recover(recovery_point, log_start_offset, had_clean_shutdown)
+        return log
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        c = self.config
+        return LogSegment.create(self.dir, base_offset, index_interval_bytes=c.index_interval_bytes,
+                                 max_index_bytes=c.segment_index_bytes, now_ms=self._now_ms(),
+                                 preallocate_bytes=c.segment_bytes if c.preallocate else 0)
+
+    def _remove_stray_files(self) -> None:
+        names = os.listdir(self.dir)
+        for name in names:
+            p = self.dir / name
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                p.unlink(missing_ok=True)
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                # A compaction swap was under way: the swap file replaces every segment it covers.
+                base = int(name[:20])
+                path = self.dir / name
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    res = scan_file(fd, base, verify=False)
+                finally:
+                    os.close(fd)
+                end = res.next_offset if res.next_offset is not None else base
+                for other in os.listdir(self.dir):
+                    if other.endswith(LOG_SUFFIX) and other[:20].isdigit():
+                        ob = int(other[:20])
+                        if base <= ob < end or ob == base:
+                            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                                (self.dir / f"{ob:020d}{suf}").unlink(missing_ok=True)
+                for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    src = self.dir / f"{base:020d}{suf}{SWAP_SUFFIX}"
+                    if src.exists():
+                        os.replace(src, self.dir / f"{base:020d}{suf}")
+            elif name.endswith(SWAP_SUFFIX) and not (self.dir / name).exists():
+                continue
+        for name in os.listdir(self.dir):
+            if name.endswith(SWAP_SUFFIX):
+                (self.dir / name).unlink(missing_ok=True)
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and name[:20].isdigit():
+                if not (self.dir / (name[:20] + LOG_SUFFIX)).exists():
+                    (self.dir / name).unlink(missing_ok=True)
+
+    def _recover(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
+        self._remove_stray_files()
+        c = self.config
+        bases = sorted(int(n[:20]) for n in os.listdir(self.dir)
+                       if n.endswith(LOG_SUFFIX) and len(n) == 24 and n[:20].isdigit())
+        report = LogRecoveryReport(dir=str(self.dir), recovery_point=recovery_point)
+        segments = [LogSegment.open_existing(self.dir, b, index_interval_bytes=c.index_interval_bytes,
+                                             max_index_bytes=c.segment_index_bytes) for b in bases]
+        if not segments:
+            segments = [self._new_segment(log_start_offset or 0)]
+        else:
+            start = max(0, bisect_right(bases, recovery_point) - 1)
+            if clean:
+                start = len(segments)
+            expected = None
+            for i in range(start, len(segments)):
+                seg = segments[i]
+                report.segments_checked.append(seg.log_path.name)
+                res = seg.recover(expected_offset=expected)
+                report.bytes_checked += res.valid_bytes
+                report.indexes_rebuilt.append(seg.log_path.name)
+                if res.cut_reason is not None:
+                    removed = seg.truncate_to_position(res.valid_bytes)
+                    report.cuts.append(RecoveryCut(seg.log_path.name, res.valid_bytes, removed, res.cut_reason))
+                    for later in segments[i + 1:]:
+                        report.cuts.append(RecoveryCut(later.log_path.name, 0, later.size,
+                                                       "segment after the first corruption"))
+                        later.delete_files()
+                    del segments[i + 1:]
+                    break
+                if res.batches:
+                    expected = res.next_offset
+            # drop empty non-active segments left at the tail by a cut (keep the first)
+            while len(segments) > 1 and segments[-1].size == 0 and segments[-2].size > 0 and \
+                    segments[-1].base_offset < (segments[-2].next_offset or 0):
+                segments.pop().delete_files()
+            last = segments[-1]
+            if clean or start >= len(segments):
+                last.load_tail()
+            last.open_indexes_for_append()
+        last = segments[-1]
+        leo = last.next_offset if last.next_offset is not None else last.base_offset
+        self._set_segments(segments)
+        self._log_end_offset = leo
+        first_base = segments[0].base_offset
+        lso = first_base if log_start_offset is None else max(log_start_offset, first_base)
+        self.log_start_offset = min(lso, leo)
+        self.recovery_point = min(recovery_point, leo) if not clean else leo
+        self._high_watermark = None
+        self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        report.log_end_offset = leo
+        self.recovery_report = report
+
+    # -- snapshot helpers ------------------------------------------------------
+    def _set_segments(self, segments) -> None:
+        segs = tuple(segments)
+        self._view = (tuple(s.base_offset for s in segs), segs)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._view[1])
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[1][-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The partition layer's high watermark; until first set it follows ``log_end_offset``."""
+        hw = self._high_watermark
+        return self._log_end_offset if hw is None else hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int | None) -> None:
+        """Set it (clamped to [log_start_offset, log_end_offset]); ``None`` resumes tracking the LEO."""
+        if value is not None:
+            value = max(self.log_start_offset, min(value, self._log_end_offset))
+        self._high_watermark = value
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._view[1])
+
+    def latest(self) -> int:
+        return self._log_end_offset
+
+    def earliest(self) -> int:
+        return self.log_start_offset
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def update_config(self, config: LogConfig) -> None:
+        with self.lock:
+            self.config = config
+            for seg in self._view[1]:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    # -- append ------------------------------------------------------------------
+    def _append_settings(self) -> tuple:
+        """The config values the append path reads, cached per (immutable) LogConfig object."""
+        cfg = self.config
+        settings = self._settings
+        if settings is None or settings[0] is not cfg:
+            settings = self._settings = (
+                cfg, cfg.max_message_bytes, cfg.message_timestamp_type == "LogAppendTime",
+                cfg.segment_bytes, cfg.segment_ms - cfg.segment_jitter_ms, cfg.flush_messages)
+        return settings
+
+    def append(self, records, *, leader_epoch: int = 0, assign_offsets: bool = True,
+               append_time_ms: int | None = None) -> AppendInfo:
+        """Validate and append one or more whole v2 batches; see the brief in the package docstring.
+
+        Most produce requests carry one batch per partition, so a buffer holding
+        exactly one valid batch takes a lean path (same checks, same effects, same
+        errors as :meth:`_append_batches`, which handles everything else): one
+        header unpack, no per-batch lists, the roll conditions of
+        :meth:`LogSegment.should_roll` evaluated inline, the clock read only when
+        a roll decision needs it, and a read-only buffer written with a patched
+        16-byte head instead of being copied.
+        """
+        mv = memoryview(records)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        settings = self._settings
+        if settings is None or settings[0] is not self.config:
+            settings = self._append_settings()
+        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, flush_messages = settings
+        n = len(mv)
+        if log_append_time or n < V2_HEADER_SIZE:
+            return self._append_batches(mv, leader_epoch, assign_offsets, append_time_ms)
+        bo, length, ple, magic, crc, _a, lod, _bts, mts, _pid, _pe, _seq, count = _V2.unpack_from(mv)
+        if LOG_OVERHEAD + length != n or n > max_message_bytes or magic != 2 or lod < 0 or count < 0:
+            return self._append_batches(mv, leader_epoch, assign_offsets, append_time_ms)
+        if _crc32c(mv[21:]) != crc:
+            raise CorruptRecordError("CRC-32C mismatch", 0)
+        head = None
+        with self.lock:
+            if self.closed:
+                raise ValueError(f"log {self.dir} is closed")
+            nxt = self._log_end_offset
+            if assign_offsets:
+                bo, ple = nxt, leader_epoch
+                if mv.readonly:
+                    head = _ENTRY_HEAD.pack(bo, length, ple)
+                else:
+                    _ENTRY_HEAD.pack_into(mv, 0, bo, length, ple)
+            elif bo < nxt:
+                raise UnexpectedAppendOffsetError(f"batch base offset {bo} is below the expected offset {nxt}")
+            last = bo + lod
+            seg = self._view[1][-1]
+            # LogSegment.should_roll's conditions, plus a new segment when an empty one's base is too far below
+            size = seg.size
+            if size:
+                t = seg.rolling_based_timestamp
+                if (size > segment_bytes - n or seg.indexes_full or last - seg.base_offset > INT32_MAX
+                        or (mts - t if t is not None and t >= 0 else self._now_ms() - seg.created_ms) > segment_ms):
+                    seg = self._roll_locked(bo)
+            elif bo != seg.base_offset and last - seg.base_offset > INT32_MAX:
+                seg = self._roll_locked(bo)
+            seg.append_batch(mv, last, mts, head)
+            if ple >= 0:
+                epochs = self.leader_epoch_cache.entries
+                if not epochs or ple > epochs[-1][0]:
+                    self.leader_epoch_cache.assign(ple, bo)
+            self._log_end_offset = last + 1
+            self.unflushed_messages += count
+            if mts > -1:
+                info = _new_tuple(AppendInfo, (bo, last, mts, last, -1, 1, count, n, self.log_start_offset))
+            else:
+                info = _new_tuple(AppendInfo, (bo, last, -1, bo, -1, 1, count, n, self.log_start_offset))
+        if flush_messages is not None and self.flush_hook is not None and self.unflushed_messages >= flush_messages:
+            self.flush_hook(self)
+        return info
+
+    def _append_batches(self, mv: memoryview, leader_epoch: int, assign_offsets: bool,
+                        append_time_ms: int | None) -> AppendInfo:
+        """The general append: any number of batches, LogAppendTime, and every validation error."""
+        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, flush_messages = \
+            self._append_settings()
+        if mv.readonly and (assign_offsets or log_append_time):
+            mv = memoryview(bytearray(mv))
+        batches = self._validate(mv, max_message_bytes)
+        now = append_time_ms if append_time_ms is not None else self._now_ms()
+        if log_append_time:
+            for b in batches:
+                set_log_append_time(BatchView(mv, b[0], b[1]), now)
+                b[3] = now
+        with self.lock:
+            if self.closed:
+                raise ValueError(f"log {self.dir} is closed")
+            nxt = self._log_end_offset
+            pack_offset, pack_epoch = _I64.pack_into, _I32.pack_into
+            for b in batches:  # b = [position, size, base_offset, max_timestamp, last_offset_delta, records, epoch]
+                if assign_offsets:
+                    b[2] = nxt
+                    b[6] = leader_epoch
+                    pack_offset(mv, b[0], nxt)
+                    pack_epoch(mv, b[0] + 12, leader_epoch)
+                elif b[2] < nxt:
+                    raise UnexpectedAppendOffsetError(
+                        f"batch base offset {b[2]} is below the expected offset {nxt}")
+                nxt = b[2] + b[4] + 1
+            first = batches[0][2]
+            last = nxt - 1
+            max_ts, off_max, num_records = -1, first, 0
+            for b in batches:
+                if b[3] > max_ts:
+                    max_ts, off_max = b[3], b[2] + b[4]
+                num_records += b[5]
+            seg = self.active_segment
+            if seg.should_roll(incoming_bytes=len(mv), incoming_max_timestamp=max_ts, last_offset=last,
+                               now_ms=now, segment_bytes=segment_bytes, segment_ms=segment_ms) is not None:
+                seg = self._roll_locked(first)
+            elif seg.size == 0 and first != seg.base_offset and last - seg.base_offset > INT32_MAX:
+                seg = self._roll_locked(first)
+            seg.append(mv, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=off_max,
+                       first_batch_max_timestamp=batches[0][3])
+            cache = self.leader_epoch_cache
+            latest = cache.latest_epoch
+            for b in batches:
+                if b[6] >= 0 and (latest is None or b[6] > latest):
+                    cache.assign(b[6], b[2])
+                    latest = b[6]
+            self._log_end_offset = last + 1
+            self.unflushed_messages += num_records
+            info = AppendInfo(first, last, max_ts, off_max, now if log_append_time else -1, len(batches),
+                              num_records, len(mv), self.log_start_offset)
+        hook = self.flush_hook
+        if hook is not None and flush_messages is not None and self.unflushed_messages >= flush_messages:
+            hook(self)
+        return info
+
+    @staticmethod
+    def _validate(mv: memoryview, max_message_bytes: int) -> list[list[int]]:
+        """Check every entry (size, magic, CRC); one header unpack per batch, no per-record work.
+
+        Returns ``[position, size, base_offset, max_timestamp, last_offset_delta,
+        records_count, partition_leader_epoch]`` per batch.
+        """
+        n = len(mv)
+        pos = 0
+        out = []
+        unpack = _V2.unpack_from
+        while pos < n:
+            if n - pos < V2_HEADER_SIZE:
+                raise CorruptRecordError(f"{n - pos} trailing bytes are not a whole batch", pos)
+            bo, length, ple, magic, crc, _a, lod, _bts, mts, _pid, _pe, _seq, count = unpack(mv, pos)
+            size = LOG_OVERHEAD + length
+            if length < V2_HEADER_SIZE - LOG_OVERHEAD or size > n - pos:
+                raise CorruptRecordError(f"batch length {length} does not fit the {n - pos} bytes left", pos)
+            if size > max_message_bytes:
+                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes={max_message_bytes}")
+            if magic != 2:
+                raise CorruptRecordError(f"expected magic 2, found {magic}", pos)
+            if _crc32c(mv[pos + 21:pos + size]) != crc:
+                raise CorruptRecordError("CRC-32C mismatch", pos)
+            if lod < 0 or count < 0:
+                raise CorruptRecordError(f"negative lastOffsetDelta {lod} or recordsCount {count}", pos)
+            out.append([pos, size, bo, mts, lod, count, ple])
+            pos += size
+        if not out:
+            raise CorruptRecordError("no record batch to append", 0)
+        return out
+
+    # -- rolling ---------------------------------------------------------------------
+    def roll(self, new_base_offset: int | None = None) -> LogSegment:
+        """Close the active segment to writes and start a new one at the log end offset."""
+        with self.lock:
+            return self._roll_locked(self._log_end_offset if new_base_offset is None else new_base_offset)
+
+    def _roll_locked(self, base: int) -> LogSegment:
+        bases, segs = self._view
+        active = segs[-1]
+        if active.size == 0:
+            if active.base_offset == base:
+                return active
+            # an empty active segment is replaced rather than kept as an empty file
+            active.delete_files()
+            segs = segs[:-1]
+        else:
+            active.on_become_inactive()
+            active.index.close()
+            active.time_index.close()
+        new = self._new_segment(base)
+        self._set_segments(segs + (new,))
+        return new
+
+    # -- reading -----------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchSlice:
+        """A slice of whole batches starting at the batch holding ``offset`` (see the package docs)."""
+        bases, segs = self._view
+        leo = self._log_end_offset
+        lso = self.log_start_offset
+        if offset < lso or offset > leo:
+            raise OffsetOutOfRange(offset, lso, leo)
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            return self._empty_slice(segs[-1])
+        i = max(0, bisect_right(bases, offset) - 1)
+        found = None
+        while i < len(segs):
+            seg = segs[i]
+            size = seg.size
+            found = seg.find_batch(offset, size)
+            if found is not None:
+                break
+            i += 1
+        if found is None:
+            return self._empty_slice(segs[-1])
+        pos, bo, _last, entry, _mts = found
+        limit = size
+        if max_offset is not None and (seg.next_offset is None or max_offset < seg.next_offset):
+            loc = seg.find_batch(max_offset, size)
+            if loc is not None:
+                limit = loc[0]
+        if limit <= pos:
+            return FetchSlice(seg.file, pos, 0, -1, seg.base_offset)
+        end = seg.slice_end(pos, entry, max_bytes, limit)
+        if end == pos:
+            if not min_one_batch:
+                return FetchSlice(seg.file, pos, 0, -1, seg.base_offset)
+            end = pos + entry
+        return FetchSlice(seg.file, pos, end - pos, bo, seg.base_offset)
+
+    @staticmethod
+    def _empty_slice(seg: LogSegment) -> FetchSlice:
+        return FetchSlice(seg._ensure_open(), seg.size, 0, -1, seg.base_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp >= ``timestamp_ms``; None if none."""
+        segs = self._view[1]
+        lso = self.log_start_offset
+        for seg in segs:
+            seg.load_indexes()
+            if seg.max_timestamp < timestamp_ms:
+                continue
+            start = max(seg.time_index.lookup(timestamp_ms), lso, seg.base_offset)
+            loc = seg.find_batch(start)
+            if loc is None:
+                continue
+            pos, size, fd = loc[0], seg.size, seg.fd
+            while pos < size:
+                h = read_header(fd, pos)
+                if h is None:
+                    break
+                bo, entry, last, mts = h
+                if mts >= timestamp_ms and last >= lso:
+                    for off, ts in record_offsets_and_timestamps(os.pread(fd, entry, pos)):
+                        if ts >= timestamp_ms and off >= lso:
+                            return off, ts
+                pos += entry
+        return None
+
+    # -- flushing --------------------------------------------------------------------
+    def flush_needed(self, now_ms: int | None = None) -> bool:
+        if self.unflushed_messages == 0 and self.recovery_point >= self._log_end_offset:
+            return False
+        cfg = self.config
+        if cfg.flush_messages is not None and self.unflushed_messages >= cfg.flush_messages:
+            return True
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        if cfg.flush_ms is not None and now_ms - self.last_flush_ms >= cfg.flush_ms:
+            return True
+        return False
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding ``[recovery_point, up_to)`` and move the recovery point to ``up_to``."""
+        with self._flush_lock:
+            target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+            unflushed = self.unflushed_messages
+            if target <= self.recovery_point and unflushed == 0:
+                return
+            bases, segs = self._view
+            first = max(0, bisect_right(bases, self.recovery_point) - 1)
+            last = bisect_right(bases, max(target - 1, 0))
+            for seg in segs[first:max(last, first + 1)]:
+                if not seg.deleted:
+                    seg.flush()
+            self.leader_epoch_cache.flush()
+            if target > self.recovery_point:
+                self.recovery_point = target
+            if up_to is None or target >= self._log_end_offset:
+                self.unflushed_messages = max(0, self.unflushed_messages - unflushed)
+            self.last_flush_ms = self._now_ms()
+
+    # -- deleting ---------------------------------------------------------------------
+    def _delete_segments_locked(self, doomed: list[LogSegment]) -> int:
+        if not doomed:
+            return 0
+        ids = {id(s) for s in doomed}
+        segs = [s for s in self._view[1] if id(s) not in ids]
+        if not segs:
+            raise AssertionError("the active segment is never deleted")
+        self._set_segments(segs)
+        due = self.clock() + self.config.file_delete_delay_ms / 1000
+        for seg in doomed:
+            seg.deleted = True
+            seg.rename_suffix("", DELETED_SUFFIX)
+            self._pending_deletes.append((due, seg))
+        if self.config.file_delete_delay_ms == 0:
+            self.purge_deleted()
+        return len(doomed)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> bool:
+        """Swap the cleaner's ``new`` segment (files ``*.cleaned``) in for ``old`` (consecutive).
+
+        Crash-safe order, as Kafka's: cleaned -> ``.swap``; old -> ``.deleted``;
+        ``.swap`` -> final names. Recovery on open finishes an interrupted swap.
+        Returns False (and removes ``new``) when ``old`` is no longer all in the log.
+        """
+        with self.lock:
+            segs = list(self._view[1])
+            ids = [id(s) for s in segs]
+            if self.closed or not old or any(id(o) not in ids for o in old) or old[-1] is segs[-1]:
+                new.delete_files()
+                return False
+            at = ids.index(id(old[0]))
+            new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            segs[at:at + len(old)] = [new]
+            self._set_segments(segs)
+            due = self.clock() + self.config.file_delete_delay_ms / 1000
+            for seg in old:
+                seg.deleted = True
+                seg.rename_suffix("", DELETED_SUFFIX)
+                self._pending_deletes.append((due, seg))
+            new.rename_suffix(SWAP_SUFFIX, "")
+        if self.config.file_delete_delay_ms == 0:
+            self.purge_deleted()
+        return True
+
+    def purge_deleted(self, now: float | None = None) -> int:
+        """Close and unlink ``*.deleted`` segments whose delay has passed (all when ``now`` is inf)."""
+        now = self.clock() if now is None else now
+        with self.lock:
+            due = [(t, s) for t, s in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+        for _t, seg in due:
+            seg.delete_files()
+        return len(due)
+
+    def _advance_log_start_offset(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+
+    def delete_retention_segments(self, now_ms: int | None = None) -> int:
+        """Delete old segments by retention.ms / retention.bytes / log start offset; never the active one."""
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        cfg = self.config
+        with self.lock:
+            segs = self._view[1]
+            candidates = segs[:-1]
+            upper = self.high_watermark
+            doomed: list[LogSegment] = []
+
+            def next_base(i: int) -> int:
+                return segs[i + 1].base_offset
+
+            # segments wholly below the log start offset (DeleteRecords)
+            i = 0
+            while i < len(candidates) and next_base(i) <= self.log_start_offset:
+                doomed.append(candidates[i])
+                i += 1
+            if cfg.delete:
+                if cfg.retention_ms >= 0:
+                    j = i
+                    while j < len(candidates) and next_base(j) <= upper:
+                        seg = candidates[j]
+                        seg.load_indexes()
+                        ts = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.stat(seg.log_path).st_mtime * 1000)
+                        if now_ms - ts <= cfg.retention_ms:
+                            break
+                        j += 1
+                    doomed.extend(candidates[i:j])
+                    i = max(i, j)
+                if cfg.retention_bytes >= 0:
+                    diff = sum(s.size for s in segs) - sum(s.size for s in doomed) - cfg.retention_bytes
+                    j = i
+                    while j < len(candidates) and next_base(j) <= upper and diff - candidates[j].size >= 0:
+                        diff -= candidates[j].size
+                        j += 1
+                    doomed.extend(candidates[i:j])
+            if doomed:
+                # move the start first: a reader never sees a segment list that starts above it
+                ids = {id(s) for s in doomed}
+                self._advance_log_start_offset(next(s for s in segs if id(s) not in ids).base_offset)
+            return self._delete_segments_locked(doomed)
+
+    def delete_records(self, new_log_start_offset: int) -> int:
+        """Advance the log start offset (DeleteRecords); -1 means the high watermark. Returns it."""
+        with self.lock:
+            target = self.high_watermark if new_log_start_offset == -1 else new_log_start_offset
+            if target > self.high_watermark or target < 0:
+                raise OffsetOutOfRange(target, self.log_start_offset, self.high_watermark)
+            self._advance_log_start_offset(target)
+            segs = self._view[1]
+            doomed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base_offset <= self.log_start_offset]
+            self._delete_segments_locked(doomed)
+            return self.log_start_offset
+
+    # -- truncation (replication) ---------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and above ``offset`` (a batch boundary). True if anything was removed."""
+        with self.lock:
+            if offset >= self._log_end_offset:
+                return False
+            segs = self._view[1]
+            if offset <= segs[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            keep = [s for s in segs if s.base_offset < offset]
+            doomed = [s for s in segs if s.base_offset >= offset]
+            self._set_segments(keep)
+            for s in doomed:
+                s.delete_files()
+            seg = keep[-1]
+            seg.truncate_to_offset(offset)
+            seg.open_indexes_for_append()
+            self._log_end_offset = seg.next_offset if seg.next_offset is not None else seg.base_offset
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            self.recovery_point = min(self.recovery_point, self._log_end_offset)
+            if self._high_watermark is not None:
+                self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset``."""
+        with self.lock:
+            old = self._view[1]
+            for s in old:
+                s.delete_files()
+            self._set_segments([self._new_segment(offset)])
+            self._log_end_offset = offset
+            self.log_start_offset = offset
+            self.recovery_point = offset
+            if self._high_watermark is not None:
+                self._high_watermark = offset
+            self.unflushed_messages = 0
+            self.leader_epoch_cache.clear()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Trim indexes and close every file (no fsync: call flush first for durability)."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            for seg in self._view[1]:
+                seg.close()
+        self.purge_deleted(float("inf"))
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir.name}, log_start_offset={self.log_start_offset}, "
+                f"log_end_offset={self._log_end_offset}, segments={len(self._view[1])})")

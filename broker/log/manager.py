@@ -1,0 +1,338 @@
+"""All logs of a broker across its log dirs (JBOD), with the background work they need.
+
+Layout of each log dir::
+
+    meta.properties                      version=0, broker.id, cluster.id
+    recovery-point-offset-checkpoint     \\
+    log-start-offset-checkpoint           } text checkpoints, see broker.log.checkpoint
+    replication-offset-checkpoint        /  (high watermarks)
+    cleaner-offset-checkpoint            first dirty offset of compacted logs
+    .kafka_cleanshutdown                 present only after a clean shutdown
+    <topic>-<partition>/                 one Log each; topic names may contain '-'
+    <topic>-<partition>.<uuid>-delete/   a deleted log waiting for removal
+
+Background threads (``start_background``): a scheduler that flushes logs
+(``flush.messages`` / ``flush.ms``, woken early by appends), applies retention
+every ``retention_check_interval_ms``, writes checkpoints every
+``checkpoint_interval_ms``, removes deleted segments and directories; and a
+cleaner thread that compacts ``cleanup.policy=compact`` logs.
+
+Thread-safety: the log table is guarded by ``self._lock``; every method may be
+called from any thread. The per-log work is serialised by each Log's own locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from broker.log.checkpoint import (
+    CLEANER_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
+)
+from broker.log.config import LogConfig
+from broker.log.log import Log
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+def parse_topic_partition(dir_name: str) -> TopicPartition | None:
+    """``my-topic-3`` -> ("my-topic", 3): split on the LAST '-'. None for other names."""
+    topic, sep, part = dir_name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    """See the module docstring."""
+
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig, clock: Callable[[], float] = time.time,
+                 *, retention_check_interval_ms: int = 300_000, checkpoint_interval_ms: int = 60_000,
+                 cleaner_backoff_ms: int = 15_000, cleaner_offset_map_bytes: int = 64 * 1024 * 1024,
+                 topic_config: Callable[[str], LogConfig | None] | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs: at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.clock = clock
+        self.topic_config = topic_config
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self.cleaner_offset_map_bytes = cleaner_offset_map_bytes
+        self._logs: dict[TopicPartition, tuple[Log, Path]] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._doomed_dirs: list[Path] = []
+        self._first_dirty: dict[TopicPartition, int] = {}
+        self._cleaner_lock = threading.Lock()
+        self.recovery_reports = []
+
+    # -- startup -------------------------------------------------------------------
+    def startup(self) -> None:
+        """Load every partition dir of every log dir, recovering from the checkpointed recovery points."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            marker = d / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            recovery = _read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+            starts = _read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            hws = _read_checkpoint(d / REPLICATION_CHECKPOINT)
+            self._first_dirty.update(_read_checkpoint(d / CLEANER_CHECKPOINT))
+            for name in sorted(os.listdir(d)):
+                path = d / name
+                if not path.is_dir():
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    self._doomed_dirs.append(path)
+                    continue
+                tp = parse_topic_partition(name)
+                if tp is None:
+                    continue
+                config = self._config_for(tp[0])
+                log = Log.open(path, config, recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
+                               clock=self.clock, had_clean_shutdown=clean and tp in recovery)
+                if tp in hws:
+                    log.high_watermark = max(log.log_start_offset, min(hws[tp], log.log_end_offset))
+                if log.recovery_report and log.recovery_report.truncated:
+                    logger.warning("recovery cut data: %s", log.recovery_report.summary())
+                self.recovery_reports.append(log.recovery_report)
+                self._register(tp, log, d)
+            marker.unlink(missing_ok=True)
+        self._remove_doomed_dirs()
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self.topic_config is not None:
+            cfg = self.topic_config(topic)
+            if cfg is not None:
+                return cfg
+        return self.default_config
+
+    def _register(self, tp: TopicPartition, log: Log, d: Path) -> None:
+        log.flush_hook = self._on_flush_needed
+        with self._lock:
+            self._logs[tp] = (log, d)
+
+    # -- table ---------------------------------------------------------------------
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        entry = self._logs.get(tuple(tp))
+        return entry[0] if entry else None
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return {tp: e[0] for tp, e in self._logs.items()}
+
+    def log_dir_of(self, tp: TopicPartition) -> Path | None:
+        entry = self._logs.get(tuple(tp))
+        return entry[1] if entry else None
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                   log_dir: Path | None = None) -> Log:
+        """Create (or return the existing) log; without ``log_dir`` pick the dir with fewest partitions."""
+        tp = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing:
+                return existing[0]
+            if log_dir is None:
+                counts = {d: 0 for d in self.log_dirs}
+                for _log, d in self._logs.values():
+                    counts[d] = counts.get(d, 0) + 1
+                log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+            log_dir = Path(log_dir)
+            log = Log.open(log_dir / f"{topic}-{partition}", config or self._config_for(topic), clock=self.clock)
+            self._register(tp, log, log_dir)
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and rename its dir to ``<topic>-<partition>.<uuid>-delete`` for background removal."""
+        tp = (topic, partition)
+        with self._lock:
+            entry = self._logs.pop(tp, None)
+            self._first_dirty.pop(tp, None)
+        if entry is None:
+            return False
+        log, _d = entry
+        log.close()
+        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(log.dir, target)
+        _fsync_dir(target.parent)
+        with self._lock:
+            self._doomed_dirs.append(target)
+        self._wake.set()
+        return True
+
+    def _remove_doomed_dirs(self) -> None:
+        with self._lock:
+            doomed, self._doomed_dirs = self._doomed_dirs, []
+        for path in doomed:
+            shutil.rmtree(path, ignore_errors=True)
+
+    # -- periodic work ---------------------------------------------------------------
+    def _on_flush_needed(self, _log: Log) -> None:
+        self._wake.set()
+
+    def flush_dirty_logs(self) -> int:
+        """Flush every log whose flush.messages / flush.ms is due; returns how many were flushed."""
+        now_ms = int(self.clock() * 1000)
+        n = 0
+        for log in self.logs().values():
+            if not log.closed and log.flush_needed(now_ms):
+                log.flush()
+                n += 1
+        return n
+
+    def cleanup_logs(self) -> int:
+        """Apply retention to every log and remove segments whose delete delay has passed."""
+        now_ms = int(self.clock() * 1000)
+        n = 0
+        for log in self.logs().values():
+            if not log.closed:
+                n += log.delete_retention_segments(now_ms)
+                log.purge_deleted()
+        return n
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start-offset, replication and cleaner checkpoints of every dir."""
+        with self._lock:
+            entries = list(self._logs.items())
+            dirty = dict(self._first_dirty)
+        for d in self.log_dirs:
+            mine = [(tp, log) for tp, (log, ld) in entries if ld == d]
+            write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in mine})
+            write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                                    {tp: log.log_start_offset for tp, log in mine})
+            write_offset_checkpoint(d / REPLICATION_CHECKPOINT, {tp: log.high_watermark for tp, log in mine})
+            write_offset_checkpoint(d / CLEANER_CHECKPOINT,
+                                    {tp: dirty[tp] for tp, _log in mine if tp in dirty})
+
+    def clean_logs(self) -> int:
+        """One cleaner pass over every compacted log; returns the number of logs cleaned."""
+        from broker.log.cleaner import clean_log
+
+        n = 0
+        now_ms = int(self.clock() * 1000)
+        with self._cleaner_lock:
+            for tp, log in self.logs().items():
+                if log.closed or not log.config.compact:
+                    continue
+                first_dirty = max(self._first_dirty.get(tp, 0), log.log_start_offset)
+                result = clean_log(log, now_ms, first_dirty_offset=first_dirty,
+                                   offset_map_bytes=self.cleaner_offset_map_bytes)
+                if result is not None:
+                    with self._lock:
+                        if tp in self._logs:
+                            self._first_dirty[tp] = result.next_dirty_offset
+                    n += 1
+        return n
+
+    def start_background(self, *, scheduler_tick_ms: int = 100) -> None:
+        """Start the scheduler and cleaner threads (daemon threads, stopped by ``shutdown``)."""
+        if self._threads:
+            return
+        self._stop.clear()
+        t1 = threading.Thread(target=self._scheduler_loop, args=(scheduler_tick_ms,), name="log-scheduler",
+                              daemon=True)
+        t2 = threading.Thread(target=self._cleaner_loop, name="log-cleaner", daemon=True)
+        self._threads = [t1, t2]
+        for t in self._threads:
+            t.start()
+
+    def _scheduler_loop(self, tick_ms: int) -> None:
+        last_retention = last_checkpoint = time.monotonic()
+        while not self._stop.is_set():
+            self._wake.wait(tick_ms / 1000)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.flush_dirty_logs()
+                now = time.monotonic()
+                if (now - last_retention) * 1000 >= self.retention_check_interval_ms:
+                    last_retention = now
+                    self.cleanup_logs()
+                else:
+                    for log in self.logs().values():
+                        log.purge_deleted()
+                if (now - last_checkpoint) * 1000 >= self.checkpoint_interval_ms:
+                    last_checkpoint = now
+                    self.checkpoint()
+                self._remove_doomed_dirs()
+            except Exception:  # keep the thread alive; a failing dir must not stop the others
+                logger.exception("log scheduler task failed")
+
+    def _cleaner_loop(self) -> None:
+        while not self._stop.wait(self.cleaner_backoff_ms / 1000):
+            try:
+                self.clean_logs()
+            except Exception:
+                logger.exception("log cleaner pass failed")
+
+    # -- shutdown ---------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop background threads, flush and checkpoint everything, close logs, mark a clean shutdown."""
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        logs = self.logs()
+        for log in logs.values():
+            log.flush()
+        self.checkpoint()
+        for log in logs.values():
+            log.close()
+        self._remove_doomed_dirs()
+        for d in self.log_dirs:
+            (d / CLEAN_SHUTDOWN_FILE).touch()
+            _fsync_dir(d)
+
+    # -- meta.properties --------------------------------------------------------------
+    def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:
+        """Write meta.properties where missing; raise ValueError if an existing one disagrees."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            props = read_meta_properties(d)
+            if props is None:
+                write_meta_properties(d, broker_id=broker_id, cluster_id=cluster_id)
+                continue
+            if props.get("broker.id") not in (None, str(broker_id)):
+                raise ValueError(f"{d}/meta.properties: broker.id={props['broker.id']} does not match {broker_id}")
+            if cluster_id is not None and props.get("cluster.id") not in (None, cluster_id):
+                raise ValueError(f"{d}/meta.properties: cluster.id={props['cluster.id']} does not match {cluster_id}")
+
+
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    try:
+        return read_offset_checkpoint(path)
+    except ValueError as exc:
+        logger.warning("ignoring unreadable checkpoint: %s", exc)
+        return {}
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,393 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+
+File names are the segment's base offset as 20 zero-padded digits
+(``00000000000000000000.log``), exactly as Apache Kafka names them. The
+``.log`` file is a concatenation of RecordBatch v2 entries (see
+:mod:`broker.records.view`); the indexes are described in :mod:`broker.log.index`.
+
+Invariant: every batch in the segment has ``base_offset >= segment.base_offset``
+and ``last_offset - segment.base_offset <= 2**31 - 1`` (index entries are int32).
+
+Thread-safety: one writer at a time (the owning :class:`~broker.log.log.Log`
+holds its lock for append/truncate/roll/close); readers (``read_slice``,
+``find_offset_by_timestamp``) may run concurrently with an append: they only
+look at ``size`` (read once) and at data below it, which never changes.
+Inactive segments load their indexes lazily, on first lookup, under a small
+per-segment lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.scan import INT32_MAX, ScanResult, read_header, scan_file
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+
+def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
+    """``00000000000000000042.log`` for base offset 42."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A segment and its two indexes (see the module docstring for thread-safety)."""
+
+    def __init__(self, dir: Path, base_offset: int, *, index_interval_bytes: int, max_index_bytes: int,
+                 suffix: str = "") -> None:
+        self.dir = Path(dir)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_bytes = max_index_bytes
+        self.log_path = self.dir / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        self.index = OffsetIndex(self.dir / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+                                 base_offset, max_index_bytes)
+        self.time_index = TimeIndex(self.dir / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
+                                    base_offset, max_index_bytes)
+        self.file = None  # io.FileIO, opened lazily for inactive segments
+        self.fileno = -1  # self.file's descriptor while it is open (the append path reads it directly)
+        self.size = 0
+        self.next_offset: int | None = None  # last offset + 1; None when empty or not yet known
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_based_timestamp: int | None = None  # max timestamp of the first batch
+        self.created_ms = int(time.time() * 1000)
+        self.bytes_since_last_index_entry = 0
+        # True when either index has no room left: the next append must roll. Kept up to date by
+        # every change to the index entries of a segment open for append (see _update_indexes_full).
+        self.indexes_full = False
+        self._indexes_loaded = False
+        self._load_lock = threading.RLock()
+        self.deleted = False
+
+    # -- construction -----------------------------------------------------
+    @classmethod
+    def create(cls, dir: Path, base_offset: int, *, index_interval_bytes: int, max_index_bytes: int,
+               now_ms: int, preallocate_bytes: int = 0, suffix: str = "") -> "LogSegment":
+        seg = cls(dir, base_offset, index_interval_bytes=index_interval_bytes, max_index_bytes=max_index_bytes,
+                  suffix=suffix)
+        seg.file = open(seg.log_path, "w+b", buffering=0)
+        seg.fileno = seg.file.fileno()
+        if preallocate_bytes:
+            try:
+                os.posix_fallocate(seg.file.fileno(), 0, preallocate_bytes)
+                os.ftruncate(seg.file.fileno(), 0)  # keep size == valid bytes; blocks stay allocated
+            except OSError:  # pragma: no cover - filesystem dependent
+                pass
+        seg.created_ms = now_ms
+        seg.index.reset()
+        seg.time_index.reset()
+        seg._indexes_loaded = True
+        seg.open_indexes_for_append()
+        return seg
+
+    @classmethod
+    def open_existing(cls, dir: Path, base_offset: int, *, index_interval_bytes: int,
+                      max_index_bytes: int) -> "LogSegment":
+        """Attach to existing files without reading them (indexes load lazily)."""
+        seg = cls(dir, base_offset, index_interval_bytes=index_interval_bytes, max_index_bytes=max_index_bytes)
+        st = seg.log_path.stat()
+        seg.size = st.st_size
+        seg.created_ms = int(st.st_mtime * 1000)
+        return seg
+
+    def _ensure_open(self):
+        f = self.file
+        if f is None:
+            with self._load_lock:
+                if self.file is None:
+                    self.file = open(self.log_path, "r+b", buffering=0)
+                    self.fileno = self.file.fileno()
+                f = self.file
+        return f
+
+    @property
+    def fd(self) -> int:
+        return self._ensure_open().fileno()
+
+    # -- recovery and index loading ----------------------------------------
+    def recover(self, *, expected_offset: int | None) -> ScanResult:
+        """Verify every batch (CRC and all) and rebuild both indexes from the valid prefix.
+
+        Does not truncate; the caller decides (``truncate_to_position``).
+        """
+        res = scan_file(self.fd, self.base_offset, verify=True, expected_offset=expected_offset,
+                        index_interval_bytes=self.index_interval_bytes)
+        self._apply_scan(res)
+        return res
+
+    def _apply_scan(self, res: ScanResult) -> None:
+        # the scan built the index columns exactly as the files hold them (relative offsets)
+        self.index.relative_offsets = res.index_relative_offsets
+        self.index.positions = res.index_positions
+        self.time_index.timestamps = res.time_timestamps
+        self.time_index.relative_offsets = res.time_relative_offsets
+        self.index.write_all()
+        self.time_index.write_all()
+        self.next_offset = res.next_offset if res.batches else None
+        self.max_timestamp = res.max_timestamp
+        self.offset_of_max_timestamp = res.offset_of_max_timestamp
+        self.rolling_based_timestamp = res.first_batch_timestamp
+        self.bytes_since_last_index_entry = res.bytes_since_last_index_entry
+        self._update_indexes_full()
+        self._indexes_loaded = True
+
+    def load_indexes(self) -> bool:
+        """Load both indexes, rebuilding them from the log if missing or failing sanity checks.
+
+        Returns True when a rebuild was needed. Safe to call from readers.
+        """
+        if self._indexes_loaded:
+            return False
+        with self._load_lock:
+            if self._indexes_loaded:
+                return False
+            ok = self.index.load(self.size)
+            last_rel = INT32_MAX
+            ok = self.time_index.load(last_rel) and ok
+            if ok and self.index.entries and self.index.positions[-1] >= self.size:
+                ok = False
+            if not ok:
+                res = scan_file(self.fd, self.base_offset, verify=False,
+                                index_interval_bytes=self.index_interval_bytes)
+                self._apply_scan(res)
+                return True
+            if self.time_index.entries:
+                self.max_timestamp = self.time_index.timestamps[-1]
+                self.offset_of_max_timestamp = self.base_offset + self.time_index.relative_offsets[-1]
+            self._update_indexes_full()
+            self._indexes_loaded = True
+            return False
+
+    def load_tail(self) -> None:
+        """Find ``next_offset`` and the max timestamp of a cleanly closed segment without a CRC scan."""
+        self.load_indexes()
+        if self.next_offset is not None or self.size == 0:
+            return
+        _off, pos = self.index.lookup(self.base_offset + INT32_MAX)
+        res = scan_file(self.fd, self.base_offset, start=pos, verify=False)
+        self.next_offset = res.next_offset
+        if res.max_timestamp > self.max_timestamp:
+            self.max_timestamp = res.max_timestamp
+            self.offset_of_max_timestamp = res.offset_of_max_timestamp
+        if self.rolling_based_timestamp is None:
+            h = read_header(self.fd, 0)
+            self.rolling_based_timestamp = h[3] if h else None
+
+    # -- writing ------------------------------------------------------------
+    def open_indexes_for_append(self) -> None:
+        self.index.open_for_append(self.max_index_bytes)
+        self.time_index.open_for_append(self.max_index_bytes)
+        self._update_indexes_full()
+
+    def _update_indexes_full(self) -> None:
+        self.indexes_full = self.index.is_full or self.time_index.is_full
+
+    def append(self, data, *, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
+               first_batch_max_timestamp: int) -> None:
+        """Write ``data`` (whole batches) at the end; add index entries as Kafka does."""
+        position = self.size
+        fd = self.fd
+        written = os.pwrite(fd, data, position)
+        n = len(data)
+        while written < n:  # pragma: no cover - short writes are rare on regular files
+            written += os.pwrite(fd, memoryview(data)[written:], position + written)
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = first_batch_max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+            self._update_indexes_full()
+        self.bytes_since_last_index_entry += n
+        self.next_offset = last_offset + 1
+        self.size = position + n
+
+    def append_batch(self, data, last_offset: int, max_timestamp: int, head: bytes | None = None) -> None:
+        """:meth:`append` for exactly one batch, the produce hot path; same effects, same order.
+
+        ``data`` is the whole entry. With ``head`` the file gets ``head`` followed by
+        ``data[len(head):]`` (one ``pwritev``): the log uses this to write a
+        patched baseOffset/partitionLeaderEpoch for a read-only buffer without
+        copying the batch. For one batch the offset of the max timestamp is the
+        batch's last offset (as :meth:`append` is told by the log).
+        """
+        position = self.size
+        fd = self.fileno
+        if fd < 0:
+            fd = self.fd
+        n = len(data)
+        if head is None:
+            written = os.pwrite(fd, data, position)
+        else:
+            written = os.pwritev(fd, (head, data[len(head):]), position)
+        if written < n:  # pragma: no cover - short writes are rare on regular files
+            self._write_rest(fd, data, head, position, written)
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        since = self.bytes_since_last_index_entry
+        if since > self.index_interval_bytes:
+            self.index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            since = 0
+            self._update_indexes_full()
+        self.bytes_since_last_index_entry = since + n
+        self.next_offset = last_offset + 1
+        self.size = position + n
+
+    @staticmethod
+    def _write_rest(fd: int, data, head: bytes | None, position: int, written: int) -> None:  # pragma: no cover
+        """Finish a short write of ``head + data[len(head):]`` begun at ``position``."""
+        n = len(data)
+        if head is not None and written < len(head):
+            os.pwrite(fd, head[written:], position + written)
+            written = len(head)
+        while written < n:
+            written += os.pwrite(fd, memoryview(data)[written:], position + written)
+
+    def should_roll(self, *, incoming_bytes: int, incoming_max_timestamp: int, last_offset: int,
+                    now_ms: int, segment_bytes: int, segment_ms: int) -> str | None:
+        """Why the next append must go to a new segment (None = it fits here)."""
+        if self.size == 0:
+            return None
+        if self.size > segment_bytes - incoming_bytes:
+            return "segment.bytes"
+        t = self.rolling_based_timestamp
+        waited = incoming_max_timestamp - t if t is not None and t >= 0 else now_ms - self.created_ms
+        if waited > segment_ms:
+            return "segment.ms"
+        if self.indexes_full:
+            return "index full"
+        if last_offset - self.base_offset > INT32_MAX:
+            return "offset overflow"
+        return None
+
+    def on_become_inactive(self) -> None:
+        """On roll: final time-index entry, trim both index files to their entries."""
+        if self.max_timestamp >= 0:
+            ti = self.time_index
+            if not ti.timestamps or self.max_timestamp > ti.timestamps[-1]:
+                ti.max_entries += 1  # Kafka skips the full check for this last entry
+                ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.trim()
+        self.time_index.trim()
+
+    def flush(self) -> None:
+        if self.file is not None:
+            os.fsync(self.file.fileno())
+        self.index.flush()
+        self.time_index.flush()
+
+    def truncate_to_position(self, position: int) -> int:
+        """Cut the log file at ``position``; returns bytes removed. Caller fixes indexes/state."""
+        removed = self.size - position
+        if removed > 0:
+            os.ftruncate(self.fd, position)
+            self.size = position
+        return max(0, removed)
+
+    def truncate_to_offset(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset``; returns bytes removed."""
+        self.load_indexes()
+        loc = self.find_batch(offset)
+        if loc is None:
+            return 0
+        removed = self.truncate_to_position(loc[0])
+        self.index.truncate_to_offset(offset)
+        self.time_index.truncate_to_offset(offset)
+        res = scan_file(self.fd, self.base_offset, verify=False, index_interval_bytes=self.index_interval_bytes)
+        self._apply_scan(res)
+        return removed
+
+    # -- reading --------------------------------------------------------------
+    def find_batch(self, offset: int, size: int | None = None) -> tuple[int, int, int, int, int] | None:
+        """(position, base_offset, last_offset, entry_size, max_timestamp) of the first batch whose
+        last offset is >= ``offset``, or None when there is none below ``size``."""
+        self.load_indexes()
+        size = self.size if size is None else size
+        fd = self.fd
+        _o, pos = self.index.lookup(offset)
+        while pos < size:
+            h = read_header(fd, pos)
+            if h is None:
+                return None
+            bo, entry, last, mts = h
+            if last >= offset:
+                return pos, bo, last, entry, mts
+            pos += entry
+        return None
+
+    def slice_end(self, start: int, first_entry: int, max_bytes: int, size: int) -> int:
+        """End of the last whole batch that ends at or before ``start + max_bytes`` (>= ``start``)."""
+        limit = min(size, start + max_bytes)
+        if start + first_entry > limit:
+            return start
+        # Jump to the last indexed batch start <= limit (never before start), then walk headers.
+        _o, pos = self.index.lookup_position(limit)
+        pos = max(pos, start)
+        fd = self.fd
+        end = pos
+        while pos < limit:
+            h = read_header(fd, pos)
+            if h is None or pos + h[1] > limit:
+                break
+            pos += h[1]
+            end = pos
+        return end
+
+    def close(self) -> None:
+        self.index.trim()
+        self.time_index.trim()
+        self.index.close()
+        self.time_index.close()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+            self.fileno = -1
+
+    def close_handles(self) -> None:
+        self.index.close()
+        self.time_index.close()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+            self.fileno = -1
+
+    def rename_suffix(self, old: str, new: str) -> None:
+        """Rename all three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
+        for attr_path, setter in ((self.log_path, "log_path"),):
+            target = Path(str(attr_path)[: len(str(attr_path)) - len(old)] + new) if old else Path(str(attr_path) + new)
+            os.replace(attr_path, target)
+            setattr(self, setter, target)
+        for idx in (self.index, self.time_index):
+            p = str(idx.path)
+            target = Path(p[: len(p) - len(old)] + new) if old else Path(p + new)
+            if idx.path.exists():
+                os.replace(idx.path, target)
+            idx.path = target
+
+    def delete_files(self) -> None:
+        self.close_handles()
+        for p in (self.log_path, self.index.path, self.time_index.path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"

@@ -1,0 +1,96 @@
+"""AlterConfigs (key 33), versions 0-2 (Apache Kafka 2.7 serves 0-1; v2 is its flexible form).
+
+Replace-all semantics: for a TOPIC (2) resource the given configs become the
+topic's complete set of overrides; every config not named goes back to the
+broker default. Names must be topic configs and values must parse and pass
+the log's checks, else INVALID_CONFIG with the reason; a null value is
+INVALID_REQUEST. The new overrides are written to the metadata store
+(``/config/topics/<topic>``) and applied to the topic's logs at once
+(``Log.update_config``), so ``segment.bytes``, ``retention.ms``,
+``max.message.bytes``... take effect on the next append or retention pass.
+``validate_only`` checks everything and changes nothing.
+
+A BROKER (4) resource gets INVALID_REQUEST: every broker config is read-only
+here (dynamic broker configs are not supported yet). Other resource types get
+INVALID_REQUEST. A resource named twice in one request gets INVALID_REQUEST.
+Each resource succeeds or fails on its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis.describe_configs import BROKER, TOPIC, check_broker_resource
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError, validate_topic_name
+
+
+def reject_broker_resource(ctx: RequestContext, name: str, config_names: list[str]) -> None:
+    """Brokers have no dynamic configs yet: always raise TopicError(INVALID_REQUEST)."""
+    check_broker_resource(ctx, name)
+    listed = ", ".join(sorted(config_names)) or "(none)"
+    raise TopicError(ErrorCode.INVALID_REQUEST,
+                     f"cannot update these broker configs dynamically: {listed} "
+                     "(dynamic broker configs are not supported yet)")
+
+
+def duplicated_resources(resources: list[dict]) -> set[tuple[int, str]]:
+    counts = Counter((r["resource_type"], r["resource_name"]) for r in resources)
+    return {key for key, n in counts.items() if n > 1}
+
+
+async def alter_resource(ctx: RequestContext, resource: dict, change, config_names: list[str],
+                         validate_only: bool) -> dict:
+    """Apply ``change`` (current overrides -> new overrides) to one resource; the response entry."""
+    rtype, name = resource["resource_type"], resource["resource_name"]
+    result = resource_error(resource, ErrorCode.NONE, None)
+    try:
+        if rtype == TOPIC:
+            validate_topic_name(name)
+            await ctx.broker.topics.update_topic_config(name, change, validate_only)
+        elif rtype == BROKER:
+            reject_broker_resource(ctx, name, config_names)
+        else:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
+    except TopicError as exc:
+        result.update(error_code=exc.error_code, error_message=exc.message)
+    return result
+
+
+def resource_error(resource: dict, error_code: int, message: str) -> dict:
+    return {"error_code": error_code, "error_message": message, "resource_type": resource["resource_type"],
+            "resource_name": resource["resource_name"]}
+
+
+def _replace_all(configs: list[dict]):
+    """The change for one resource: the given configs become the whole set of overrides."""
+    def change(_current: dict[str, str]) -> dict[str, str]:
+        nulls = sorted(c["name"] for c in configs if c["value"] is None)
+        if nulls:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"null value not supported for configs: {', '.join(nulls)}")
+        return {c["name"]: c["value"] for c in configs}
+    return change
+
+
+async def alter_all(ctx: RequestContext, request: dict, make_change) -> dict:
+    """The response to an (Incremental)AlterConfigs request; ``make_change(configs)`` gives each change."""
+    duplicated = duplicated_resources(request["resources"])
+    responses = []
+    for resource in request["resources"]:
+        if (resource["resource_type"], resource["resource_name"]) in duplicated:
+            responses.append(resource_error(resource, ErrorCode.INVALID_REQUEST,
+                                            "resource appears more than once in the request"))
+            continue
+        names = [c["name"] for c in resource["configs"]]
+        responses.append(await alter_resource(ctx, resource, make_change(resource["configs"]), names,
+                                              request["validate_only"]))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return await alter_all(ctx, request, _replace_all)
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.ALTER_CONFIGS, 0, 2, handle)

@@ -1,0 +1,58 @@
+"""CreatePartitions (key 37), versions 0-3 (Apache Kafka 2.7's range; v2+ flexible).
+
+Grows each named topic to ``count`` partitions; partitions are only ever
+added. The new partitions' logs take the topic's config; existing partitions
+and their data are untouched.
+
+Per topic (the others carry on): UNKNOWN_TOPIC_OR_PARTITION for an unknown
+topic, INVALID_PARTITIONS when ``count`` is not above the current number,
+INVALID_REPLICA_ASSIGNMENT when ``assignments`` (one broker list per NEW
+partition) has the wrong length, unknown brokers or duplicates,
+INVALID_REPLICATION_FACTOR when the topic's factor exceeds the live brokers,
+INVALID_REQUEST for a topic named twice. ``validate_only`` checks and changes
+nothing. ``timeout_ms`` <= 0: done, but answered REQUEST_TIMED_OUT, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError
+
+
+async def _grow(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> dict:
+    name = topic["name"]
+    result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+    assignments = topic["assignments"]
+    try:
+        await ctx.broker.topics.create_partitions(
+            name, topic["count"], [list(a["broker_ids"]) for a in assignments] if assignments else None,
+            validate_only)
+    except TopicError as exc:
+        result.update(error_code=exc.error_code, error_message=exc.message)
+        return result
+    if timeout_ms <= 0 and not validate_only:
+        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return result
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    counts = Counter(t["name"] for t in request["topics"])
+    results = []
+    reported = set()
+    for topic in request["topics"]:
+        name = topic["name"]
+        if counts[name] > 1:
+            if name not in reported:
+                reported.add(name)
+                results.append({"name": name, "error_code": ErrorCode.INVALID_REQUEST,
+                                "error_message": f"topic {name!r} appears more than once in the request"})
+            continue
+        results.append(await _grow(ctx, topic, request["validate_only"], request["timeout_ms"]))
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.CREATE_PARTITIONS, 0, 3, handle)

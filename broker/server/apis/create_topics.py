@@ -1,0 +1,92 @@
+"""CreateTopics (key 19), versions 0-7 (Apache Kafka 2.7 serves 0-6; v7 adds topic ids).
+
+Each topic is created on its own (the others carry on after a failure):
+
+* ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
+  (``num.partitions``, ``default.replication.factor``); zero or other negative
+  values are INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, as is a factor
+  above the live brokers. ``assignments`` (partition -> broker ids) replace
+  both and must then leave them at -1 (INVALID_REQUEST otherwise).
+* ``configs`` are topic-level overrides; an unknown name or a bad value is
+  INVALID_CONFIG with the reason, a null value INVALID_REQUEST. The topic's
+  logs are created with that config.
+* Illegal or colliding names are INVALID_TOPIC_EXCEPTION, an existing topic
+  TOPIC_ALREADY_EXISTS, a name given twice in one request INVALID_REQUEST.
+* ``validate_only`` (v1+) checks everything and creates nothing.
+* ``timeout_ms`` <= 0: as in Kafka, creation goes ahead but the answer is
+  REQUEST_TIMED_OUT (the client did not want to wait). Creation here is
+  synchronous, so a positive timeout never expires.
+* v5+ answers with the topic's partitions, replication factor and full
+  config list (as DescribeConfigs describes them), also for ``validate_only``.
+  v7's ``topic_id`` is the zero uuid: topic ids are not kept yet.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis.describe_configs import topic_config_entries
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError
+
+
+def _error(name: str, error_code: int, message: str | None) -> dict:
+    return {"name": name, "error_code": error_code, "error_message": message, "num_partitions": -1,
+            "replication_factor": -1, "configs": []}
+
+
+async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> dict:
+    name = topic["name"]
+    broker = ctx.broker
+    try:
+        nulls = sorted(c["name"] for c in topic["configs"] if c["value"] is None)
+        if nulls:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             f"null value not supported for topic configs: {', '.join(nulls)}")
+        configs = {c["name"]: c["value"] for c in topic["configs"]}
+        assignments = {a["partition_index"]: list(a["broker_ids"]) for a in topic["assignments"]}
+        info = await broker.topics.create_topic(name, topic["num_partitions"], topic["replication_factor"],
+                                                assignments or None, configs, validate_only)
+    except TopicError as exc:
+        return _error(name, exc.error_code, exc.message)
+    if info is not None:
+        partitions = len(info.partitions)
+        factor = len(info.partitions[0].replicas)
+    elif assignments:
+        partitions, factor = len(assignments), len(next(iter(assignments.values())))
+    else:
+        partitions = broker.config.num_partitions if topic["num_partitions"] == -1 else topic["num_partitions"]
+        factor = (broker.config.default_replication_factor if topic["replication_factor"] == -1
+                  else topic["replication_factor"])
+    result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": partitions,
+              "replication_factor": factor, "configs": []}
+    if ctx.api_version >= 5:
+        result["configs"] = [
+            {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            for e in topic_config_entries(ctx, configs)
+        ]
+    if timeout_ms <= 0 and not validate_only:
+        result.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
+    return result
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    validate_only = ctx.api_version >= 1 and request["validate_only"]
+    counts = Counter(t["name"] for t in request["topics"])
+    results = []
+    reported = set()
+    for topic in request["topics"]:
+        name = topic["name"]
+        if counts[name] > 1:
+            if name not in reported:
+                reported.add(name)
+                results.append(_error(name, ErrorCode.INVALID_REQUEST,
+                                      f"topic {name!r} appears more than once in the request"))
+            continue
+        results.append(await _create(ctx, topic, validate_only, request["timeout_ms"]))
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.CREATE_TOPICS, 0, 7, handle)

@@ -1,0 +1,53 @@
+"""DeleteRecords (key 21), versions 0-2 (Apache Kafka 2.7 serves 0-1; v2 is its flexible form).
+
+For each partition, moves the log start offset up to ``offset`` (-1 means the
+high watermark): records below it are no longer readable, whole segments
+below it are deleted, and the new log start offset survives a restart (the
+``log-start-offset-checkpoint``). An offset at or below the current log start
+offset changes nothing. The answer's ``low_watermark`` is the log start
+offset afterwards.
+
+Per partition (the others carry on): UNKNOWN_TOPIC_OR_PARTITION for a
+partition that does not exist here, OFFSET_OUT_OF_RANGE for an offset above
+the high watermark or below -1; ``low_watermark`` is -1 on error. Single node:
+the change is complete when answered, so ``timeout_ms`` never expires.
+"""
+
+from __future__ import annotations
+
+from broker.log.errors import LogError
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+HIGH_WATERMARK = -1
+
+
+async def _delete(ctx: RequestContext, topic: str, partition: dict) -> dict:
+    index, offset = partition["partition_index"], partition["offset"]
+    result = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
+    pinfo = ctx.broker.topics.partition(topic, index)
+    if pinfo is None or pinfo.log is None:
+        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    if offset < HIGH_WATERMARK:
+        result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return result
+    try:
+        result["low_watermark"] = await ctx.broker.run_blocking(pinfo.log.delete_records, offset)
+    except LogError as exc:
+        result["error_code"] = exc.error_code
+    return result
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {"name": t["name"], "partitions": [await _delete(ctx, t["name"], p) for p in t["partitions"]]}
+            for t in request["topics"]
+        ],
+    }
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.DELETE_RECORDS, 0, 2, handle)

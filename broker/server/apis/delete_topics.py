@@ -1,0 +1,68 @@
+"""DeleteTopics (key 20), versions 0-6 (Apache Kafka 2.7 serves 0-5; v6 names topics by name or id).
+
+A deletion marks the topic in the metadata store (``/admin/delete_topics/<t>``),
+moves each partition directory aside for background removal
+(``LogManager.delete_log``), then removes the topic's metadata and the mark.
+A broker stopped in between finishes the job at start, so a deleted topic
+never comes back. Internal topics may be deleted, as in Kafka.
+
+Per topic (names given twice are answered once): UNKNOWN_TOPIC_OR_PARTITION for
+a topic that does not exist (or an illegal name), UNKNOWN_TOPIC_ID for a v6
+entry that names only a topic id (topic ids are not kept yet). With
+``delete.topic.enable`` false every topic gets TOPIC_DELETION_DISABLED from v3
+on, and INVALID_REQUEST below v3 (the older clients know no better code), as
+Kafka answers. ``timeout_ms`` <= 0: deleted, but answered REQUEST_TIMED_OUT,
+as Kafka does. ``error_message`` exists from v5.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _wanted(ctx: RequestContext, request: dict) -> list[tuple[str | None, uuid.UUID]]:
+    if ctx.api_version >= 6:
+        entries = [(t["name"], t["topic_id"] or ZERO_UUID) for t in request["topics"]]
+    else:
+        entries = [(name, ZERO_UUID) for name in request["topic_names"]]
+    seen, unique = set(), []
+    for entry in entries:
+        if entry not in seen:
+            seen.add(entry)
+            unique.append(entry)
+    return unique
+
+
+async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, timeout_ms: int) -> dict:
+    result = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+    try:
+        if name is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id} is not known (topic ids are not kept)")
+        if not ctx.broker.config.delete_topic_enable:
+            code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
+            raise TopicError(code, "topic deletion is disabled (delete.topic.enable=false)")
+        await ctx.broker.topics.delete_topic(name)
+    except TopicError as exc:
+        result.update(error_code=exc.error_code, error_message=exc.message)
+        return result
+    if timeout_ms <= 0:
+        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return result
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "responses": [await _delete(ctx, name, topic_id, request["timeout_ms"])
+                      for name, topic_id in _wanted(ctx, request)],
+    }
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.DELETE_TOPICS, 0, 6, handle)

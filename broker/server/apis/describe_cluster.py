@@ -1,0 +1,49 @@
+"""DescribeCluster (key 60), versions 0-1 (flexible from v0; Apache Kafka added it in 2.8).
+
+Answers with the cluster id, the controller id (this broker on a single
+node) and the live brokers with their advertised endpoints and racks.
+``cluster_authorized_operations`` is reported only when asked for
+(``include_cluster_authorized_operations``); with no authorizer every
+operation that applies to the cluster is allowed, as in Kafka: the bit field
+of CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and
+IDEMPOTENT_WRITE (AclOperation codes 5, 7-12). Otherwise it is Kafka's
+"not asked" value, -2^31.
+
+v1 adds ``endpoint_type``: 1 (brokers) is answered; 2 (controllers, a KRaft
+notion) gets UNSUPPORTED_ENDPOINT_TYPE.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+BROKERS_ENDPOINT_TYPE = 1
+NOT_REQUESTED = -(2**31)
+#: AclOperation codes that apply to the cluster resource.
+CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+#                                                ALTER_CONFIGS, IDEMPOTENT_WRITE
+ALL_CLUSTER_OPERATIONS = sum(1 << op for op in CLUSTER_OPERATIONS)
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    endpoint_type = request["endpoint_type"] if ctx.api_version >= 1 else BROKERS_ENDPOINT_TYPE
+    response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
+                "controller_id": broker.controller_id, "brokers": [],
+                "cluster_authorized_operations": NOT_REQUESTED}
+    if endpoint_type != BROKERS_ENDPOINT_TYPE:
+        response.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                        error_message=f"endpoint type {endpoint_type} is not supported; only brokers (1)")
+        return response
+    endpoint = broker.listener_endpoint()
+    response["brokers"] = [{"broker_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                            "rack": broker.config.broker_rack}]
+    if request["include_cluster_authorized_operations"]:
+        response["cluster_authorized_operations"] = ALL_CLUSTER_OPERATIONS
+    return response
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle)

@@ -1,0 +1,229 @@
+"""DescribeConfigs (key 32), versions 0-4 (Apache Kafka 2.7 serves 0-3; v4 is its flexible form).
+
+Resources: TOPIC (2) and BROKER (4). BROKER_LOGGER (8) and other types get
+INVALID_REQUEST in their result; the other resources carry on.
+
+For a topic, every topic-level config is listed with its effective value:
+
+* ``config_source`` DYNAMIC_TOPIC_CONFIG (1) when the topic overrides it,
+  STATIC_BROKER_CONFIG (4) when the broker's file sets the matching broker
+  property (``log.segment.bytes`` for ``segment.bytes``...), DEFAULT_CONFIG (5)
+  otherwise;
+* ``synonyms`` (v1+, only when ``include_synonyms``): the topic override, then
+  each broker property that feeds it (in Kafka's order of precedence, e.g.
+  ``log.retention.ms``, ``log.retention.minutes``, ``log.retention.hours``),
+  each with the source it comes from, most specific first;
+* ``read_only`` false, ``is_sensitive`` false; ``config_type`` and
+  ``documentation`` (v3+, documentation only when ``include_documentation``).
+* v0 has no source; it reports ``is_default`` (source is DEFAULT_CONFIG).
+
+For a broker (resource name = this broker's id, or empty), every broker
+property with its value, STATIC_BROKER_CONFIG when set in the broker's file
+else DEFAULT_CONFIG, and ``read_only`` true: dynamic broker configs are not
+supported yet. Another broker id gets INVALID_REQUEST.
+
+``configuration_keys`` null means all configs; otherwise only the named ones
+(unknown names are left out, as Kafka does).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from broker.config import LONG_MAX, PROPERTIES as BROKER_PROPERTIES
+from broker.log import LogConfig
+from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError, validate_topic_name
+
+# ResourceType
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+# ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# ConfigType (v3+)
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+
+#: topic config -> (config type, broker properties that feed its default, most specific first, one-line doc)
+TOPIC_CONFIGS: dict[str, tuple[int, tuple[str, ...], str]] = {
+    "cleanup.policy": (LIST, ("log.cleanup.policy",), "delete and/or compact: how old segments are discarded."),
+    "compression.type": (STRING, (), "Codec the log keeps batches in; 'producer' keeps what the producer sent."),
+    "delete.retention.ms": (LONG, ("log.cleaner.delete.retention.ms",),
+                            "How long tombstones stay readable in a compacted log."),
+    "file.delete.delay.ms": (LONG, ("log.segment.delete.delay.ms",),
+                             "Delay between dropping a segment and unlinking its files."),
+    "flush.messages": (LONG, ("log.flush.interval.messages",), "Messages appended before the log is fsynced."),
+    "flush.ms": (LONG, ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                 "Age of unflushed data before the log is fsynced."),
+    "index.interval.bytes": (INT, ("log.index.interval.bytes",), "Bytes of log between offset index entries."),
+    "max.compaction.lag.ms": (LONG, (), "Longest time a record may stay uncompacted."),
+    "max.message.bytes": (INT, ("message.max.bytes",), "Largest record batch the topic accepts."),
+    "message.timestamp.difference.max.ms": (LONG, ("log.message.timestamp.difference.max.ms",),
+                                            "Largest distance of a CreateTime timestamp from broker time."),
+    "message.timestamp.type": (STRING, ("log.message.timestamp.type",), "CreateTime or LogAppendTime."),
+    "min.cleanable.dirty.ratio": (DOUBLE, ("log.cleaner.min.cleanable.ratio",),
+                                  "Dirty share of the log that makes it eligible for compaction."),
+    "min.compaction.lag.ms": (LONG, ("log.cleaner.min.compaction.lag.ms",),
+                              "Shortest time a record stays uncompacted."),
+    "min.insync.replicas": (INT, ("min.insync.replicas",), "Replicas that must have a write for acks=all."),
+    "preallocate": (BOOLEAN, ("log.preallocate",), "Preallocate segment files."),
+    "retention.bytes": (LONG, ("log.retention.bytes",), "Size a partition may reach before old segments go; -1 none."),
+    "retention.ms": (LONG, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                     "Age after which old segments go; -1 keeps them forever."),
+    "segment.bytes": (INT, ("log.segment.bytes",), "Size at which the active segment rolls."),
+    "segment.index.bytes": (INT, ("log.index.size.max.bytes",), "Size of a segment's offset index."),
+    "segment.jitter.ms": (LONG, (), "Random jitter subtracted from segment.ms."),
+    "segment.ms": (LONG, ("log.roll.ms", "log.roll.hours"), "Age at which the active segment rolls."),
+    "unclean.leader.election.enable": (BOOLEAN, ("unclean.leader.election.enable",),
+                                       "Let an out-of-sync replica become leader."),
+}
+assert set(TOPIC_CONFIGS) == set(LOG_PROPERTY_NAMES.values()), "TOPIC_CONFIGS must cover LogConfig"
+
+_TIMES = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000}
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _in_topic_units(name: str, value) -> str | None:
+    """A broker property's value as its topic config states it (hours and minutes become ms)."""
+    if name in _TIMES and value is not None and value >= 0:
+        value = value * _TIMES[name]
+    return _text(value)
+
+
+def topic_config_entries(ctx: RequestContext, overrides: dict[str, str], names: Iterable[str] | None = None,
+                         include_synonyms: bool = False, include_documentation: bool = False) -> list[dict]:
+    """The DescribeConfigs entries of a topic with ``overrides``; see the module docstring."""
+    broker = ctx.broker
+    config = broker.config
+    effective = broker.default_log_config.with_overrides(overrides).to_properties()
+    wanted = sorted(TOPIC_CONFIGS) if names is None else [n for n in names if n in TOPIC_CONFIGS]
+    entries = []
+    for name in wanted:
+        kind, broker_names, doc = TOPIC_CONFIGS[name]
+        synonyms = []
+        if name in overrides:
+            synonyms.append({"name": name, "value": overrides[name], "source": DYNAMIC_TOPIC_CONFIG})
+        for bname in broker_names:
+            if bname in BROKER_PROPERTIES and config.is_set(bname):
+                synonyms.append({"name": bname, "value": _in_topic_units(bname, config[bname]),
+                                 "source": STATIC_BROKER_CONFIG})
+        default_name = broker_names[-1] if broker_names else name
+        default = BROKER_PROPERTIES.get(default_name)
+        default_value = (_in_topic_units(default_name, default.parse(default.default)) if default is not None
+                         else _text(_log_default(name)))
+        synonyms.append({"name": default_name, "value": default_value, "source": DEFAULT_CONFIG})
+        value = effective.get(name, str(LONG_MAX))  # flush.* absent means never
+        entries.append({
+            "name": name,
+            "value": value,
+            "read_only": False,
+            "is_default": synonyms[0]["source"] == DEFAULT_CONFIG,
+            "config_source": synonyms[0]["source"],
+            "is_sensitive": False,
+            "synonyms": synonyms if include_synonyms else [],
+            "config_type": kind,
+            "documentation": doc if include_documentation else None,
+        })
+    return entries
+
+
+def _log_default(name: str):
+    """Kafka's default of a topic config that no broker property feeds (never = LONG_MAX)."""
+    field = {v: k for k, v in LOG_PROPERTY_NAMES.items()}[name]
+    value = getattr(LogConfig(), field)
+    return LONG_MAX if value is None else value
+
+
+def broker_config_entries(ctx: RequestContext, names: Iterable[str] | None = None,
+                          include_synonyms: bool = False, include_documentation: bool = False) -> list[dict]:
+    """Every broker property (or the named ones): static or default, all read-only."""
+    config = ctx.broker.config
+    wanted = list(BROKER_PROPERTIES) if names is None else [n for n in names if n in BROKER_PROPERTIES]
+    entries = []
+    for name in wanted:
+        prop = BROKER_PROPERTIES[name]
+        source = STATIC_BROKER_CONFIG if config.is_set(name) else DEFAULT_CONFIG
+        value = _text(config[name])
+        synonyms = [{"name": name, "value": value, "source": source}]
+        if source == STATIC_BROKER_CONFIG:
+            default = prop.parse(prop.default) if prop.default is not None else None
+            synonyms.append({"name": name, "value": _text(default), "source": DEFAULT_CONFIG})
+        entries.append({
+            "name": name,
+            "value": value,
+            "read_only": True,
+            "is_default": source == DEFAULT_CONFIG,
+            "config_source": source,
+            "is_sensitive": False,
+            "synonyms": synonyms if include_synonyms else [],
+            "config_type": _broker_type(prop.default),
+            "documentation": prop.doc if include_documentation else None,
+        })
+    return entries
+
+
+def _broker_type(default) -> int:
+    if isinstance(default, bool):
+        return BOOLEAN
+    if isinstance(default, int):
+        return LONG if abs(default) > 2**31 - 1 else INT
+    if isinstance(default, float):
+        return DOUBLE
+    return STRING
+
+
+def check_broker_resource(ctx: RequestContext, name: str) -> None:
+    """Raise TopicError(INVALID_REQUEST) unless ``name`` is empty or this broker's id."""
+    if name not in ("", str(ctx.broker.broker_id)):
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         f"unexpected broker id, expected {ctx.broker.broker_id} or empty string, but received {name}")
+
+
+def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> dict:
+    rtype, name = resource["resource_type"], resource["resource_name"]
+    keys = resource["configuration_keys"]
+    result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
+              "resource_name": name, "configs": []}
+    try:
+        if rtype == TOPIC:
+            validate_topic_name(name)
+            info = ctx.broker.topics.get(name)
+            if info is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            result["configs"] = topic_config_entries(ctx, info.config, keys, synonyms, documentation)
+        elif rtype == BROKER:
+            check_broker_resource(ctx, name)
+            if name:
+                result["configs"] = broker_config_entries(ctx, keys, synonyms, documentation)
+            # empty name: cluster-wide dynamic defaults, of which there are none
+        else:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
+    except TopicError as exc:
+        result.update(error_code=exc.error_code, error_message=exc.message, configs=[])
+    return result
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    synonyms = ctx.api_version >= 1 and request["include_synonyms"]
+    documentation = ctx.api_version >= 3 and request["include_documentation"]
+    return {"throttle_time_ms": 0,
+            "results": [_describe(ctx, r, synonyms, documentation) for r in request["resources"]]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.DESCRIBE_CONFIGS, 0, 4, handle)

@@ -1,0 +1,64 @@
+"""DescribeLogDirs (key 35), versions 0-4 (Apache Kafka 2.7 serves 0-2; v2+ flexible).
+
+One result per configured log dir (``log.dirs``, as absolute paths), each
+with the partitions it holds: ``partition_size`` is the bytes of all its
+segment files, ``offset_lag`` 0 and ``is_future_key`` false (no replica
+movement between dirs yet). ``topics`` null means every partition; otherwise
+only the named partitions (unknown ones are left out, as in Kafka). Every
+log dir is listed even when none of the wanted partitions lives there. v3+
+carries a top-level ``error_code``; v4+ the dir's ``total_bytes`` and
+``usable_bytes`` (from the file system, -1 if it cannot be read).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+
+def _disk_usage(path) -> tuple[int, int]:
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return -1, -1
+    return usage.total, usage.free
+
+
+def _describe(ctx: RequestContext, wanted: set[tuple[str, int]] | None, with_usage: bool) -> list[dict]:
+    log_manager = ctx.broker.log_manager
+    by_dir: dict[str, dict[str, list[dict]]] = {}
+    for d in log_manager.log_dirs:
+        by_dir.setdefault(os.path.abspath(d), {})
+    for (topic, partition), plog in sorted(log_manager.logs().items()):
+        if wanted is not None and (topic, partition) not in wanted:
+            continue
+        if ctx.broker.topics.partition(topic, partition) is None:
+            continue  # on disk but in no topic (or being deleted): not served
+        d = log_manager.log_dir_of((topic, partition))
+        if d is None:
+            continue
+        by_dir.setdefault(os.path.abspath(d), {}).setdefault(topic, []).append(
+            {"partition_index": partition, "partition_size": plog.size_in_bytes, "offset_lag": 0,
+             "is_future_key": False})
+    results = []
+    for path, topics in by_dir.items():
+        total, usable = _disk_usage(path) if with_usage else (-1, -1)
+        results.append({
+            "error_code": ErrorCode.NONE, "log_dir": path, "total_bytes": total, "usable_bytes": usable,
+            "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
+        })
+    return results
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    topics = request["topics"]
+    wanted = None if topics is None else {(t["topic"], p) for t in topics for p in t["partitions"]}
+    results = _describe(ctx, wanted, ctx.api_version >= 4)  # statvfs only: no need for a thread
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, handle)

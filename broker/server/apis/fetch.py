@@ -1,0 +1,147 @@
+"""Fetch (key 1), versions 0-12 (Apache Kafka 2.7's range).
+
+Reads whole batches from each partition, starting at the batch that holds
+``fetch_offset``, up to the high watermark for consumers (replica_id < 0) or
+the log end offset for followers. The record bytes are not copied: the log's
+``FetchSlice`` (file, position, length) goes into the ``records`` field and the
+network layer sends it with ``loop.sendfile``.
+
+Limits: ``partition_max_bytes`` per partition and, from v3, ``max_bytes`` for
+the whole response; from v3 the first batch of the first partition with data
+is returned even when it is larger than both (KIP-74), so a consumer can
+always make progress.
+
+Long poll: when fewer than ``min_bytes`` are ready and no partition has an
+error, the request parks in the purgatory on its partitions for up to
+``max_wait_ms`` (capped by ``fetch.purgatory.max.wait.ms``); an append to any
+of them wakes it (no polling). Shutdown wakes it too.
+
+Versions: v0-3 fetchers cannot read RecordBatch v2; their data is
+down-converted to message sets (magic 0 for v0-1, magic 1 for v2-3), a copy
+only old clients pay for; zstd data then gets UNSUPPORTED_COMPRESSION_TYPE.
+v4+ report ``last_stable_offset`` (= high watermark: no transactions yet) and
+``aborted_transactions`` (null); v5+ ``log_start_offset``; v7+ fetch sessions:
+we create none (``session_id`` 0 in every answer, which tells the client to
+keep sending full requests) and answer a request naming a session id with
+FETCH_SESSION_ID_NOT_FOUND; v9+ check ``current_leader_epoch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.log import OffsetOutOfRange
+from broker.protocol import ApiKey, ErrorCode
+from broker.records import UnsupportedCompressionTypeError, downconvert
+from broker.server.apis.list_offsets import leader_epoch_error
+from broker.server.context import RequestContext
+
+INT32_MAX = 2**31 - 1
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list, bool, dict]:
+    """One pass over the partitions: (responses, record bytes, wait keys, any error, bytes per topic)."""
+    topics = ctx.broker.topics
+    version = ctx.api_version
+    follower = request["replica_id"] >= 0
+    remaining = request["max_bytes"] if version >= 3 else INT32_MAX
+    total = 0
+    keys = []
+    has_error = False
+    per_topic: dict[str, int] = {}
+    responses = []
+    for t in request["topics"]:
+        name = t["topic"]
+        partitions = []
+        for p in t["partitions"]:
+            index = p["partition"]
+            keys.append((name, index))
+            out = {"partition_index": index, "error_code": ErrorCode.NONE, "high_watermark": -1,
+                   "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                   "preferred_read_replica": -1, "records": b""}
+            partitions.append(out)
+            pinfo = topics.partition(name, index)
+            if pinfo is None or pinfo.log is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                has_error = True
+                continue
+            error = leader_epoch_error(p["current_leader_epoch"], pinfo.leader_epoch)
+            if error:
+                out["error_code"] = error
+                has_error = True
+                continue
+            plog = pinfo.log
+            hw = plog.high_watermark
+            out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+            limit = min(p["partition_max_bytes"], remaining) if version >= 3 else p["partition_max_bytes"]
+            min_one = version >= 3 and total == 0
+            if limit <= 0 and not min_one:
+                continue
+            try:
+                piece = plog.read(p["fetch_offset"], max(limit, 0), max_offset=None if follower else hw,
+                                  min_one_batch=min_one)
+            except OffsetOutOfRange:
+                out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                has_error = True
+                continue
+            if piece.length == 0:
+                continue
+            if version < 4:
+                try:
+                    data = downconvert(piece.read_bytes(), 0 if version <= 1 else 1)
+                except UnsupportedCompressionTypeError:
+                    out["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    has_error = True
+                    continue
+                out["records"] = data
+                size = len(data)
+            else:
+                out["records"] = piece
+                size = piece.length
+            total += size
+            remaining -= size
+            per_topic[name] = per_topic.get(name, 0) + size
+        responses.append({"topic": name, "partitions": partitions})
+    return responses, total, keys, has_error, per_topic
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    metrics = broker.metrics
+    if ctx.api_version >= 7 and request["session_id"] != 0:
+        metrics.fetch_errors.labels("FETCH_SESSION_ID_NOT_FOUND").inc()
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
+                "responses": []}
+    loop = asyncio.get_running_loop()
+    max_wait = min(max(request["max_wait_ms"], 0), broker.config.fetch_purgatory_max_wait_ms) / 1000
+    deadline = loop.time() + max_wait
+    min_bytes = request["min_bytes"]
+    while True:
+        responses, total, keys, has_error, per_topic = _collect(ctx, request)
+        if total >= min_bytes or has_error or not keys:
+            break
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        if not await broker.purgatory.wait(keys, remaining):
+            responses, total, keys, has_error, per_topic = _collect(ctx, request)
+            break
+    for name, size in per_topic.items():
+        metrics.bytes_out.labels(name).inc(size)
+    if has_error:
+        for t in responses:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    metrics.fetch_errors.labels(_error_name(p["error_code"])).inc()
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.FETCH, 0, 12, handle)

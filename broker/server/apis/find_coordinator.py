@@ -1,0 +1,55 @@
+"""FindCoordinator (key 10), versions 0-4.
+
+key_type 0 (group, the only type before v1): this broker coordinates every group
+on a single node; ``__consumer_offsets`` is created at first use, as Kafka does.
+key_type 1 (transaction): COORDINATOR_NOT_AVAILABLE with a message saying that
+transactions are not supported yet (so clients retry rather than fail hard).
+Any other key type: INVALID_REQUEST.
+
+Version notes: v1 adds key_type and error_message, v3 is flexible, v4 batches
+keys (``coordinator_keys`` in, one ``coordinators`` entry per key out).
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError
+
+GROUP, TRANSACTION = 0, 1
+
+
+async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
+    broker = ctx.broker
+    entry = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
+             "error_message": None}
+    if key_type == TRANSACTION:
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     error_message="transactions are not supported by this broker yet")
+        return entry
+    if key_type != GROUP:
+        entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
+        return entry
+    try:
+        await broker.coordinator.ensure_topic()
+    except TopicError as exc:
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=exc.message)
+        return entry
+    endpoint = broker.listener_endpoint()
+    entry.update(node_id=broker.broker_id, host=endpoint.host, port=endpoint.port)
+    return entry
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    version = ctx.api_version
+    key_type = request["key_type"] if version >= 1 else GROUP
+    if version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [await _find(ctx, key, key_type) for key in request["coordinator_keys"]]}
+    entry = await _find(ctx, request["key"], key_type)
+    return {"throttle_time_ms": 0, "error_code": entry["error_code"], "error_message": entry["error_message"],
+            "node_id": entry["node_id"], "host": entry["host"], "port": entry["port"]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.FIND_COORDINATOR, 0, 4, handle)

@@ -1,0 +1,115 @@
+"""Group membership APIs, served by :class:`broker.coordinator.GroupCoordinator`:
+
+* JoinGroup (11) v0-9: held until the rebalance's join phase ends. v0 has no
+  rebalance timeout (the session timeout stands in); v4+ answers a first join
+  without a member id with MEMBER_ID_REQUIRED and the id to use; v5+ static
+  membership (``group_instance_id``); v7+ returns protocol_type/name;
+  v8 ``reason`` is accepted and logged nowhere; v9 ``skip_assignment`` is always false.
+* SyncGroup (14) v0-5: followers wait for the leader's assignment; v5 checks
+  protocol_type/name (INCONSISTENT_GROUP_PROTOCOL).
+* Heartbeat (12) v0-4: REBALANCE_IN_PROGRESS tells a member to rejoin.
+* LeaveGroup (13) v0-5: v0-2 one member id, v3+ a batch of members (by member id
+  or group.instance.id) with an error per member.
+* DescribeGroups (15) v0-5, ListGroups (16) v0-4 (v4 filters by state),
+  DeleteGroups (42) v0-2 (NON_EMPTY_GROUP unless the group is Empty).
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+
+def _client_host(ctx: RequestContext) -> str:
+    host = ctx.peer.rsplit(":", 1)[0] if ":" in ctx.peer else ctx.peer
+    return "/" + host
+
+
+async def join_group(ctx: RequestContext, request: dict) -> dict:
+    v = ctx.api_version
+    coordinator = ctx.broker.coordinator
+    result = await coordinator.join_group(
+        request["group_id"], request["member_id"], request["group_instance_id"] if v >= 5 else None,
+        ctx.client_id or "", _client_host(ctx),
+        request["rebalance_timeout_ms"] if v >= 1 else request["session_timeout_ms"],
+        request["session_timeout_ms"], request["protocol_type"],
+        [(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
+        require_known_member_id=v >= 4,
+    )
+    if v < 7 and result["protocol_name"] is None:
+        result["protocol_name"] = ""
+    result["throttle_time_ms"] = 0
+    result["skip_assignment"] = False
+    return result
+
+
+async def sync_group(ctx: RequestContext, request: dict) -> dict:
+    v = ctx.api_version
+    assignments = {a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]}
+    code, assignment, group = await ctx.broker.coordinator.sync_group(
+        request["group_id"], request["generation_id"], request["member_id"],
+        request["group_instance_id"] if v >= 3 else None,
+        request["protocol_type"] if v >= 5 else None, request["protocol_name"] if v >= 5 else None, assignments)
+    response = {"throttle_time_ms": 0, "error_code": code, "assignment": assignment}
+    if v >= 5 and code == ErrorCode.NONE and group is not None:
+        response.update(protocol_type=group.protocol_type, protocol_name=group.protocol_name)
+    return response
+
+
+async def heartbeat(ctx: RequestContext, request: dict) -> dict:
+    code = ctx.broker.coordinator.heartbeat(request["group_id"], request["generation_id"], request["member_id"],
+                                           request["group_instance_id"] if ctx.api_version >= 3 else None)
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+async def leave_group(ctx: RequestContext, request: dict) -> dict:
+    v = ctx.api_version
+    if v < 3:
+        members = [(request["member_id"], None)]
+    else:
+        members = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
+    top, errors = ctx.broker.coordinator.leave_group(request["group_id"], members)
+    if v < 3:
+        return {"throttle_time_ms": 0, "error_code": top or errors[0]}
+    return {"throttle_time_ms": 0, "error_code": top,
+            "members": [] if top else [{"member_id": m, "group_instance_id": i, "error_code": e}
+                                       for (m, i), e in zip(members, errors)]}
+
+
+async def describe_groups(ctx: RequestContext, request: dict) -> dict:
+    coordinator = ctx.broker.coordinator
+    out = []
+    for group_id in request["groups"]:
+        code, group = coordinator.describe(group_id)
+        entry = {"error_code": code, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
+                 "protocol_data": "", "members": []}
+        if code == ErrorCode.NONE and group is not None:
+            entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
+                         protocol_data=(group.protocol_name or "") if group.state.value == "Stable" else "",
+                         members=group.describe_members())
+        out.append(entry)
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+async def list_groups(ctx: RequestContext, request: dict) -> dict:
+    coordinator = ctx.broker.coordinator
+    states = set(request["states_filter"] or []) if ctx.api_version >= 4 else set()
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
+              for g in coordinator.list_groups() if not states or g.state.value in states]
+    return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
+
+
+async def delete_groups(ctx: RequestContext, request: dict) -> dict:
+    results = ctx.broker.coordinator.delete_groups(list(request["groups_names"]))
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": c} for g, c in results.items()]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.JOIN_GROUP, 0, 9, join_group)
+    registry.register(ApiKey.SYNC_GROUP, 0, 5, sync_group)
+    registry.register(ApiKey.HEARTBEAT, 0, 4, heartbeat)
+    registry.register(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
+    registry.register(ApiKey.DESCRIBE_GROUPS, 0, 5, describe_groups)
+    registry.register(ApiKey.LIST_GROUPS, 0, 4, list_groups)
+    registry.register(ApiKey.DELETE_GROUPS, 0, 2, delete_groups)

@@ -1,0 +1,87 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1 (Apache Kafka 2.7's range; v1 is flexible).
+
+Each resource names configs with an operation on the topic's current
+overrides: SET (0) to a value, DELETE (1) the override (back to the broker
+default), APPEND (2) and SUBTRACT (3) items of a list config (``cleanup.policy``
+here), starting from the override or, without one, the effective default.
+Configs not named keep their overrides, unlike AlterConfigs.
+
+Errors, per resource (the others carry on): a config named twice, an unknown
+operation, APPEND/SUBTRACT on a non-list config or a null value for SET,
+APPEND or SUBTRACT are INVALID_REQUEST; an unknown config name or a value the
+log rejects is INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+The result is stored and applied to the logs at once, as AlterConfigs does;
+``validate_only`` changes nothing. BROKER resources get INVALID_REQUEST
+(dynamic broker configs are not supported yet).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis.alter_configs import alter_all
+from broker.server.apis.describe_configs import LIST, TOPIC_CONFIGS
+from broker.server.context import RequestContext
+from broker.server.topics import TopicError
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OPERATION_NAMES = {SET: "set", DELETE: "delete", APPEND: "append", SUBTRACT: "subtract"}
+
+
+def _items(text: str | None) -> list[str]:
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
+def _check(configs: list[dict]) -> None:
+    """Request-shape checks that need no topic state; raise TopicError."""
+    twice = sorted(name for name, n in Counter(c["name"] for c in configs).items() if n > 1)
+    if twice:
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"config keys named more than once: {', '.join(twice)}")
+    for c in configs:
+        name, op = c["name"], c["config_operation"]
+        if op not in _OPERATION_NAMES:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for config key {name}")
+        if name not in TOPIC_CONFIGS:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
+        if op in (APPEND, SUBTRACT) and TOPIC_CONFIGS[name][0] != LIST:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             f"config value {_OPERATION_NAMES[op]} is not allowed for config key: {name}")
+        if op != DELETE and c["value"] is None:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"null value not supported for config key: {name}")
+
+
+def _incremental(ctx: RequestContext, configs: list[dict]):
+    """The change for one topic: apply each operation to the current overrides."""
+    def change(current: dict[str, str]) -> dict[str, str]:
+        _check(configs)
+        effective = None
+        for c in configs:
+            name, op, value = c["name"], c["config_operation"], c["value"]
+            if op == SET:
+                current[name] = value
+            elif op == DELETE:
+                current.pop(name, None)
+            else:
+                if name in current:
+                    items = _items(current[name])
+                else:
+                    if effective is None:
+                        effective = ctx.broker.default_log_config.to_properties()
+                    items = _items(effective.get(name))
+                if op == APPEND:
+                    items += [v for v in _items(value) if v not in items]
+                else:
+                    removed = set(_items(value))
+                    items = [v for v in items if v not in removed]
+                current[name] = ",".join(items)
+        return current
+    return change
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return await alter_all(ctx, request, lambda configs: _incremental(ctx, configs))
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle)

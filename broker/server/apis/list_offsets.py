@@ -1,0 +1,67 @@
+"""ListOffsets (key 2), versions 0-5 (Apache Kafka 2.7's range).
+
+For each partition: timestamp -2 (EARLIEST) gives the log start offset, -1
+(LATEST) the high watermark (what a consumer may read), any other timestamp
+the first offset whose record timestamp is >= it, with that record's
+timestamp, or offset -1 when no record is that late. v0 answers in
+``old_style_offsets`` (a list with that one offset, empty when none); v1+ in
+``timestamp``/``offset``; v4+ adds ``leader_epoch`` and checks
+``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; other partitions carry on.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+EARLIEST = -2
+LATEST = -1
+
+
+def leader_epoch_error(current: int, ours: int) -> int:
+    """Kafka's check of a client's ``current_leader_epoch`` against the partition's."""
+    if current == -1 or current == ours:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if current < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
+    index = p["partition_index"]
+    result = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": [],
+              "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    pinfo = ctx.broker.topics.partition(topic, index)
+    if pinfo is None or pinfo.log is None:
+        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    error = leader_epoch_error(p["current_leader_epoch"], pinfo.leader_epoch)
+    if error:
+        result["error_code"] = error
+        return result
+    plog = pinfo.log
+    timestamp = p["timestamp"]
+    if timestamp == EARLIEST:
+        offset, found_ts = plog.log_start_offset, -1
+    elif timestamp == LATEST:
+        offset, found_ts = plog.high_watermark, -1
+    else:
+        found = plog.offset_for_timestamp(timestamp)
+        offset, found_ts = found if found is not None and found[0] < plog.high_watermark else (-1, -1)
+    result.update(offset=offset, timestamp=found_ts, leader_epoch=pinfo.leader_epoch)
+    if offset >= 0 and p["max_num_offsets"] > 0:
+        result["old_style_offsets"] = [offset]
+    return result
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {"name": t["name"], "partitions": [_partition(ctx, t["name"], p) for p in t["partitions"]]}
+            for t in request["topics"]
+        ],
+    }
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.LIST_OFFSETS, 0, 5, handle)

@@ -1,0 +1,89 @@
+"""Metadata (key 3), versions 0-9 (Apache Kafka 2.7's range).
+
+Answers with the cluster id (v2+), the controller id (v1+, this broker on a
+single node), the live brokers with their advertised endpoints, and for each
+topic asked for (all topics when the list is null, or empty at v0) its
+partitions: leader, leader epoch (v7+), replicas, ISR and offline replicas
+(v5+). An unknown topic is created with the broker defaults when
+``auto.create.topics.enable`` is true and the request allows it
+(``allow_auto_topic_creation``, v4+; always allowed below v4); otherwise it
+gets UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal
+name. Internal topics are never auto-created here.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
+
+
+def broker_entries(ctx: RequestContext) -> list[dict]:
+    broker = ctx.broker
+    endpoint = broker.listener_endpoint()
+    return [{"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+             "rack": broker.config.broker_rack}]
+
+
+def topic_entry(info: TopicInfo) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": info.name,
+        "is_internal": info.is_internal,
+        "partitions": [
+            {
+                "error_code": ErrorCode.NONE,
+                "partition_index": p.partition,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": p.offline_replicas,
+            }
+            for p in sorted(info.partitions.values(), key=lambda p: p.partition)
+        ],
+    }
+
+
+def error_entry(name: str, error_code: int) -> dict:
+    return {"error_code": error_code, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    topics = broker.topics
+    wanted = request["topics"]
+    if wanted is None or (ctx.api_version == 0 and not wanted):
+        entries = [topic_entry(topics.topics[n]) for n in sorted(topics.topics)]
+    else:
+        allow_auto = broker.config.auto_create_topics_enable and (
+            ctx.api_version < 4 or request["allow_auto_topic_creation"])
+        entries = []
+        seen = set()
+        for item in wanted:
+            name = item["name"]
+            if name in seen:
+                continue
+            seen.add(name)
+            info = topics.get(name)
+            if info is None:
+                try:
+                    validate_topic_name(name)
+                    if not allow_auto or name in INTERNAL_TOPICS:
+                        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+                    info = await topics.auto_create(name)
+                except TopicError as exc:
+                    entries.append(error_entry(name or "", exc.error_code))
+                    continue
+            entries.append(topic_entry(info))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": broker_entries(ctx),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id,
+        "topics": entries,
+    }
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.METADATA, 0, 9, handle)

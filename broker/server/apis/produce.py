@@ -1,0 +1,198 @@
+"""Produce (key 0), versions 0-9 (v9 is the first flexible version).
+
+Each partition's records are checked, then appended by the partition's log,
+which verifies every batch's CRC-32C and size and patches ``baseOffset`` and
+``partitionLeaderEpoch`` in place (no record is decoded on this path, except
+for compacted topics, whose records must all have keys). Errors are per
+partition and never fail the whole request:
+
+* acks not in {0, 1, -1}                          INVALID_REQUIRED_ACKS (21), every partition
+* unknown topic/partition (after auto-create)     UNKNOWN_TOPIC_OR_PARTITION (3)
+* illegal topic name / internal topic             INVALID_TOPIC_EXCEPTION (17)
+* bad CRC, truncated or malformed batch           CORRUPT_MESSAGE (2)
+* batch above max.message.bytes                   MESSAGE_TOO_LARGE (10)
+* v3+ with a legacy message set or >1 batch,      INVALID_RECORD (87)
+  a keyless record on a compacted topic
+* zstd before v7                                  UNSUPPORTED_COMPRESSION_TYPE (76)
+* CreateTime further than message.timestamp.      INVALID_TIMESTAMP (32)
+  difference.max.ms from the broker clock
+* acks=-1 with ISR below min.insync.replicas      NOT_ENOUGH_REPLICAS (19)
+
+Versions 0-2 carry legacy message sets (magic 0/1): they are up-converted to
+RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
+topics get the broker's time written into each batch (``log_append_time_ms``
+in the response, v2+). acks=0 gets no response; if one of its partitions
+failed, the connection is closed instead, as Kafka does, so the producer
+notices. Topics are auto-created when ``auto.create.topics.enable`` is set.
+"""
+
+from __future__ import annotations
+
+import time
+
+from broker.log import CorruptRecordError, LogError
+from broker.protocol import ApiKey, ErrorCode
+from broker.records import BatchView, UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
+from broker.records.view import LOG_OVERHEAD, MAGIC_OFFSET
+from broker.server.context import CloseConnection, RequestContext
+from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
+
+ZSTD = 4
+LONG_MAX = (1 << 63) - 1
+
+
+class _PartitionError(Exception):
+    def __init__(self, error_code: int, message: str | None = None) -> None:
+        super().__init__(message or "")
+        self.error_code = int(error_code)
+        self.message = message
+
+
+def _entries(mv: memoryview):
+    """(position, size, magic) of each top-level entry; CORRUPT_MESSAGE if sizes do not add up."""
+    pos, n = 0, len(mv)
+    out = []
+    while pos < n:
+        if n - pos < MAGIC_OFFSET + 1:
+            raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "records end inside an entry header")
+        size = LOG_OVERHEAD + int.from_bytes(mv[pos + 8:pos + 12], "big", signed=True)
+        if size <= LOG_OVERHEAD or pos + size > n:
+            raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"entry at {pos} claims {size} bytes")
+        out.append((pos, size, mv[pos + MAGIC_OFFSET]))
+        pos += size
+    return out
+
+
+def _prepare(version: int, records, config) -> memoryview | bytes:
+    """Check the request-level rules and return v2 batches ready for the log."""
+    if records is None or len(records) == 0:
+        raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "no records")
+    mv = records if isinstance(records, memoryview) else memoryview(records)
+    entries = _entries(mv)
+    magics = {magic for _p, _s, magic in entries}
+    if version >= 3:
+        if magics != {2}:
+            raise _PartitionError(ErrorCode.INVALID_RECORD,
+                                  "produce v3+ must carry record batches with magic 2")
+        if len(entries) != 1:
+            raise _PartitionError(ErrorCode.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
+    if magics - {0, 1, 2}:
+        raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"unknown magic {sorted(magics)}")
+    if 2 not in magics:
+        try:
+            mv = memoryview(upconvert_to_v2(bytes(mv)))
+        except UnsupportedCompressionTypeError as exc:
+            raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+        except (CorruptRecordError, ValueError) as exc:
+            raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        entries = _entries(mv)
+    elif magics != {2}:
+        raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "mixed message formats in one request")
+    check_ts = config.message_timestamp_type == "CreateTime" and config.message_timestamp_difference_max_ms < LONG_MAX
+    now = int(time.time() * 1000) if check_ts else 0
+    for pos, size, _magic in entries:
+        if size < 61:
+            raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than its header")
+        view = BatchView(mv, pos, size)
+        if view.compression == ZSTD and version < 7:
+            raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
+        if check_ts:
+            limit = config.message_timestamp_difference_max_ms
+            for ts in (view.base_timestamp, view.max_timestamp):
+                if abs(ts - now) > limit:
+                    raise _PartitionError(ErrorCode.INVALID_TIMESTAMP,
+                                          f"timestamp {ts} is more than {limit} ms from broker time {now}")
+        if config.compact:
+            _check_keys(mv[pos:pos + size])
+    return mv
+
+
+def _check_keys(entry: memoryview) -> None:
+    try:
+        batch = decode_batch(entry)
+    except UnsupportedCompressionTypeError as exc:
+        raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+    except (CorruptRecordError, ValueError) as exc:
+        raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if not batch.is_control and any(r.key is None for r in batch.records):
+        raise _PartitionError(ErrorCode.INVALID_RECORD, "compacted topic cannot accept a record without a key")
+
+
+async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
+    topics = ctx.broker.topics
+    info = topics.get(name)
+    if info is not None:
+        if info.is_internal:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
+        return info
+    validate_topic_name(name)
+    if not ctx.broker.config.auto_create_topics_enable or name in INTERNAL_TOPICS:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
+    return await topics.auto_create(name)
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict | None:
+    broker = ctx.broker
+    metrics = broker.metrics
+    version = ctx.api_version
+    acks = request["acks"]
+    failed = False
+    responses = []
+    for topic_data in request["topic_data"]:
+        name = topic_data["name"]
+        partitions = []
+        topic_error = None
+        info = None
+        if acks not in (0, 1, -1):
+            topic_error = TopicError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+        else:
+            try:
+                info = await _topic(ctx, name)
+            except TopicError as exc:
+                topic_error = exc
+        for pd in topic_data["partition_data"]:
+            index = pd["index"]
+            result = {"index": index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1,
+                      "log_start_offset": -1, "record_errors": [], "error_message": None}
+            try:
+                if topic_error is not None:
+                    raise _PartitionError(topic_error.error_code, topic_error.message)
+                pinfo = info.partitions.get(index)
+                if pinfo is None or pinfo.log is None:
+                    raise _PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {name}-{index}")
+                plog = pinfo.log
+                if acks == -1 and len(pinfo.isr) < plog.config.min_insync_replicas:
+                    raise _PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                          f"ISR {pinfo.isr} is smaller than min.insync.replicas")
+                batches = _prepare(version, pd["records"], plog.config)
+                try:
+                    appended = broker.topics.append_as_leader(pinfo, batches)
+                except (LogError, CorruptRecordError) as exc:
+                    raise _PartitionError(exc.error_code, str(exc)) from None
+                result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
+                              log_start_offset=appended.log_start_offset)
+                metrics.bytes_in.labels(name).inc(appended.valid_bytes)
+                metrics.messages_in.labels(name).inc(appended.num_records)
+            except _PartitionError as exc:
+                failed = True
+                result["error_code"] = exc.error_code
+                result["error_message"] = exc.message
+                metrics.produce_errors.labels(_error_name(exc.error_code)).inc()
+            partitions.append(result)
+        responses.append({"name": name, "partition_responses": partitions})
+    if acks == 0:
+        if failed:
+            raise CloseConnection("acks=0 produce failed; closing so the producer notices")
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.PRODUCE, 0, 9, handle)

@@ -1,0 +1,157 @@
+"""The broker process: wires config, metadata, logs, topics, network and metrics together.
+
+Start-up order (each step blocking work runs in an executor, never on the loop):
+
+1. open the metadata store (embedded: ``<first log dir>/metadata-store.json``),
+   make or read the cluster id, write ``meta.properties`` in every log dir;
+2. open the log manager (recovering every partition) and load the topics;
+3. bind the listeners (port 0 allowed), compute the advertised endpoints from
+   the ports actually bound, register this broker (ephemeral) and take the
+   controller role (single node: always us);
+4. start the metrics HTTP endpoint and the log's background threads.
+
+:meth:`Broker.stop` reverses it: stop accepting, answer in-flight requests
+(long polls are woken at once), flush every log and write the checkpoints,
+close the metadata session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from functools import partial
+from typing import Any, Callable
+
+from broker.cluster import BrokerRegistration, ClusterMetadata, EmbeddedStore
+from broker.config import BrokerConfig, Endpoint
+from broker.coordinator import GroupCoordinator
+from broker.log import LogConfig, LogManager
+from broker.metrics import BrokerMetrics
+from broker.server.network import NetworkServer
+from broker.server.purgatory import Purgatory
+from broker.server.registry import ApiRegistry, load_apis
+from broker.server.topics import TopicManager
+
+log = logging.getLogger("broker")
+
+
+class InstrumentedLogManager(LogManager):
+    """The log manager with its scheduled flushes timed into ``log_flush_duration_seconds``."""
+
+    def __init__(self, *args, flush_timer: Callable[[float], None], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._flush_timer = flush_timer
+
+    def flush_dirty_logs(self) -> int:
+        now_ms = int(self.clock() * 1000)
+        flushed = 0
+        for plog in self.logs().values():
+            if not plog.closed and plog.flush_needed(now_ms):
+                started = time.perf_counter()
+                plog.flush()
+                self._flush_timer(time.perf_counter() - started)
+                flushed += 1
+        return flushed
+
+
+class Broker:
+    """One broker: see the module docstring. Use ``await start()`` then ``await stop()``."""
+
+    def __init__(self, config: BrokerConfig, registry: ApiRegistry | None = None) -> None:
+        self.config = config
+        self.broker_id: int = config.broker_id if config.broker_id >= 0 else 0
+        self.metrics = BrokerMetrics()
+        self.registry = registry if registry is not None else load_apis()
+        self.purgatory = Purgatory()
+        self.default_log_config = LogConfig.from_properties(config.log_config_properties())
+        self.metadata = ClusterMetadata(EmbeddedStore(config.log_dirs[0]))
+        self.log_manager: LogManager | None = None
+        self.topics = TopicManager(self)
+        self.coordinator = GroupCoordinator(self)
+        self.network: NetworkServer | None = None
+        self.cluster_id: str | None = None
+        self.controller_id: int = -1
+        self.endpoints: list[Endpoint] = []
+        self.metrics_port: int | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        #: Per-API state that handlers keep on the broker (e.g. the producer id block).
+        self.producer_ids = None
+        self._stopped = False
+
+    # -- helpers for handlers -----------------------------------------------------------
+    async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking work (store writes, file removal) in the default executor."""
+        return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args))
+
+    def live_brokers(self) -> list[int]:
+        """Ids of the live brokers (single node: this one)."""
+        return [self.broker_id]
+
+    def listener_endpoint(self) -> Endpoint:
+        return self.endpoints[0]
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.run_blocking(self._open_storage)
+        await self.coordinator.start()
+        self.network = NetworkServer(self)
+        bound = await self.network.start()
+        self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
+        await self.run_blocking(self._register)
+        self.metrics.watch_logs(lambda: self.log_manager.logs().items())
+        if self.config.metrics_port >= 0:
+            host = self.config.listeners[0].host or "0.0.0.0"
+            self.metrics_port = self.metrics.start_http(host, self.config.metrics_port)
+        self.log_manager.start_background()
+        log.info("broker %d started: cluster %s, listeners %s", self.broker_id, self.cluster_id,
+                 ", ".join(str(e) for e in self.endpoints))
+
+    def _open_storage(self) -> None:
+        self.metadata.start()
+        self.cluster_id = self.metadata.ensure_cluster_id()
+        cfg = self.config
+        self.log_manager = InstrumentedLogManager(
+            cfg.log_dirs,
+            self.default_log_config,
+            retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+            topic_config=self._topic_log_config,
+            flush_timer=self.metrics.log_flush_duration.observe,
+        )
+        self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
+        self.log_manager.startup()
+        self.topics.load()
+
+    def _topic_log_config(self, topic: str) -> LogConfig | None:
+        overrides = self.metadata.topic_config(topic)
+        if not overrides:
+            return None
+        try:
+            return self.default_log_config.with_overrides(overrides)
+        except ValueError as exc:
+            log.warning("topic %s: ignoring bad stored config (%s)", topic, exc)
+            return None
+
+    def _register(self) -> None:
+        self.metadata.register_broker(
+            BrokerRegistration(self.broker_id, tuple(self.endpoints), self.config.broker_rack,
+                               int(time.time() * 1000))
+        )
+        self.controller_id = self.metadata.elect_controller(self.broker_id)
+
+    async def stop(self) -> None:
+        """Graceful shutdown: see the module docstring. Safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("broker %d shutting down", self.broker_id)
+        self.purgatory.close()
+        await self.coordinator.shutdown()
+        if self.network is not None:
+            await self.network.stop(self.config.shutdown_timeout_ms / 1000)
+        if self.log_manager is not None:
+            await self.run_blocking(self.log_manager.shutdown)
+        await self.run_blocking(self.metadata.close)
+        self.metrics.stop_http()
+        log.info("broker %d stopped", self.broker_id)

@@ -1,0 +1,50 @@
+"""What a request handler gets besides the request body.
+
+A handler (see :mod:`broker.server.registry`) is called as
+``await handler(ctx, request)``. Through ``ctx.broker`` it reaches every piece
+of broker state, each with one owner:
+
+* ``ctx.broker.config``       :class:`broker.config.BrokerConfig` (read-only)
+* ``ctx.broker.metadata``     :class:`broker.cluster.ClusterMetadata` (blocking: call via ``ctx.broker.run_blocking``)
+* ``ctx.broker.topics``       :class:`broker.server.topics.TopicManager` (topics, partitions, their logs)
+* ``ctx.broker.log_manager``  :class:`broker.log.LogManager`
+* ``ctx.broker.purgatory``    :class:`broker.server.purgatory.Purgatory` (wake long polls)
+* ``ctx.broker.metrics``      :class:`broker.metrics.BrokerMetrics`
+* ``ctx.broker.cluster_id``, ``ctx.broker.broker_id``, ``ctx.broker.endpoints`` (advertised)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.protocol import RequestHeader
+    from broker.server.broker import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """One request: its header, the connection it came on, and the broker."""
+
+    broker: "Broker"
+    header: "RequestHeader"
+    peer: str
+    #: Time the request was decoded (``loop.time()``), for latency metrics.
+    received_at: float = 0.0
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close its connection without a response (logged once).
+
+    Kafka does this for an acks=0 produce that failed, since there is no
+    response in which to report the error.
+    """

@@ -1,0 +1,356 @@
+"""The asyncio network layer: listeners, connections, ordered pipelined responses.
+
+One event loop serves every connection. Per connection:
+
+* bytes go through a :class:`~broker.protocol.FrameDecoder` (limit
+  ``socket.request.max.bytes``); each complete frame is decoded and handed to
+  its API handler as a task, so requests are pipelined;
+* the tasks sit in a FIFO (``_pending``) and one writer task sends their
+  responses strictly in request order. A response is a list of parts: bytes
+  are written to the transport, a file slice (an object with ``file``,
+  ``position`` and ``length``, e.g. the log's ``FetchSlice``) is sent with
+  ``loop.sendfile`` straight from the segment file (``os.sendfile``: zero copy);
+* back-pressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests
+  wait for their responses, and the writer waits while the transport's send
+  buffer is above its high-water mark (a slow reader cannot grow our memory).
+
+Bad input closes only the offending connection, with one log line: a size
+prefix that is negative or above the limit, an undecodable request, an unknown
+api key or version (except ApiVersions, which is answered at v0 with
+UNSUPPORTED_VERSION and our version table, as the protocol requires), or a
+handler that raised. Everyone else carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from broker.protocol import (
+    ApiKey,
+    ErrorCode,
+    FrameDecoder,
+    FrameTooLargeError,
+    InvalidRequestError,
+    ProtocolError,
+    RequestHeader,
+    UnsupportedVersionError,
+    decode_request,
+    encode_response,
+)
+from broker.server.context import CloseConnection, RequestContext
+from broker.server.registry import api_name
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger("broker.network")
+
+MAX_IN_FLIGHT = 128
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+class _CloseConnection(Exception):
+    """Raised inside a request task to close its connection (after logging once)."""
+
+
+class _SliceFile:
+    """A file-like view for ``loop.sendfile`` that never moves the shared file's position.
+
+    ``loop.sendfile`` seeks its file after sending; segment files are shared by
+    every reader (and the writer), so we hand it this wrapper whose ``seek`` and
+    ``read`` work on a private position with ``pread``.
+    """
+
+    mode = "rb"
+
+    def __init__(self, file) -> None:
+        self._fd = file.fileno()
+        self._pos = 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = pos
+        return pos
+
+    def readinto(self, buf) -> int:
+        data = os.pread(self._fd, len(buf), self._pos)
+        buf[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+class Connection(asyncio.Protocol):
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, server: "NetworkServer") -> None:
+        self.server = server
+        self.broker = server.broker
+        self.loop = server.loop
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._decoder = FrameDecoder(self.broker.config["socket.request.max.bytes"])
+        self._pending: collections.deque[asyncio.Future] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._reading_paused = False
+        self._closing = False
+        self._closing_after_drain = False
+        self._writer: asyncio.Task | None = None
+        self.closed = self.loop.create_future()
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+        self.broker.metrics.connections.inc()
+        self.broker.metrics.active_connections.inc()
+        self._writer = self.loop.create_task(self._write_loop())
+
+    def connection_lost(self, exc) -> None:
+        self._closing = True
+        self.server.connections.discard(self)
+        self.broker.metrics.active_connections.dec()
+        for task in self._pending:
+            task.cancel()
+        self._pending.clear()
+        self._can_write.set()
+        self._wakeup.set()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            frames = self._decoder.feed(data)
+        except FrameTooLargeError as exc:
+            self.close_for("too_large", str(exc))
+            return
+        for frame in frames:
+            if self._closing:
+                return
+            self._dispatch(frame)
+
+    def eof_received(self):
+        # The client half-closed: answer what is in flight, then close.
+        self._closing_after_drain = True
+        self._wakeup.set()
+        return True
+
+    # -- requests ----------------------------------------------------------------------
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            self._unsupported(exc.header)
+            return
+        except (InvalidRequestError, ProtocolError) as exc:
+            self.close_for("invalid_request", str(exc))
+            return
+        entry = self.broker.registry.get(header.api_key)
+        if entry is None or not entry.supports(header.api_version):
+            self._unsupported(header)
+            return
+        ctx = RequestContext(self.broker, header, self.peer, self.loop.time())
+        task = self.loop.create_task(self._run(entry, ctx, body))
+        self._enqueue(task)
+
+    def _unsupported(self, header: RequestHeader | None) -> None:
+        if header is not None and header.api_key == ApiKey.API_VERSIONS:
+            # Answer at v0 with UNSUPPORTED_VERSION and our table so the client can pick a version.
+            body = {
+                "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "api_keys": [
+                    {"api_key": k, "min_version": lo, "max_version": hi}
+                    for k, (lo, hi) in self.broker.registry.versions().items()
+                ],
+            }
+            v0 = RequestHeader(header.api_key, 0, header.correlation_id, header.client_id)
+            future = self.loop.create_future()
+            future.set_result(encode_response(v0, body))
+            self._enqueue(future)
+            return
+        if header is None:
+            self.close_for("unsupported_version", "request for an unknown api")
+        else:
+            self.close_for(
+                "unsupported_version",
+                f"{api_name(header.api_key)} (key {header.api_key}) v{header.api_version} is not supported",
+            )
+
+    def _enqueue(self, future: asyncio.Future) -> None:
+        self._pending.append(future)
+        self._wakeup.set()
+        if len(self._pending) >= MAX_IN_FLIGHT and not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    async def _run(self, entry, ctx: RequestContext, body: dict):
+        metrics = self.broker.metrics
+        name = entry.name
+        try:
+            response = await entry.handler(ctx, body)
+            parts = None if response is None else encode_response(ctx.header, response)
+        except asyncio.CancelledError:
+            raise
+        except CloseConnection as exc:
+            metrics.request_errors.labels(name, "CloseConnection").inc()
+            log.info("closing connection from %s: %s", self.peer, exc)
+            raise _CloseConnection() from exc
+        except Exception as exc:
+            metrics.request_errors.labels(name, type(exc).__name__).inc()
+            log.error(
+                "closing connection from %s: %s v%d handler failed: %r",
+                self.peer, name, ctx.api_version, exc, exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+            raise _CloseConnection() from exc
+        metrics.requests.labels(name).inc()
+        metrics.request_duration.labels(name).observe(self.loop.time() - ctx.received_at)
+        return parts
+
+    # -- responses --------------------------------------------------------------------
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                if not self._pending:
+                    if self._closing or self._closing_after_drain:
+                        break
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                head = self._pending[0]
+                try:
+                    parts = await head
+                except _CloseConnection:
+                    self._abort()
+                    return
+                except asyncio.CancelledError:
+                    if self._closing:
+                        return
+                    raise
+                if self._pending and self._pending[0] is head:
+                    self._pending.popleft()
+                if (self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2 and not self._closing
+                        and not self._closing_after_drain):
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+                if parts and not self._closing:
+                    await self._send(parts)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            # RuntimeError: loop.sendfile on a transport the peer already closed.
+            if not self._closing:
+                log.info("connection from %s lost while sending: %s", self.peer, exc)
+            self._abort()
+            return
+        except asyncio.CancelledError:
+            return
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def _send(self, parts: list) -> None:
+        transport = self.transport
+        for part in parts:
+            if isinstance(part, _BYTES_LIKE):
+                transport.write(part)
+                continue
+            if part.length == 0:
+                continue
+            if not self._can_write.is_set():
+                await self._can_write.wait()
+            sent = await self.loop.sendfile(transport, _SliceFile(part.file), part.position, part.length)
+            if sent != part.length:
+                # The file got shorter under us: the frame size is now wrong, so the stream is lost.
+                raise ConnectionError(f"sent {sent} of {part.length} bytes of a file slice")
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    # -- closing -----------------------------------------------------------------------
+    def close_for(self, reason: str, detail: str) -> None:
+        """Close because of bad input: one log line, one metric, nothing else affected."""
+        if self._closing:
+            return
+        self.broker.metrics.protocol_errors.labels(reason).inc()
+        log.warning("closing connection from %s: %s", self.peer, detail)
+        self._abort()
+
+    def _abort(self) -> None:
+        self._closing = True
+        for task in self._pending:
+            task.cancel()
+        self._pending.clear()
+        self._wakeup.set()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def stop_reading(self) -> None:
+        """For shutdown: take no new requests, answer those in flight, then close."""
+        if self.transport is not None and not self.transport.is_closing() and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._closing_after_drain = True
+        self._wakeup.set()
+
+    def abort(self) -> None:
+        self._abort()
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class NetworkServer:
+    """The listeners and their connections."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.loop = asyncio.get_running_loop()
+        self.servers: list[asyncio.AbstractServer] = []
+        self.connections: set[Connection] = set()
+        self.bound: dict[str, tuple[str, int]] = {}
+
+    async def start(self) -> dict[str, tuple[str, int]]:
+        """Bind every listener; returns listener name -> (host, bound port)."""
+        for endpoint in self.broker.config.listeners:
+            host = endpoint.host or None
+            server = await self.loop.create_server(
+                lambda: Connection(self), host, endpoint.port, reuse_address=True, backlog=1024
+            )
+            self.servers.append(server)
+            sockname = server.sockets[0].getsockname()
+            self.bound[endpoint.listener_name] = (endpoint.host or sockname[0], sockname[1])
+        return self.bound
+
+    async def stop(self, timeout: float) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``timeout``), close everything."""
+        for server in self.servers:
+            server.close()
+        connections = list(self.connections)
+        for conn in connections:
+            conn.stop_reading()
+        if connections:
+            done, pending = await asyncio.wait([c.closed for c in connections], timeout=timeout)
+            for conn in connections:
+                if not conn.closed.done():
+                    conn.abort()
+        for server in self.servers:
+            await server.wait_closed()

@@ -1,0 +1,163 @@
+"""Shared fixtures: a real broker process on ephemeral ports.
+
+``broker`` is a running broker (``python -m broker --config <tmp>/broker.yaml``,
+listener and metrics on port 0) with its data in ``tmp_path``;
+``broker_factory(**overrides)`` starts more, with any Kafka properties given as
+keyword arguments using underscores for dots (``num_partitions=3``) or as a
+``props`` dict. Each :class:`BrokerProcess` knows its ``bootstrap`` address,
+``metrics_url``, ``data_dir`` and can ``stop()`` (SIGTERM, returns the exit
+status), ``kill()`` (SIGKILL) and ``start()`` again on the same port and data.
+Every process is stopped by PID at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+READY = re.compile(r"broker ready: listener=([\d.]+):(\d+) metrics=(?:([\d.]+):(\d+)|off)")
+START_LIMIT_S = 60  # a guard against a hung start, not a performance assertion
+
+
+class BrokerProcess:
+    """One broker process under test (see the module docstring)."""
+
+    def __init__(self, workdir: Path, props: dict) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.props = {
+            "broker.id": 0,
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.data_dir),
+            "metrics.port": 0,
+            "offsets.topic.replication.factor": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            **props,
+        }
+        self.config_path = self.workdir / "broker.yaml"
+        self.stderr_path = self.workdir / "broker.stderr"
+        self.proc: subprocess.Popen | None = None
+        self.host = "127.0.0.1"
+        self.port: int | None = None
+        self.metrics_port: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self, same_port: bool = True) -> "BrokerProcess":
+        props = dict(self.props)
+        if same_port and self.port is not None:
+            props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        self.config_path.write_text(yaml.safe_dump(props))
+        stderr = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "--config", str(self.config_path)],
+            stdout=subprocess.PIPE, stderr=stderr, cwd=self.workdir,
+        )
+        stderr.close()
+        line = self._read_ready_line()
+        match = READY.search(line)
+        if match is None:
+            self.kill()
+            raise RuntimeError(f"broker did not get ready: {line!r}\n{self.stderr_tail()}")
+        self.host, self.port = match.group(1), int(match.group(2))
+        self.metrics_port = int(match.group(4)) if match.group(4) else None
+        return self
+
+    def _read_ready_line(self) -> str:
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_LIMIT_S
+        buf = b""
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            buf += chunk
+        sel.close()
+        return buf.decode(errors="replace")
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Signal the broker (by PID) and wait for it; returns its exit status."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        code = self.proc.returncode
+        return code
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL)
+
+    def restart(self) -> "BrokerProcess":
+        code = self.stop()
+        assert code == 0, f"broker exited with {code}\n{self.stderr_tail()}"
+        return self.start()
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    started: list[BrokerProcess] = []
+
+    def make(props: dict | None = None, **kwargs) -> BrokerProcess:
+        merged = {k.replace("_", "."): v for k, v in kwargs.items()}
+        merged.update(props or {})
+        proc = BrokerProcess(tmp_path / f"broker{len(started)}", merged)
+        started.append(proc)
+        return proc.start()
+
+    yield make
+    problems = []
+    for proc in started:
+        if proc.running():
+            code = proc.stop()
+            if code != 0:
+                problems.append(f"broker in {proc.workdir} exited with {code} on SIGTERM")
+        if "Traceback" in proc.stderr_text():
+            problems.append(f"broker in {proc.workdir} logged a traceback:\n{proc.stderr_tail()}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:
+    return broker_factory()

@@ -1,0 +1,83 @@
+"""Helpers for the coordinator's integration tests: group views over the wire and from the log."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from broker.coordinator.records import GroupKey, decode_group_value, decode_key, partition_for
+from broker.protocol import ApiKey
+from broker.records import iter_batches
+from tests.server.wire import Wire
+
+MEMBER_PROC = Path(__file__).with_name("member_proc.py")
+WAIT_LIMIT_S = 60  # guards against a hang; never what a test asserts
+
+
+def decode_assignment(data: bytes) -> dict[str, list[int]]:
+    """ConsumerProtocol assignment: version:int16 [topic:string [partition:int32]] user_data:bytes."""
+    if not data:
+        return {}
+    count = struct.unpack_from(">i", data, 2)[0]
+    pos, out = 6, {}
+    for _ in range(count):
+        n = struct.unpack_from(">h", data, pos)[0]
+        topic = data[pos + 2:pos + 2 + n].decode()
+        pos += 2 + n
+        k = struct.unpack_from(">i", data, pos)[0]
+        out[topic] = list(struct.unpack_from(f">{k}i", data, pos + 4))
+        pos += 4 + 4 * k
+    return out
+
+
+def describe(bootstrap: str, group: str) -> tuple[str, dict[str, list[int]]]:
+    """(state, member id -> partitions of any topic) from DescribeGroups v3."""
+    with Wire(bootstrap) as w:
+        r = w.call(ApiKey.DESCRIBE_GROUPS, 3, {"groups": [group], "include_authorized_operations": False})
+    g = r["groups"][0]
+    members = {m["member_id"]: sorted(p for ps in decode_assignment(bytes(m["member_assignment"])).values()
+                                      for p in ps) for m in g["members"]}
+    return g["group_state"], members
+
+
+def wait_stable(bootstrap: str, group: str, members: int, partitions: int) -> dict[str, list[int]]:
+    """Wait until the group is Stable with ``members`` members owning all ``partitions`` partitions."""
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    last = None
+    while time.monotonic() < deadline:
+        state, owned = describe(bootstrap, group)
+        last = (state, owned)
+        every = sorted(p for ps in owned.values() for p in ps)
+        if state == "Stable" and len(owned) == members and every == list(range(partitions)):
+            return owned
+        time.sleep(0.2)
+    raise AssertionError(f"group {group} never became stable with {members} members: {last}")
+
+
+def group_history(data_dir: Path, group: str, num_partitions: int) -> list[tuple[int, dict[str, list[int]]]]:
+    """Every group metadata record of ``group`` in __consumer_offsets: (generation, member -> partitions)."""
+    pdir = Path(data_dir) / f"__consumer_offsets-{partition_for(group, num_partitions)}"
+    out = []
+    for seg in sorted(pdir.glob("*.log")):
+        for batch in iter_batches(seg.read_bytes()):
+            for r in batch.records:
+                key = decode_key(r.key)
+                if isinstance(key, GroupKey) and key.group == group and r.value is not None:
+                    g = decode_group_value(r.value)[1]
+                    out.append((g.generation, {m.member_id: sorted(p for ps in decode_assignment(m.assignment).values()
+                                                                   for p in ps) for m in g.members}))
+    return out
+
+
+def start_member(lib: str, bootstrap: str, group: str, topic: str, assignor: str = "") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(MEMBER_PROC), lib, bootstrap, group, topic, assignor],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def assignment_lines(proc: subprocess.Popen) -> list[list[int]]:
+    out = proc.stdout.read() if proc.stdout else ""
+    return [json.loads(line)["assigned"] for line in out.splitlines() if line.startswith("{")]

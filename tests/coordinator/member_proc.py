@@ -1,0 +1,113 @@
+"""One consumer-group member in its own process, for tests that kill members.
+
+    python member_proc.py LIB BOOTSTRAP GROUP TOPIC [ASSIGNOR]
+
+LIB is confluent, kafka-python or aiokafka. The member subscribes, consumes, and
+prints one JSON line per assignment change ({"assigned": [...]} with the full
+current assignment). SIGTERM closes the consumer cleanly (LeaveGroup); SIGKILL
+is the crash the tests want.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+
+SESSION_MS, HEARTBEAT_MS = 6000, 1000
+stop = False
+
+
+def report(partitions) -> None:
+    print(json.dumps({"assigned": sorted(partitions)}), flush=True)
+
+
+def _on_term(*_):
+    global stop
+    stop = True
+
+
+def run_confluent(bootstrap, group, topic, assignor):
+    from confluent_kafka import Consumer
+
+    owned: set[int] = set()
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10}
+    if assignor:
+        conf["partition.assignment.strategy"] = assignor
+    consumer = Consumer(conf)
+
+    def on_assign(c, parts):
+        if assignor == "cooperative-sticky":
+            c.incremental_assign(parts)
+            owned.update(p.partition for p in parts)
+        else:
+            owned.clear()
+            owned.update(p.partition for p in parts)
+        report(owned)
+
+    def on_revoke(c, parts):
+        if assignor == "cooperative-sticky":
+            c.incremental_unassign(parts)
+            owned.difference_update(p.partition for p in parts)
+        else:
+            owned.clear()
+        report(owned)
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    while not stop:
+        consumer.poll(0.1)
+    consumer.close()
+
+
+def run_kafka_python(bootstrap, group, topic, assignor):
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=SESSION_MS,
+                             heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            report([])
+
+        def on_partitions_assigned(self, assigned):
+            report(p.partition for p in assigned)
+
+    consumer.subscribe([topic], listener=Listener())
+    while not stop:
+        consumer.poll(timeout_ms=100)
+    consumer.close()
+
+
+def run_aiokafka(bootstrap, group, topic, assignor):
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            report([])
+
+        def on_partitions_assigned(self, assigned):
+            report(p.partition for p in assigned)
+
+    async def main():
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=SESSION_MS,
+                                    heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        consumer.subscribe([topic], listener=Listener())
+        while not stop:
+            await consumer.getmany(timeout_ms=100)
+        await consumer.stop()
+
+    asyncio.run(main())
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _on_term)
+    lib, bootstrap, group, topic = sys.argv[1:5]
+    assignor = sys.argv[5] if len(sys.argv) > 5 else ""
+    {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[lib](
+        bootstrap, group, topic, assignor)

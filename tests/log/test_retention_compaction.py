@@ -1,0 +1,158 @@
+"""Retention (time, size, DeleteRecords), deferred deletion, and compaction on real segments."""
+
+from __future__ import annotations
+
+import os
+
+from broker.log import LogConfig
+from broker.log.cleaner import clean_log
+from log_helpers import make_batch, read_all
+
+
+def test_time_retention_by_largest_timestamp_never_active(open_log):
+    log = open_log(LogConfig(segment_bytes=400, retention_ms=1000, file_delete_delay_ms=0))
+    for i in range(12):
+        log.append(make_batch(1, ts=10_000 + i * 100, value=b"x" * 100))
+    segs = log.segments
+    assert len(segs) >= 4
+    # nothing older than 1000 ms at t=10_500 relative to the segments' largest timestamps
+    assert log.delete_retention_segments(now_ms=10_000) == 0
+    n = log.delete_retention_segments(now_ms=10_000 + 1000 + 500)
+    assert n >= 1 and log.log_start_offset == log.segments[0].base_offset
+    for seg in segs[:n]:
+        assert log.segments[0].base_offset > seg.base_offset
+    # everything expired: all but the active segment go
+    log.delete_retention_segments(now_ms=10**9)
+    assert len(log.segments) == 1 and log.segments[0] is segs[-1]
+    assert [e.offset for e in read_all(log)] == list(range(log.log_start_offset, 12))
+
+
+def test_size_retention(open_log):
+    log = open_log(LogConfig(segment_bytes=400, retention_bytes=800, retention_ms=-1, file_delete_delay_ms=0))
+    for i in range(12):
+        log.append(make_batch(1, value=b"x" * 100))
+    before = log.size_in_bytes
+    n = log.delete_retention_segments(now_ms=0)
+    assert n > 0 and log.size_in_bytes <= 800 + log.segments[0].size
+    assert log.size_in_bytes < before
+
+
+def test_compact_policy_skips_delete_retention(open_log):
+    log = open_log(LogConfig(segment_bytes=400, retention_ms=1, cleanup_policy="compact"))
+    for i in range(8):
+        log.append(make_batch(1, ts=1, value=b"x" * 100))
+    assert log.delete_retention_segments(now_ms=10**9) == 0
+
+
+def test_deleted_segment_files_stay_readable_until_delay(open_log):
+    clock = [1000.0]
+    log = open_log(LogConfig(segment_bytes=400, file_delete_delay_ms=5000), clock=lambda: clock[0])
+    for i in range(6):
+        log.append(make_batch(1, value=b"x" * 100))
+    s = log.read(0, 1 << 20)
+    first = log.segments[0]
+    target = log.segments[1].base_offset
+    assert log.delete_records(target) == target
+    assert first not in log.segments
+    assert first.log_path.name.endswith(".log.deleted") and first.log_path.exists()
+    assert s.read_bytes()  # an in-flight slice still reads the renamed file
+    assert log.purge_deleted() == 0
+    clock[0] += 6
+    assert log.purge_deleted() == 1 and not first.log_path.exists()
+
+
+def test_delete_records_limits(open_log):
+    log = open_log()
+    log.append(make_batch(5))
+    log.high_watermark = 3
+    import pytest
+    from broker.log import OffsetOutOfRange
+    with pytest.raises(OffsetOutOfRange):
+        log.delete_records(4)
+    assert log.delete_records(-1) == 3
+    assert [e.offset for e in read_all(log)] == [3, 4]
+
+
+def _keys_values(log):
+    return [(e.offset, e.key, e.value) for e in read_all(log)]
+
+
+def test_compaction_keeps_latest_per_key_and_active_untouched(open_log):
+    cfg = LogConfig(segment_bytes=500, cleanup_policy="compact", file_delete_delay_ms=0,
+                    delete_retention_ms=10_000)
+    log = open_log(cfg)
+    for i in range(30):
+        log.append(make_batch(1, ts=1000 + i, key=b"k%d" % (i % 4), value=b"v%d" % i, compression=(i % 3) * 1))
+    active = log.segments[-1]
+    active_bytes = active.log_path.read_bytes()
+    res = clean_log(log, 2000, first_dirty_offset=0, force=True)
+    assert res is not None and res.records_removed > 0
+    assert log.segments[-1] is active and active.log_path.read_bytes() == active_bytes
+    got = _keys_values(log)
+    cleaned = [g for g in got if g[0] < active.base_offset]
+    latest = {}
+    for i in range(active.base_offset):
+        latest[b"k%d" % (i % 4)] = i
+    for off, key, value in cleaned:
+        assert latest[key] == off or any(o >= active.base_offset and k == key for o, k, _ in got)
+    assert [g for g in got if g[0] >= active.base_offset] == \
+        [(i, b"k%d" % (i % 4), b"v%d" % i) for i in range(active.base_offset, 30)]
+    # offsets are preserved and recovery accepts the rewritten segments
+    log.close()
+    from broker.log import Log
+    again = Log.open(log.dir, cfg)
+    assert _keys_values(again) == got and not again.recovery_report.truncated
+    assert again.append(make_batch(1)).first_offset == 30
+    again.close()
+
+
+def test_tombstones_removed_after_delete_retention(open_log):
+    cfg = LogConfig(segment_bytes=300, cleanup_policy="compact", file_delete_delay_ms=0, delete_retention_ms=1000)
+    log = open_log(cfg)
+    log.append(make_batch(1, ts=100, key=b"a", value=b"1"))
+    log.append(make_batch(1, ts=101, key=b"b", value=b"2"))
+    log.append(make_batch(1, ts=102, key=b"a", value=None))
+    for i in range(6):
+        log.append(make_batch(1, ts=103 + i, key=b"c", value=b"x" * 60))
+    log.roll()
+    clean_log(log, now_ms=500, first_dirty_offset=0, force=True)
+    kv = _keys_values(log)
+    assert (2, b"a", None) in kv and all(k != b"a" or v is None for _o, k, v in kv)
+    clean_log(log, now_ms=5000, first_dirty_offset=0, force=True)
+    kv = _keys_values(log)
+    assert all(k != b"a" for _o, k, _v in kv) and (1, b"b", b"2") in kv
+
+
+def test_empty_batch_kept_for_producer_state(open_log):
+    cfg = LogConfig(segment_bytes=300, cleanup_policy="compact", file_delete_delay_ms=0)
+    log = open_log(cfg)
+    log.append(make_batch(1, key=b"a", value=b"old", producer_id=7))
+    log.append(make_batch(1, key=b"b", value=b"old", producer_id=8))
+    log.append(make_batch(1, key=b"b", value=b"new", producer_id=9))
+    log.append(make_batch(1, key=b"a", value=b"new", producer_id=9))
+    log.roll()
+    clean_log(log, now_ms=10**6, first_dirty_offset=0, force=True)
+    from broker.records.batch import iter_batches
+    batches = list(iter_batches(log.read(0, 1 << 20).read_bytes()))
+    by_pid = {b.producer_id: b for b in batches}
+    assert by_pid[7].records == [] and by_pid[7].base_offset == 0  # last batch of producer 7: kept empty
+    assert by_pid[8].records == []
+    assert [b.producer_id for b in batches] == [7, 8, 9, 9]
+
+
+def test_compaction_offset_map_bounded_in_passes(open_log):
+    cfg = LogConfig(segment_bytes=400, cleanup_policy="compact", file_delete_delay_ms=0)
+    log = open_log(cfg)
+    for i in range(40):
+        log.append(make_batch(1, ts=i, key=b"k%d" % i, value=b"v"))
+    log.append(make_batch(1, ts=99, key=b"k0", value=b"v2"))
+    log.roll()
+    res = clean_log(log, 10**6, first_dirty_offset=0, offset_map_bytes=24 * 5, force=True)
+    assert res.next_dirty_offset < 41
+    dirty = res.next_dirty_offset
+    while dirty < 41:
+        res = clean_log(log, 10**6, first_dirty_offset=dirty, offset_map_bytes=24 * 5, force=True)
+        dirty = res.next_dirty_offset
+    keys = [k for _o, k, _v in _keys_values(log)]
+    assert keys.count(b"k0") == 1 and len(keys) == 40
+    assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(log.dir))

@@ -1,0 +1,151 @@
+"""Broker configuration: Kafka property names, defaults, validation, the CLI's exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from broker.config import (
+    EMBEDDED_DEFAULTS,
+    BrokerConfig,
+    ConfigError,
+    Endpoint,
+    default_config_path,
+    load_config,
+    parse_overrides,
+)
+from broker.log import LogConfig
+
+
+def test_embedded_default_file_matches_the_builtin_defaults():
+    path = default_config_path()
+    assert path is not None and path.name == "broker.yaml"
+    assert yaml.safe_load(path.read_text()) == EMBEDDED_DEFAULTS
+    cfg = load_config()
+    assert cfg.broker_id == 0
+    assert cfg.listeners == [Endpoint("PLAINTEXT", "127.0.0.1", 9092)]
+    assert [str(d) for d in cfg.log_dirs] == ["data/kafka-logs"]
+    assert cfg["metadata.store"] == "embedded" and cfg["zookeeper.connect"] is None
+
+
+def test_kafka_defaults_and_types():
+    cfg = BrokerConfig({"log.dirs": "a,b", "auto.create.topics.enable": "false", "num.partitions": "3"})
+    assert [str(d) for d in cfg.log_dirs] == ["a", "b"]
+    assert cfg.auto_create_topics_enable is False and cfg.num_partitions == 3
+    assert cfg["message.max.bytes"] == 1048588
+    assert cfg["socket.request.max.bytes"] == 104857600
+    assert cfg.retention_ms == 168 * 3_600_000
+    assert BrokerConfig({"log.retention.minutes": 2}).retention_ms == 120_000
+    assert BrokerConfig({"log.retention.minutes": 2, "log.retention.ms": 5}).retention_ms == 5
+    assert BrokerConfig({"log.roll.hours": 1}).segment_ms == 3_600_000
+
+
+def test_log_config_mapping_is_accepted_by_log_config():
+    cfg = BrokerConfig({
+        "log.segment.bytes": 1024, "log.retention.bytes": 99, "log.cleanup.policy": "delete,compact",
+        "log.message.timestamp.type": "LogAppendTime", "message.max.bytes": 5000, "log.flush.interval.messages": 7,
+        "log.flush.interval.ms": 300,
+    })
+    log_cfg = LogConfig.from_properties(cfg.log_config_properties())
+    assert (log_cfg.segment_bytes, log_cfg.retention_bytes, log_cfg.max_message_bytes) == (1024, 99, 5000)
+    assert log_cfg.cleanup_policy == "compact,delete" and log_cfg.message_timestamp_type == "LogAppendTime"
+    assert (log_cfg.flush_messages, log_cfg.flush_ms) == (7, 300)
+    default = LogConfig.from_properties(BrokerConfig({}).log_config_properties())
+    assert default.flush_messages is None and default.flush_ms is None
+
+
+@pytest.mark.parametrize(
+    "props, fragment",
+    [
+        ({"no.such.key": 1}, "unknown property 'no.such.key'"),
+        ({"num.partitions": 0}, "num.partitions"),
+        ({"num.partitions": "many"}, "num.partitions"),
+        ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
+        ({"listeners": "127.0.0.1:9092"}, "listeners"),
+        ({"listeners": "SSL://127.0.0.1:9093"}, "not supported yet"),
+        ({"log.cleanup.policy": "forever"}, "log.cleanup.policy"),
+        ({"log.message.timestamp.type": "Now"}, "log.message.timestamp.type"),
+        ({"metrics.port": 70000}, "metrics.port"),
+        ({"metadata.store": "zookeeper"}, "zookeeper.connect"),
+        ({"group.min.session.timeout.ms": 10, "group.max.session.timeout.ms": 5}, "group.min.session"),
+    ],
+)
+def test_bad_values_are_rejected_with_one_line(props, fragment):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(props)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_advertised_listeners_take_the_bound_port():
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    assert cfg.advertised_endpoints({"PLAINTEXT": 4321}) == [Endpoint("PLAINTEXT", "127.0.0.1", 4321)]
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://0.0.0.0:0", "advertised.listeners": "PLAINTEXT://broker1:0"})
+    assert cfg.advertised_endpoints({"PLAINTEXT": 4321}) == [Endpoint("PLAINTEXT", "broker1", 4321)]
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://0.0.0.0:0", "advertised.listeners": "PLAINTEXT://broker1:9"})
+    assert cfg.advertised_endpoints({"PLAINTEXT": 4321}) == [Endpoint("PLAINTEXT", "broker1", 9)]
+
+
+def test_overrides_parse_and_apply(tmp_path):
+    assert parse_overrides(["a.b=1", "c=x=y"]) == {"a.b": "1", "c": "x=y"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+    path = tmp_path / "b.yaml"
+    path.write_text("broker.id: 4\nlog.dirs: d\n")
+    cfg = load_config(path, {"num.partitions": "6"})
+    assert (cfg.broker_id, cfg.num_partitions) == (4, 6)
+
+
+@pytest.mark.parametrize(
+    "text, args, fragment",
+    [
+        ("bogus.key: 1\n", [], "unknown property 'bogus.key'"),
+        ("num.partitions: -4\n", [], "num.partitions"),
+        ("broker.id: [1\n", [], "not valid YAML"),
+        ("broker.id: 1\n", ["--override", "message.max.bytes=lots"], "message.max.bytes"),
+    ],
+)
+def test_cli_rejects_bad_config_with_exit_2_and_one_line(tmp_path, text, args, fragment):
+    path = tmp_path / "broker.yaml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", "--config", str(path), *args],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], proc.stderr
+    assert proc.stdout == ""
+
+
+def test_cli_missing_config_file(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "broker", "--config", str(tmp_path / "nope.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "cannot read config file" in proc.stderr
+
+
+def test_no_arguments_runs_the_embedded_default_under_the_current_directory(tmp_path):
+    """``python -m broker`` alone (ports overridden so tests never clash): data under ./data/kafka-logs,
+    SIGINT shuts down gracefully with exit 0."""
+    import signal
+
+    from tests.conftest import READY
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", "metrics.port=0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    try:
+        line = proc.stdout.readline().decode()
+        assert READY.search(line), line
+        assert (tmp_path / "data" / "kafka-logs" / "meta.properties").exists()
+        assert (tmp_path / "data" / "kafka-logs" / "metadata-store.json").exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(60)
+        proc.stdout.close()
+    assert code == 0
+    assert (tmp_path / "data" / "kafka-logs" / ".kafka_cleanshutdown").exists()

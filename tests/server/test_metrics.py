@@ -1,0 +1,67 @@
+"""The Prometheus endpoint of a broker process: names, labels and values after real traffic."""
+
+from __future__ import annotations
+
+import struct
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.protocol import ApiKey
+
+from .test_api import fetch, produce
+from .wire import Wire, make_batch
+
+
+def scrape(broker) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(broker.metrics_url, timeout=30) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def value(samples, name, **labels) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+def test_metrics_after_produce_fetch_and_errors(broker_factory):
+    b = broker_factory(log_flush_interval_messages=1)
+    with Wire(b.bootstrap) as w:
+        for _ in range(3):
+            produce(w, "m", make_batch([b"a", b"b"]))
+        produce(w, "m", make_batch([b"c"]), partition=5)
+        got = fetch(w, "m", 0)
+        fetch(w, "m", 99)
+        w.call(ApiKey.METADATA, 9, {"topics": None})
+        size = len(got["records"])
+        with Wire(b.bootstrap) as bad:
+            bad.send_raw(struct.pack(">i", -1))
+            assert bad.is_closed_by_peer()
+        s = scrape(b)
+    assert value(s, "kafkapy_requests_total", api="Produce") == 4
+    assert value(s, "kafkapy_requests_total", api="Fetch") == 2
+    assert value(s, "kafkapy_request_duration_seconds_count", api="Metadata") == 1
+    assert value(s, "kafkapy_request_duration_seconds_bucket", api="Produce", le="+Inf") == 4
+    assert value(s, "kafkapy_messages_in_total", topic="m") == 6
+    assert value(s, "kafkapy_bytes_in_total", topic="m") == 3 * len(make_batch([b"a", b"b"]))
+    assert value(s, "kafkapy_bytes_out_total", topic="m") == size
+    assert value(s, "kafkapy_produce_errors_total", error="UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert value(s, "kafkapy_fetch_errors_total", error="OFFSET_OUT_OF_RANGE") == 1
+    assert value(s, "kafkapy_log_size_bytes", topic="m", partition="0") == size
+    assert value(s, "kafkapy_log_segments", topic="m", partition="0") == 1
+    assert value(s, "kafkapy_log_end_offset", topic="m", partition="0") == 6
+    assert value(s, "kafkapy_log_start_offset", topic="m", partition="0") == 0
+    assert value(s, "kafkapy_active_connections") == 1
+    assert value(s, "kafkapy_connections_total") == 2
+    assert value(s, "kafkapy_protocol_errors_total", reason="too_large") == 1
+    assert ("kafkapy_log_flush_duration_seconds_count", ()) in s
+
+
+def test_metrics_port_off(broker_factory):
+    b = broker_factory(metrics_port=-1)
+    assert b.metrics_port is None
+    with Wire(b.bootstrap) as w:
+        assert w.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0

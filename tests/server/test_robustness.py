@@ -1,0 +1,117 @@
+"""Bad input never takes the broker down: garbage, truncated and oversized frames, unknown
+api keys, handlers fed nonsense, slow readers. Each case closes (or answers) only the
+offending connection; a healthy client on another connection carries on throughout."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+
+import pytest
+
+from broker.protocol import ApiKey, encode_request
+
+from .wire import Wire, make_batch
+
+
+def healthy(broker) -> None:
+    with Wire(broker.bootstrap) as w:
+        assert w.call(ApiKey.METADATA, 9, {"topics": None})["controller_id"] == 0
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(struct.pack(">i", 2**31 - 1), id="huge-length-prefix"),
+        pytest.param(struct.pack(">i", -5), id="negative-length-prefix"),
+        pytest.param(frame(b"\x00"), id="shorter-than-a-header"),
+        pytest.param(frame(struct.pack(">hhi", 999, 0, 1)), id="unknown-api-key"),
+        pytest.param(frame(struct.pack(">hhih", ApiKey.PRODUCE, 8, 1, -1) + b"\xff" * 3), id="truncated-body"),
+        pytest.param(frame(struct.pack(">hhih", ApiKey.METADATA, 9, 1, 50) + b"abc"), id="bad-client-id"),
+        pytest.param(frame(struct.pack(">hhih", ApiKey.FETCH, 11, 1, -1) + b"\x7f" * 60), id="absurd-array-size"),
+    ],
+)
+def test_bad_frames_close_only_that_connection(broker, data):
+    with Wire(broker.bootstrap) as bystander:
+        bystander.call(ApiKey.API_VERSIONS, 2, {})
+        with Wire(broker.bootstrap) as bad:
+            bad.send_raw(data)
+            assert bad.is_closed_by_peer()
+        assert bystander.call(ApiKey.API_VERSIONS, 2, {})["error_code"] == 0
+    healthy(broker)
+    assert broker.running()
+    assert "closing connection from" in broker.stderr_text()
+
+
+def test_random_garbage_and_truncations(broker):
+    rng = random.Random(1234)
+    good = encode_request(ApiKey.PRODUCE, 8, 1, "fuzz", {
+        "acks": 1, "timeout_ms": 100,
+        "topic_data": [{"name": "fuzz", "partition_data": [{"index": 0, "records": make_batch([b"v"])}]}]})
+    cases = [os.urandom(rng.randint(1, 300)) for _ in range(20)]
+    cases += [good[:cut] for cut in sorted(rng.sample(range(1, len(good)), 15))]
+    for _ in range(15):  # valid size prefix, flipped bytes in the body
+        mutated = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(4, len(mutated))
+            mutated[i] = rng.randrange(256)
+        cases.append(bytes(mutated))
+    for data in cases:
+        with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            try:
+                while sock.recv(65536):
+                    pass
+            except ConnectionResetError:
+                pass
+    healthy(broker)
+    assert broker.running()
+    assert "Traceback" not in broker.stderr_text()
+
+
+def test_oversized_frame_against_socket_request_max_bytes(broker_factory):
+    b = broker_factory(socket_request_max_bytes=10_000)
+    with Wire(b.bootstrap) as w:
+        w.send_raw(struct.pack(">i", 10_001) + b"\x00" * 100)
+        assert w.is_closed_by_peer()
+    with Wire(b.bootstrap) as w:  # a frame at the limit is fine
+        body = {"acks": 1, "timeout_ms": 100, "topic_data": [
+            {"name": "lim", "partition_data": [{"index": 0, "records": make_batch([b"x" * 9000])}]}]}
+        assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+
+def test_slow_reader_does_not_hold_up_others(broker):
+    with Wire(broker.bootstrap) as w:
+        body = {"acks": 1, "timeout_ms": 100, "topic_data": [
+            {"name": "slow", "partition_data": [{"index": 0, "records": make_batch([b"x" * 500_000])}]}]}
+        w.call(ApiKey.PRODUCE, 8, body)
+    slow = socket.create_connection((broker.host, broker.port))
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": "slow", "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
+             "forgotten_topics_data": [], "rack_id": ""}
+    # Many pipelined fetches that the slow client never reads: megabytes stuck in its socket.
+    for i in range(200):
+        slow.sendall(encode_request(ApiKey.FETCH, 11, i, "slow", fetch))
+    for _ in range(5):
+        healthy(broker)
+    assert broker.running()
+    slow.close()
+    healthy(broker)
+
+
+def test_many_connections_open_and_vanish(broker):
+    socks = [socket.create_connection((broker.host, broker.port)) for _ in range(100)]
+    for i, s in enumerate(socks):
+        if i % 2:
+            s.sendall(struct.pack(">i", 1000) + b"partial")
+        s.close()
+    healthy(broker)
