@@ -20,45 +20,65 @@ _I32 = struct.Struct(">i")
 
 
 class FrameDecoder:
-    """Incremental frame splitter (see the module docstring)."""
+    """Incremental frame splitter (see the module docstring).
+
+    Each frame is returned as its own ``bytearray``, allocated once at its
+    final size when the size prefix arrives and filled in place as data comes
+    in: one copy from the socket buffer, none afterwards. Frames are writable,
+    so the broker can patch ``baseOffset``/``partitionLeaderEpoch`` of produced
+    batches inside the request buffer itself.
+    """
 
     def __init__(self, max_frame_bytes: int):
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()
-        self._need = -1  # size of the frame being read, or -1 while reading a prefix
+        self._prefix = bytearray()
+        self._frame: bytearray | None = None  # the frame being filled
+        self._filled = 0
         self._failed: FrameTooLargeError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes held that do not yet make a whole frame (a consumed size prefix not counted)."""
-        return len(self._buf)
+        return len(self._prefix) + self._filled
 
-    def feed(self, data) -> list[bytes]:
+    def feed(self, data) -> list[bytearray]:
         """Add ``data``; return the frames it completed, in order (possibly none)."""
         if self._failed is not None:
             raise self._failed
-        buf = self._buf
-        buf += data
-        frames = []
+        mv = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)
+        n = len(mv)
         pos = 0
-        end = len(buf)
-        while True:
-            if self._need < 0:
-                if end - pos < 4:
-                    break
-                (size,) = _I32.unpack_from(buf, pos)
+        frames = []
+        while pos < n:
+            frame = self._frame
+            if frame is None:
+                prefix = self._prefix
+                if not prefix and n - pos >= 4:
+                    (size,) = _I32.unpack_from(mv, pos)
+                    pos += 4
+                else:
+                    take = min(4 - len(prefix), n - pos)
+                    prefix += mv[pos:pos + take]
+                    pos += take
+                    if len(prefix) < 4:
+                        break
+                    (size,) = _I32.unpack_from(prefix, 0)
+                    prefix.clear()
                 if size < 0 or size > self.max_frame_bytes:
-                    self._failed = FrameTooLargeError(
-                        f"frame size {size} outside 0..{self.max_frame_bytes}")
-                    del buf[:]
+                    self._failed = FrameTooLargeError(f"frame size {size} outside 0..{self.max_frame_bytes}")
                     raise self._failed
-                pos += 4
-                self._need = size
-            if end - pos < self._need:
-                break
-            frames.append(bytes(buf[pos:pos + self._need]))
-            pos += self._need
-            self._need = -1
-        if pos:
-            del buf[:pos]
+                if n - pos >= size:  # the whole frame is here: one copy
+                    frames.append(bytearray(mv[pos:pos + size]))
+                    pos += size
+                    continue
+                frame = self._frame = bytearray(size)
+                self._filled = 0
+            take = min(len(frame) - self._filled, n - pos)
+            frame[self._filled:self._filled + take] = mv[pos:pos + take]
+            self._filled += take
+            pos += take
+            if self._filled == len(frame):
+                frames.append(frame)
+                self._frame = None
+                self._filled = 0
         return frames
