@@ -59,6 +59,9 @@ from broker.records.view import LOG_OVERHEAD, V2_HEADER_SIZE, BatchView
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _V2 = struct.Struct(">qiiBIhiqqqhii")  # the whole 61-byte v2 header
+# the fields of the v2 header that a single-batch append reads: baseOffset, batchLength,
+# partitionLeaderEpoch, magic, crc, lastOffsetDelta, maxTimestamp, recordsCount (pads skip the rest)
+_V2_APPEND = struct.Struct(">qiiBI2xi8xq14xi")
 _ENTRY_HEAD = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes append patches
 _crc32c = crc32c.crc32c
 _new_tuple = tuple.__new__  # AppendInfo without NamedTuple.__new__'s Python-level call
@@ -282,7 +285,7 @@ class Log:
         n = len(mv)
         if log_append_time or n < V2_HEADER_SIZE:
             return self._append_batches(mv, leader_epoch, assign_offsets, append_time_ms)
-        bo, length, ple, magic, crc, _a, lod, _bts, mts, _pid, _pe, _seq, count = _V2.unpack_from(mv)
+        bo, length, ple, magic, crc, lod, mts, count = _V2_APPEND.unpack_from(mv)
         if LOG_OVERHEAD + length != n or n > max_message_bytes or magic != 2 or lod < 0 or count < 0:
             return self._append_batches(mv, leader_epoch, assign_offsets, append_time_ms)
         if _crc32c(mv[21:]) != crc:

@@ -108,6 +108,7 @@ def scan_buffer(
     since = 0
     idx_rel, idx_pos = array("i"), array("i")
     time_ts, time_rel = array("q"), array("i")
+    add_idx_rel, add_idx_pos, add_time_ts, add_time_rel = idx_rel.append, idx_pos.append, time_ts.append, time_rel.append
     last_time_ts = None  # last time-index entry's timestamp
     low = base_offset if expected_offset is None else max(base_offset, expected_offset)
     limit = base_offset + INT32_MAX
@@ -143,12 +144,12 @@ def scan_buffer(
             off_max_ts = last
         if build:
             if since > interval:
-                idx_rel.append(last - base_offset)
-                idx_pos.append(pos)
+                add_idx_rel(last - base_offset)
+                add_idx_pos(pos)
                 # the time index keeps an entry only when the timestamp grows (see LogSegment.append)
                 if last_time_ts is None or max_ts > last_time_ts:
-                    time_ts.append(max_ts)
-                    time_rel.append(off_max_ts - base_offset)
+                    add_time_ts(max_ts)
+                    add_time_rel(off_max_ts - base_offset)
                     last_time_ts = max_ts
                 since = 0
             since += size

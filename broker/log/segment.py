@@ -190,7 +190,10 @@ class LogSegment:
         self._update_indexes_full()
 
     def _update_indexes_full(self) -> None:
-        self.indexes_full = self.index.is_full or self.time_index.is_full
+        # index.is_full or time_index.is_full, without four property calls (runs on the append path)
+        index, time_index = self.index, self.time_index
+        self.indexes_full = (len(index.relative_offsets) >= index.max_entries
+                             or len(time_index.timestamps) >= time_index.max_entries)
 
     def append(self, data, *, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
                first_batch_max_timestamp: int) -> None:
@@ -320,7 +323,9 @@ class LogSegment:
         last offset is >= ``offset``, or None when there is none below ``size``."""
         self.load_indexes()
         size = self.size if size is None else size
-        fd = self.fd
+        fd = self.fileno
+        if fd < 0:
+            fd = self.fd
         _o, pos = self.index.lookup(offset)
         while pos < size:
             h = read_header(fd, pos)
@@ -333,8 +338,15 @@ class LogSegment:
         return None
 
     def slice_end(self, start: int, first_entry: int, max_bytes: int, size: int) -> int:
-        """End of the last whole batch that ends at or before ``start + max_bytes`` (>= ``start``)."""
-        limit = min(size, start + max_bytes)
+        """End of the last whole batch that ends at or before ``start + max_bytes`` (>= ``start``).
+
+        ``size`` must be a batch boundary (the segment size a reader snapshotted, or
+        the start of a batch): when everything up to it fits, it is the answer
+        without reading a header.
+        """
+        if start + max_bytes >= size:
+            return size if size > start else start
+        limit = start + max_bytes
         if start + first_entry > limit:
             return start
         # Jump to the last indexed batch start <= limit (never before start), then walk headers.
@@ -356,17 +368,17 @@ class LogSegment:
         self.index.close()
         self.time_index.close()
         if self.file is not None:
+            self.fileno = -1
             self.file.close()
             self.file = None
-            self.fileno = -1
 
     def close_handles(self) -> None:
         self.index.close()
         self.time_index.close()
         if self.file is not None:
+            self.fileno = -1
             self.file.close()
             self.file = None
-            self.fileno = -1
 
     def rename_suffix(self, old: str, new: str) -> None:
         """Rename all three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
