@@ -27,6 +27,9 @@ Properties that are ours, not Apache Kafka's:
 ``shutdown.timeout.ms``
     How long a graceful shutdown waits for in-flight requests before closing
     connections (default 10000).
+``group.new.member.join.timeout.ms``
+    How long the JoinGroup of a member new to the group may be held before the
+    member is removed (default 300000, the constant Apache Kafka 2.7 hard-codes).
 
 Invariants: a :class:`BrokerConfig` is immutable after construction and every
 value in it has passed its property's parser and validator.
@@ -205,6 +208,7 @@ _PROPS: list[Prop] = [
     Prop("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
     Prop("log.cleaner.delete.retention.ms", _ranged(0), 86400000, "How long tombstones survive compaction."),
     Prop("log.cleaner.min.compaction.lag.ms", _ranged(0), 0, "Minimum age of a record before compaction."),
+    Prop("log.cleaner.backoff.ms", _ranged(0), 15000, "Sleep between log cleaner passes."),
     Prop("log.cleaner.min.cleanable.ratio", lambda v: _float(v, lo=0, hi=1), 0.5, "Dirty ratio that triggers compaction."),
     Prop("log.preallocate", _bool, False, "Preallocate segment files."),
     Prop("log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp kept in the log."),
@@ -218,6 +222,7 @@ _PROPS: list[Prop] = [
     Prop("offsets.topic.segment.bytes", _ranged(1, INT_MAX), 104857600, "Segment size of __consumer_offsets."),
     Prop("offsets.retention.minutes", _ranged(1, INT_MAX), 10080, "How long committed offsets of empty groups live."),
     Prop("offsets.retention.check.interval.ms", _ranged(1), 600000, "How often expired offsets are removed."),
+    Prop("offset.metadata.max.bytes", _ranged(0, INT_MAX), 4096, "Largest metadata string of an offset commit."),
     Prop("offsets.commit.timeout.ms", _ranged(1, INT_MAX), 5000, "Wait for an offset commit to be replicated."),
     Prop("group.initial.rebalance.delay.ms", _ranged(0, INT_MAX), 3000, "Delay of a new group's first rebalance."),
     Prop("group.min.session.timeout.ms", _ranged(0, INT_MAX), 6000, "Smallest session timeout a member may ask for."),
@@ -230,6 +235,8 @@ _PROPS: list[Prop] = [
     Prop("metadata.store", _choice("embedded", "zookeeper"), "embedded", "Where cluster metadata lives.", ours=True),
     Prop("fetch.purgatory.max.wait.ms", _ranged(0, INT_MAX), 30000, "Cap on a fetch's max_wait_ms.", ours=True),
     Prop("shutdown.timeout.ms", _ranged(0, INT_MAX), 10000, "Graceful shutdown wait for in-flight requests.", ours=True),
+    Prop("group.new.member.join.timeout.ms", _ranged(1, INT_MAX), 300000,
+         "How long a new member's JoinGroup may wait before the member is removed.", ours=True),
 ]
 
 PROPERTIES: dict[str, Prop] = {p.name: p for p in _PROPS}

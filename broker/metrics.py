@@ -23,11 +23,17 @@ kafkapy_log_size_bytes                                 gauge      topic, partiti
 kafkapy_log_segments                                   gauge      topic, partition (on scrape)
 kafkapy_log_end_offset                                 gauge      topic, partition (on scrape)
 kafkapy_log_start_offset                               gauge      topic, partition (on scrape)
+kafkapy_groups                                         gauge      state  (on scrape)
+kafkapy_offsets_cached                                 gauge      -      (on scrape)
+kafkapy_group_rebalances_total                         counter    -      (rebalances completed)
+kafkapy_offset_commits_total                           counter    -      (partition offsets stored)
+kafkapy_coordinator_load_duration_seconds              histogram  -      (per __consumer_offsets partition)
 =====================================================  =========  ==========================
 
 The per-partition gauges come from a collector that asks the log manager when
 ``/metrics`` is scraped (in the HTTP server's thread; it only reads plain
-attributes of the logs). Instruments are thread-safe (prometheus-client).
+attributes of the logs); the group gauges likewise ask the group coordinator for
+a snapshot. Instruments are thread-safe (prometheus-client).
 """
 
 from __future__ import annotations
@@ -86,6 +92,30 @@ class _LogCollector(Collector):
         yield from (size, segments, end, start)
 
 
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+class _GroupCollector(Collector):
+    """Groups by state and offsets cached, from ``snapshot()`` -> (state name -> groups, offsets) at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], tuple[dict[str, int], int]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self):
+        groups = GaugeMetricFamily(PREFIX + "groups", "Consumer groups this broker coordinates, by state.",
+                                   labels=["state"])
+        offsets = GaugeMetricFamily(PREFIX + "offsets_cached", "Committed offsets held in the coordinator's cache.")
+        try:
+            by_state, cached = self._snapshot()
+        except Exception:  # a scrape must never take anything down
+            log.exception("collecting group metrics failed")
+            by_state, cached = {}, 0
+        for state in dict.fromkeys(GROUP_STATES + tuple(by_state)):
+            groups.add_metric([state], by_state.get(state, 0))
+        offsets.add_metric([], cached)
+        yield from (groups, offsets)
+
+
 class BrokerMetrics:
     """The broker's instruments; see the module docstring for the names."""
 
@@ -119,6 +149,16 @@ class BrokerMetrics:
         self.protocol_errors = Counter(
             PREFIX + "protocol_errors", "Connections closed for bad input, by reason.", ["reason"], registry=r
         )
+        self.group_rebalances = Counter(
+            PREFIX + "group_rebalances", "Rebalances completed: a new generation became Stable.", registry=r
+        )
+        self.offset_commits = Counter(
+            PREFIX + "offset_commits", "Partition offsets committed to __consumer_offsets.", registry=r
+        )
+        self.coordinator_load_duration = Histogram(
+            PREFIX + "coordinator_load_duration_seconds", "Time to load one partition of __consumer_offsets.",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
         self._server = None
         self._thread = None
         self.port: int | None = None
@@ -126,6 +166,10 @@ class BrokerMetrics:
     def watch_logs(self, logs: Callable[[], Iterable]) -> None:
         """Report per-partition log gauges from ``logs()`` -> iterable of ((topic, partition), log)."""
         self.registry.register(_LogCollector(logs))
+
+    def watch_groups(self, snapshot: Callable[[], tuple[dict[str, int], int]]) -> None:
+        """Report group gauges from ``snapshot()`` -> ({state name: groups}, offsets cached)."""
+        self.registry.register(_GroupCollector(snapshot))
 
     def start_http(self, host: str, port: int) -> int:
         """Serve ``/metrics`` on ``host:port`` (0 = ephemeral) in a daemon thread; returns the bound port."""

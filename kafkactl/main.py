@@ -19,8 +19,20 @@ from typing import Optional
 
 import typer
 
+try:  # recent Typer ships its own copy of click
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older Typer on click
+    from click.exceptions import NoArgsIsHelpError, UsageError
+
+from kafkactl import cluster as cluster_cmd
+from kafkactl import configs as configs_cmd
+from kafkactl import consume as consume_cmd
+from kafkactl import groups as groups_cmd
 from kafkactl import log as log_cmd
-from kafkactl.errors import EXIT_PROBLEM, CliError
+from kafkactl import perf as perf_cmd
+from kafkactl import produce as produce_cmd
+from kafkactl import topics as topics_cmd
+from kafkactl.errors import EXIT_PROBLEM, EXIT_USAGE, CliError
 from kafkactl.output import OutputFormat
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -76,13 +88,30 @@ def main(
 
 
 app.add_typer(log_cmd.app, name="log")
+app.add_typer(topics_cmd.app, name="topics")
+app.add_typer(configs_cmd.app, name="configs")
+app.add_typer(cluster_cmd.app, name="cluster")
+app.add_typer(groups_cmd.app, name="groups")
+app.add_typer(perf_cmd.app, name="perf")
+app.command("produce")(produce_cmd.produce)
+app.command("consume")(consume_cmd.consume)
 
 
 def run() -> None:
     """Console-script entry point: runs the app and maps errors to one line + exit code."""
     debug = "--debug" in sys.argv[1:] or os.environ.get("KAFKACTL_DEBUG") == "1"
     try:
-        app()
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE)
+    except UsageError as exc:
+        # one line instead of the usage box: the message, and where to find help
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        print(f"kafkactl: {exc.format_message()}{hint}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except typer.Abort:
+        sys.exit(EXIT_PROBLEM)
     except CliError as exc:
         if debug:
             raise
@@ -95,6 +124,7 @@ def run() -> None:
             raise
         print(f"kafkactl: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_PROBLEM)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

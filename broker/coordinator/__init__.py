@@ -5,6 +5,8 @@
     group.py        the group state machine as a transition table, members, protocol selection
     storage.py      create / append to / replay the ``__consumer_offsets`` partitions
     coordinator.py  GroupCoordinator: the async layer (futures for held responses, timers)
+    offsets.py      OffsetCommit / OffsetFetch / OffsetDelete and offset expiry (a mixin of
+                    GroupCoordinator), Kafka 2.7's expiry rules as ``expired_partitions``
 """
 
 from broker.coordinator.coordinator import GroupCoordinator

@@ -11,8 +11,13 @@ memory, drives each through the table-driven state machine, and holds the timers
   (extended while new members keep arriving, up to the rebalance timeout), else the
   largest rebalance timeout of the members; the phase ends early once every known
   member has rejoined and no member id handed out with MEMBER_ID_REQUIRED is unused;
-* expiry of committed offsets of empty groups after ``offsets.retention.minutes``
-  (checked every ``offsets.retention.check.interval.ms``).
+* the new-member join timeout: a member that joined the group for the first time
+  and whose JoinGroup is still held after ``group.new.member.join.timeout.ms``
+  (Kafka's fixed 5 minutes) is removed and answered UNKNOWN_MEMBER_ID, so clients
+  that disconnected and retried leave no defunct members behind; a member id handed
+  out with MEMBER_ID_REQUIRED and not used within the session timeout is forgotten;
+* expiry of committed offsets (:mod:`broker.coordinator.offsets`, which also holds
+  OffsetCommit/OffsetFetch/OffsetDelete as :class:`OffsetsMixin`).
 
 JoinGroup and SyncGroup responses are futures completed when the rebalance gets
 there. The coordinator never assigns partitions: the leader's SyncGroup carries
@@ -34,8 +39,8 @@ from typing import TYPE_CHECKING
 
 from broker.coordinator import storage
 from broker.coordinator.group import Event, Group, GroupState, Member
-from broker.coordinator.records import (OffsetAndMetadata, group_metadata_key, group_metadata_value,
-                                        offset_commit_key, offset_commit_value, partition_for)
+from broker.coordinator.offsets import OffsetsMixin, now_ms
+from broker.coordinator.records import group_metadata_key, group_metadata_value, offset_commit_key, partition_for
 from broker.coordinator.storage import OFFSETS_TOPIC, StorageError, commit_error_for
 from broker.protocol import ErrorCode
 
@@ -44,12 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.coordinator")
 
-OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
 S = GroupState
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def join_error(member_id: str, error_code: int) -> dict:
@@ -57,7 +57,7 @@ def join_error(member_id: str, error_code: int) -> dict:
             "leader": "", "member_id": member_id, "members": []}
 
 
-class GroupCoordinator:
+class GroupCoordinator(OffsetsMixin):
     """See the module docstring. ``await start()`` after the topics are loaded; ``await shutdown()``."""
 
     def __init__(self, broker: "Broker") -> None:
@@ -70,10 +70,14 @@ class GroupCoordinator:
         self.group_max_size: int = cfg.group_max_size
         self.retention_ms: int = cfg.offsets_retention_minutes * 60_000
         self.retention_check_interval_ms: int = cfg.offsets_retention_check_interval_ms
+        self.offset_metadata_max_bytes: int = cfg.offset_metadata_max_bytes
+        self.new_member_join_timeout_ms: int = cfg.group_new_member_join_timeout_ms
+        self.metrics = broker.metrics
         self.groups: dict[str, Group] = {}
         self.loading: set[int] = set()
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
+        self.metrics.watch_groups(self.metrics_snapshot)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -89,6 +93,7 @@ class GroupCoordinator:
         loaded = 0
         for p in sorted(self.loading):
             pinfo = info.partitions[p]
+            partition_started = time.perf_counter()
             try:
                 state = await self.broker.run_blocking(storage.read_partition, pinfo.log)
             except Exception:
@@ -104,6 +109,7 @@ class GroupCoordinator:
                     self._schedule_heartbeat(group, member)
                 loaded += 1
             self.loading.discard(p)
+            self.metrics.coordinator_load_duration.observe(time.perf_counter() - partition_started)
         log.info("coordinator loaded %d group(s) from %s in %.3f s", loaded, OFFSETS_TOPIC,
                  time.perf_counter() - started)
 
@@ -127,6 +133,15 @@ class GroupCoordinator:
                 self._cancel_heartbeat(member)
                 self._finish_join(member, join_error(member.member_id, ErrorCode.NOT_COORDINATOR))
                 self._finish_sync(member, ErrorCode.NOT_COORDINATOR)
+
+    def metrics_snapshot(self) -> tuple[dict[str, int], int]:
+        """({state name: groups}, offsets cached) for the metrics scrape (another thread: reads only)."""
+        by_state: dict[str, int] = {}
+        cached = 0
+        for group in list(self.groups.values()):
+            by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
+            cached += len(group.offsets)
+        return by_state, cached
 
     # -- routing -------------------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -177,6 +192,10 @@ class GroupCoordinator:
     def _heartbeat_expired(self, group: Group, member: Member) -> None:
         member.heartbeat_timer = None
         if group.members.get(member.member_id) is not member:
+            return
+        if member.is_new and member.awaiting_join:
+            log.info("group %s: new member %s did not complete its join in time", group.group_id, member.member_id)
+            self._remove_member_and_update_group(group, member)
             return
         if member.awaiting_join or member.awaiting_sync:
             self._schedule_heartbeat(group, member)
@@ -300,12 +319,12 @@ class GroupCoordinator:
     def _add_member_and_rebalance(self, group, fut, member_id, instance_id, client_id, client_host,
                                   rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols) -> None:
         member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                        protocol_type, protocols, join_waiter=fut)
+                        protocol_type, protocols, join_waiter=fut, is_new=True)
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
-            member.is_new = True
             group.new_member_added = True
         group.add(member)
-        self._schedule_heartbeat(group, member)
+        # its socket is muted while the JoinGroup is held, so only this timer notices a client that gave up
+        self._schedule_heartbeat(group, member, self.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
         self._check_join_complete(group)
 
@@ -317,7 +336,8 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.join_waiter = fut
-        self._schedule_heartbeat(group, member)
+        if not member.is_new:  # a new member's join timeout is not extended by retries
+            self._schedule_heartbeat(group, member)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
         self._check_join_complete(group)
 
@@ -451,6 +471,7 @@ class GroupCoordinator:
                 self._maybe_prepare_rebalance(group, f"storing the assignment failed ({error})")
             else:
                 group.transition(Event.ASSIGNMENT_RECEIVED, now_ms())
+                self.metrics.group_rebalances.inc()
                 log.info("group %s: generation %d is stable", group.group_id, group.generation_id)
                 for m in group.members.values():
                     if m.sync_waiter is not None:
@@ -527,97 +548,6 @@ class GroupCoordinator:
         elif group.is_(S.PREPARING_REBALANCE):
             self._check_join_complete(group)
 
-    # -- offsets -----------------------------------------------------------------------------------------------------
-    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                             offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
-        """Kafka's handleCommitOffsets: per-partition error codes, after the append."""
-        def every(code: int) -> dict[tuple[str, int], int]:
-            return {tp: int(code) for tp in offsets}
-
-        error = self.group_error(group_id)
-        if error:
-            return every(error)
-        await self.ensure_topic()
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return every(ErrorCode.ILLEGAL_GENERATION)
-            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
-        member = None
-        if group.is_(S.DEAD):
-            return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not (generation_id < 0 and group.is_(S.EMPTY)):
-            if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
-                return every(ErrorCode.FENCED_INSTANCE_ID)
-            if group.is_(S.COMPLETING_REBALANCE):
-                return every(ErrorCode.REBALANCE_IN_PROGRESS)
-            member = group.members.get(member_id)
-            if member is None:
-                return every(ErrorCode.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return every(ErrorCode.ILLEGAL_GENERATION)
-            self._schedule_heartbeat(group, member)
-        result: dict[tuple[str, int], int] = {}
-        records = []
-        for (topic, partition), om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
-                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            records.append(((topic, partition), om))
-        if records:
-            try:
-                self._append(group_id, [(offset_commit_key(group_id, t, p), offset_commit_value(om))
-                                        for (t, p), om in records])
-            except StorageError as exc:
-                code = commit_error_for(exc.error_code)
-                for tp, _ in records:
-                    result[tp] = code
-                return result
-            for tp, om in records:
-                group.offsets[tp] = om
-                result[tp] = ErrorCode.NONE
-        return result
-
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
-        """(error, offsets); ``partitions`` None means every partition the group has offsets for."""
-        error = self.group_error(group_id)
-        if error:
-            return error, {}
-        group = self.groups.get(group_id)
-        stored = group.offsets if group is not None else {}
-        if partitions is None:
-            return ErrorCode.NONE, dict(stored)
-        return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], subscribed: set[str]
-                       ) -> tuple[int, dict[tuple[str, int], int]]:
-        """OffsetDelete: tombstones for partitions of topics the group is not subscribed to."""
-        error = self.group_error(group_id)
-        if error:
-            return error, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_(S.DEAD):
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        result: dict[tuple[str, int], int] = {}
-        doomed = []
-        for tp in partitions:
-            if tp[0] in subscribed and not group.is_(S.EMPTY):
-                result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            else:
-                doomed.append(tp)
-        existing = [tp for tp in doomed if tp in group.offsets]
-        if existing:
-            try:
-                self._append(group_id, [(offset_commit_key(group_id, t, p), None) for t, p in existing])
-            except StorageError as exc:
-                return commit_error_for(exc.error_code), {}
-            for tp in existing:
-                group.offsets.pop(tp, None)
-        for tp in doomed:
-            result[tp] = ErrorCode.NONE
-        return ErrorCode.NONE, result
-
     # -- groups as a whole -----------------------------------------------------------------------------------------
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -655,49 +585,3 @@ class GroupCoordinator:
         if error:
             return error, None
         return ErrorCode.NONE, self.groups.get(group_id)
-
-    # -- offset expiry ---------------------------------------------------------------------------------------------
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.retention_check_interval_ms / 1000)
-            try:
-                self.expire_offsets(now_ms())
-            except Exception:
-                log.exception("offset expiry failed")
-
-    def expire_offsets(self, now: int) -> int:
-        """Tombstone offsets past retention (Kafka 2.7's rules); returns how many expired.
-
-        Only groups without active members lose offsets: for an Empty group with a
-        protocol the clock starts when it became Empty; for a group that never had
-        members (standalone commits) at each commit; a commit with an explicit
-        expire timestamp (OffsetCommit v2-v4 retention) expires then. A group left
-        with no offsets and no members is removed.
-        """
-        expired_total = 0
-        for group in list(self.groups.values()):
-            if self.partition_for(group.group_id) in self.loading or not group.is_(S.EMPTY):
-                continue
-            expired = []
-            for tp, om in group.offsets.items():
-                if om.expire_timestamp != -1:
-                    due = now >= om.expire_timestamp
-                elif group.protocol_type is not None and group.current_state_timestamp >= 0:
-                    due = group.current_state_timestamp + self.retention_ms <= now
-                else:
-                    due = om.commit_timestamp + self.retention_ms <= now
-                if due:
-                    expired.append(tp)
-            if expired:
-                try:
-                    self._append(group.group_id, [(offset_commit_key(group.group_id, t, p), None) for t, p in expired])
-                except StorageError as exc:
-                    log.warning("expiring offsets of group %s failed: %s", group.group_id, exc)
-                    continue
-                for tp in expired:
-                    group.offsets.pop(tp, None)
-                expired_total += len(expired)
-                log.info("group %s: %d offset(s) expired", group.group_id, len(expired))
-            if not group.offsets and not group.members and not group.pending_members:
-                self._remove_group(group)
-        return expired_total

@@ -22,6 +22,7 @@ every group.
 from __future__ import annotations
 
 import enum
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,8 @@ class Event(enum.Enum):
 
 S, E = GroupState, Event
 
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
 TRANSITIONS: dict[tuple[GroupState, Event], GroupState] = {
     (S.EMPTY, E.PREPARE_REBALANCE): S.PREPARING_REBALANCE,
     (S.STABLE, E.PREPARE_REBALANCE): S.PREPARING_REBALANCE,
@@ -74,6 +77,30 @@ class IllegalTransition(RuntimeError):
     """The async layer asked for a transition the table does not allow (a bug)."""
 
 
+def consumer_subscription_topics(metadata: bytes) -> list[str]:
+    """Topics of a ConsumerProtocol subscription; raises ValueError if it does not parse.
+
+    Every version starts with version 0's layout, which is all this reads::
+
+        version:int16  topics:int32 count, then per topic  length:int16 + UTF-8 bytes
+        user_data:bytes  (and, from version 1, owned partitions: not read)
+    """
+    try:
+        count = struct.unpack_from(">i", metadata, 2)[0]
+        if count < 0:
+            raise ValueError("negative topic count")
+        pos, topics = 6, []
+        for _ in range(count):
+            n = struct.unpack_from(">h", metadata, pos)[0]
+            if n < 0 or pos + 2 + n > len(metadata):
+                raise ValueError("bad topic name length")
+            topics.append(bytes(metadata[pos + 2:pos + 2 + n]).decode("utf-8"))
+            pos += 2 + n
+        return topics
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a ConsumerProtocol subscription: {exc}") from None
+
+
 @dataclass(slots=True, eq=False)
 class Member:
     """One member of a group. ``protocols`` is the JoinGroup list of (name, metadata)."""
@@ -91,7 +118,8 @@ class Member:
     join_waiter: Any = None
     sync_waiter: Any = None
     heartbeat_timer: Any = None
-    #: joined during the group's first rebalance (Kafka's ``isNew``)
+    #: joined the group and has not had a JoinGroup answer yet (Kafka's ``isNew``): the
+    #: async layer removes it after the new-member join timeout instead of keeping it alive
     is_new: bool = False
 
     @property
@@ -148,6 +176,10 @@ class Group:
     #: the async layer's join-phase timer, and whether it is the initial delay
     join_timer: Any = None
     join_initial: bool = False
+    #: topics the members of a consumer-protocol group subscribe to, fixed at each new
+    #: generation (Kafka's ``subscribedTopics``); None when unknown (another protocol
+    #: type, or a subscription that does not parse), so no topic counts as unsubscribed
+    subscribed_topics: set[str] | None = None
 
     # -- the state machine ----------------------------------------------------------------------
     def transition(self, event: Event, now_ms: int) -> GroupState:
@@ -263,6 +295,27 @@ class Group:
         else:
             self.protocol_name = None
             self.transition(Event.JOIN_COMPLETE_EMPTY, now_ms)
+        self.subscribed_topics = self.compute_subscribed_topics()
+
+    def compute_subscribed_topics(self) -> set[str] | None:
+        """Kafka's ``computeSubscribedTopics``: the union of the members' subscriptions."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return set()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for m in self.members.values():
+                topics.update(consumer_subscription_topics(m.metadata_for(self.protocol_name)))
+        except (KeyError, ValueError):
+            return None
+        return topics
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """True unless the group is known not to subscribe to ``topic`` (unknown counts as subscribed)."""
+        return self.subscribed_topics is None or topic in self.subscribed_topics
 
     def clear_assignments(self) -> None:
         for m in self.members.values():
@@ -293,6 +346,7 @@ class Group:
             if member.group_instance_id is not None:
                 group.static_members[member.group_instance_id] = member.member_id
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
     def describe_members(self) -> list[dict]:

@@ -62,6 +62,9 @@ def _decode_unsigned(buf, pos: int, max_bytes: int) -> tuple[int, int]:
 
 def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag int32 at ``buf[pos]``; returns ``(value, next_pos)``."""
+    if pos < len(buf) and buf[pos] < 0x80:  # one-byte fast path: most lengths and deltas
+        u = buf[pos]
+        return (u >> 1) ^ -(u & 1), pos + 1
     u, pos = _decode_unsigned(buf, pos, _MAX_BYTES_VARINT)
     if u > 0xFFFFFFFF:
         raise CorruptRecordError("varint overflows an int32", pos)
@@ -70,6 +73,9 @@ def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
 
 def decode_varlong(buf, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag int64 at ``buf[pos]``; returns ``(value, next_pos)``."""
+    if pos < len(buf) and buf[pos] < 0x80:  # one-byte fast path
+        u = buf[pos]
+        return (u >> 1) ^ -(u & 1), pos + 1
     u, pos = _decode_unsigned(buf, pos, _MAX_BYTES_VARLONG)
     if u > 0xFFFFFFFFFFFFFFFF:
         raise CorruptRecordError("varlong overflows an int64", pos)

@@ -116,6 +116,7 @@ class Broker:
             cfg.log_dirs,
             self.default_log_config,
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+            cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
             topic_config=self._topic_log_config,
             flush_timer=self.metrics.log_flush_duration.observe,
         )

@@ -73,9 +73,16 @@ def group_history(data_dir: Path, group: str, num_partitions: int) -> list[tuple
     return out
 
 
-def start_member(lib: str, bootstrap: str, group: str, topic: str, assignor: str = "") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(MEMBER_PROC), lib, bootstrap, group, topic, assignor],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def start_member(lib: str, bootstrap: str, group: str, topic: str, assignor: str = "",
+                 log_path: Path | None = None) -> subprocess.Popen:
+    """A member process; its client library's log goes to ``log_path`` (for post-mortems) or nowhere."""
+    stderr = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
+    try:
+        return subprocess.Popen([sys.executable, str(MEMBER_PROC), lib, bootstrap, group, topic, assignor],
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+    finally:
+        if log_path is not None:
+            stderr.close()
 
 
 def assignment_lines(proc: subprocess.Popen) -> list[list[int]]:

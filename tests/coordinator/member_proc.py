@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import signal
 import sys
 
@@ -62,12 +64,42 @@ def run_confluent(bootstrap, group, topic, assignor):
     consumer.close()
 
 
+def _keep_metadata_rejoin_pending(consumer) -> None:
+    """Work around a kafka-python 3.0.x client bug that strands a group leader.
+
+    kafka-python rejoins when the leader sees the subscribed topics' metadata change
+    (here: the topic's partitions become known after a first generation assigned
+    nothing) without setting its ``rejoin_needed`` flag; the mismatch alone says
+    "rejoin". The leader's assignor then records the new metadata, so the mismatch
+    is gone before its SyncGroup response arrives. If ``poll(timeout_ms=...)`` runs
+    out in that window, the join/sync attempt finishes in the background and no
+    later poll collects it: heartbeats stay disabled, the assignment is never
+    applied, and the broker expires the member after its session timeout (the
+    broker did answer the SyncGroup; the client logged "Received SyncGroup response").
+    The Java client sets its rejoin flag on such a metadata change (KAFKA-9815) and
+    keeps it until a join completes; this makes kafka-python do the same, so the next
+    poll rejoins (kafka-python drops the finished attempt and sends a new JoinGroup:
+    one more generation) instead of leaving the member silent.
+    """
+    coordinator = consumer._coordinator
+    need_rejoin = coordinator.need_rejoin
+
+    def sticky_need_rejoin():
+        if need_rejoin():
+            coordinator.request_rejoin()  # cleared only once a join/sync result is applied
+            return True
+        return False
+
+    coordinator.need_rejoin = sticky_need_rejoin
+
+
 def run_kafka_python(bootstrap, group, topic, assignor):
     from kafka import ConsumerRebalanceListener, KafkaConsumer
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=SESSION_MS,
                              heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
                              enable_auto_commit=False)
+    _keep_metadata_rejoin_pending(consumer)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
@@ -106,6 +138,8 @@ def run_aiokafka(bootstrap, group, topic, assignor):
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=os.environ.get("KAFKAPY_MEMBER_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(threadName)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _on_term)
     lib, bootstrap, group, topic = sys.argv[1:5]
     assignor = sys.argv[5] if len(sys.argv) > 5 else ""

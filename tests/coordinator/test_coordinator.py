@@ -8,56 +8,13 @@ import asyncio
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.coordinator.group import GroupState
 from broker.coordinator.records import OffsetAndMetadata, partition_for
 from broker.coordinator.storage import OFFSETS_TOPIC
 from broker.protocol import ErrorCode
-from broker.server.broker import Broker
+from tests.coordinator.inproc import join, join_new, make_broker, run, until
 
 E = ErrorCode
-PROTOCOLS = [("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00")]
-
-
-def make_broker(tmp_path, **props) -> Broker:
-    values = {"broker.id": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
-              "metrics.port": -1, "offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 3,
-              "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 50}
-    values.update({k.replace("_", "."): v for k, v in props.items()})
-    return Broker(BrokerConfig(values))
-
-
-def run(tmp_path, body, **props):
-    async def main():
-        broker = make_broker(tmp_path, **props)
-        await broker.start()
-        try:
-            if broker.topics.get("t") is None:
-                await broker.topics.create_topic("t", num_partitions=2)
-            return await body(broker, broker.coordinator)
-        finally:
-            await broker.stop()
-    return asyncio.run(main())
-
-
-async def join(c, group="g", member_id="", instance=None, session=6000, rebalance=2000, protocols=PROTOCOLS,
-               version_requires_id=True):
-    return await c.join_group(group, member_id, instance, "client", "/127.0.0.1", rebalance, session, "consumer",
-                              protocols, version_requires_id)
-
-
-async def join_new(c, group="g", **kw):
-    first = await join(c, group, **kw)
-    assert first["error_code"] == E.MEMBER_ID_REQUIRED and first["member_id"].startswith("client-")
-    return await join(c, group, member_id=first["member_id"], **kw)
-
-
-async def until(predicate, limit=10.0):
-    """Wait for a condition (the limit guards against a hang; it is not what the test asserts)."""
-    deadline = asyncio.get_running_loop().time() + limit
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition never became true"
-        await asyncio.sleep(0.01)
 
 
 def test_single_member_join_sync_heartbeat(tmp_path):
@@ -214,8 +171,8 @@ def test_offsets_of_empty_groups_expire_and_deleted_groups_stay_deleted(tmp_path
         assert c.expire_offsets(1000 + c.retention_ms) == 1
         assert "old" not in c.groups and c.fetch_offsets("old", [("t", 0)])[1][("t", 0)] is None
         assert c.delete_groups(["doomed"]) == {"doomed": E.NONE}
-        assert c.delete_offsets("kept", [("t", 0)], set()) == (E.NONE, {("t", 0): E.NONE})
-        assert c.delete_offsets("missing", [("t", 0)], set())[0] == E.GROUP_ID_NOT_FOUND
+        assert c.delete_offsets("kept", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})
+        assert c.delete_offsets("missing", [("t", 0)])[0] == E.GROUP_ID_NOT_FOUND
 
     run(tmp_path, body)
 

@@ -31,9 +31,10 @@ def group_broker(broker_factory):
 @pytest.mark.parametrize("lib,assignor", [
     ("confluent", ""), ("confluent", "cooperative-sticky"), ("kafka-python", ""), ("aiokafka", ""),
 ])
-def test_three_members_share_then_leave_and_crash(group_broker, lib, assignor):
+def test_three_members_share_then_leave_and_crash(group_broker, lib, assignor, tmp_path):
     group = f"g-{lib}-{assignor or 'eager'}"
-    procs = [start_member(lib, group_broker.bootstrap, group, TOPIC, assignor) for _ in range(3)]
+    procs = [start_member(lib, group_broker.bootstrap, group, TOPIC, assignor, tmp_path / f"member{i}.log")
+             for i in range(3)]
     try:
         owned = wait_stable(group_broker.bootstrap, group, 3, PARTITIONS)
         assert all(owned.values()), f"a member got nothing: {owned}"

@@ -5,13 +5,15 @@
   the generation/member; v2-v4 a retention time (-1: the broker's
   ``offsets.retention.minutes``; otherwise an expire timestamp is stored, value v1);
   v6+ the leader epoch; v7+ group.instance.id. Partitions of unknown topics get
-  UNKNOWN_TOPIC_OR_PARTITION; metadata above 4096 bytes OFFSET_METADATA_TOO_LARGE.
+  UNKNOWN_TOPIC_OR_PARTITION; metadata above ``offset.metadata.max.bytes`` (4096)
+  OFFSET_METADATA_TOO_LARGE.
 * OffsetFetch (9) v0-8: null topics (v2+) means every partition the group has
   offsets for; missing offsets are -1 with empty metadata. Group-level errors are
   per partition at v0-1 and top-level from v2; v8 batches groups. v7's
   ``require_stable`` needs no wait: there are no pending transactional offsets.
 * OffsetDelete (47) v0: GROUP_SUBSCRIBED_TO_TOPIC for topics a non-empty
-  consumer group is subscribed to, GROUP_ID_NOT_FOUND for an unknown group.
+  consumer group is subscribed to, NON_EMPTY_GROUP for a non-empty group of
+  another protocol type, GROUP_ID_NOT_FOUND for an unknown group.
 
 Version note: Apache Kafka 2.7 keeps v0 of OffsetCommit/OffsetFetch in ZooKeeper;
 here every version uses ``__consumer_offsets`` (ZooKeeper offsets are legacy,
@@ -20,7 +22,6 @@ migrated by kafkactl).
 
 from __future__ import annotations
 
-import struct
 import time
 
 from broker.coordinator.records import OffsetAndMetadata
@@ -93,31 +94,9 @@ async def offset_fetch(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": out, "error_code": error}
 
 
-def subscribed_topics(group) -> set[str]:
-    """Topics in the members' ConsumerProtocol subscriptions (version:int16, topics:[string], ...)."""
-    topics: set[str] = set()
-    if group.protocol_type != "consumer" or group.protocol_name is None:
-        return topics
-    for member in group.members.values():
-        try:
-            data = member.metadata_for(group.protocol_name)
-            count = struct.unpack_from(">i", data, 2)[0]
-            pos = 6
-            for _ in range(count):
-                n = struct.unpack_from(">h", data, pos)[0]
-                topics.add(data[pos + 2:pos + 2 + n].decode("utf-8"))
-                pos += 2 + n
-        except (KeyError, struct.error, UnicodeDecodeError):
-            continue
-    return topics
-
-
 async def offset_delete(ctx: RequestContext, request: dict) -> dict:
-    coordinator = ctx.broker.coordinator
-    group = coordinator.groups.get(request["group_id"])
-    subscribed = subscribed_topics(group) if group is not None else set()
     partitions = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
-    error, results = coordinator.delete_offsets(request["group_id"], partitions, subscribed)
+    error, results = ctx.broker.coordinator.delete_offsets(request["group_id"], partitions)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [

@@ -1,0 +1,248 @@
+"""The load generator: confluent-kafka (librdkafka) runs in this process, the
+broker in another.
+
+Three measurements, each against one bootstrap address and one existing topic:
+
+* :func:`produce_throughput` sends ``count`` records (or stops adding after
+  ``max_s``) as fast as librdkafka accepts them and flushes; throughput is the
+  number of acknowledged records over the time from the first ``produce()`` to
+  the end of ``flush()``. Delivery reports are requested for errors only, so
+  Python does no per-record work beyond ``produce()``.
+* :func:`consume_throughput` reads ``count`` records from offset 0 of the given
+  partitions with ``assign()`` (no group, so no JoinGroup/SyncGroup is timed)
+  and ``consume(num_messages=...)`` batches; time runs from ``assign()`` to the
+  last record. (confluent-kafka insists on a ``group.id``; with ``assign()``
+  and auto-commit off it is never joined.)
+* :func:`produce_latency` sends at a fixed rate (records are scheduled at
+  ``t0 + i / rate``; each loop iteration sends every record that is due and then
+  blocks in ``poll()`` until a delivery report arrives or the next record is due)
+  and takes each record's delivery-report latency from librdkafka
+  (``Message.latency()``: from the ``produce()`` call to the delivery report).
+  Because the sender never waits for acknowledgements, a slow broker shows up as
+  growing latency, not as a silently lower rate; the achieved send rate is
+  reported too.
+
+Payloads are random ASCII letters (compressible the way text is, as Kafka's own
+perf tool makes them), a pool of 64 distinct values drawn from a fixed seed.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+POOL = 64
+
+
+def payloads(size: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    letters = string.ascii_letters.encode()
+    return [bytes(rng.choices(letters, k=size)) for _ in range(POOL)]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> int:
+    """Create ``topic`` with AdminClient and wait until its leaders are known.
+
+    Returns the partition count the broker reports. A broker without
+    CreateTopics gets the topic auto-created by a Metadata request instead (with
+    its own ``num.partitions``): the caller compares the returned count. Raises
+    ``KafkaException`` when creation fails.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                                  operation_timeout=timeout_s, request_timeout=timeout_s)
+    try:
+        futures[topic].result(timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._UNSUPPORTED_FEATURE:
+            raise
+        Producer({"bootstrap.servers": bootstrap, "allow.auto.create.topics": True}).list_topics(
+            topic, timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if md is not None and md.error is None and md.partitions and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return len(md.partitions)
+        time.sleep(0.05)
+    raise KafkaException(f"topic {topic} has no leaders after {timeout_s}s")
+
+
+def delete_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> None:
+    """Delete ``topic`` with AdminClient (frees tansu's memory and our disk between cases)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)[topic].result(timeout_s)
+
+
+@dataclass
+class ProduceResult:
+    records: int
+    bytes: int
+    elapsed_s: float
+    errors: int = 0
+    first_error: str = ""
+
+    @property
+    def records_s(self) -> float:
+        return self.records / self.elapsed_s
+
+    @property
+    def mb_s(self) -> float:
+        return self.bytes / self.elapsed_s / 1e6
+
+
+def _producer(bootstrap: str, acks: str, compression: str, linger_ms: float, **extra) -> Producer:
+    config = {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "compression.type": compression,
+        "linger.ms": linger_ms,
+        "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "enable.idempotence": False,
+        **extra,
+    }
+    return Producer(config)
+
+
+def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, acks: str = "1",
+                       compression: str = "none", linger_ms: float = 5, max_s: float = 60.0) -> ProduceResult:
+    errors = [0, ""]
+
+    def on_error(err, _msg) -> None:
+        if err is not None:
+            if not errors[0]:
+                errors[1] = str(err)
+            errors[0] += 1
+
+    producer = _producer(bootstrap, acks, compression, linger_ms,
+                         **{"delivery.report.only.error": True, "on_delivery": on_error})
+    producer.list_topics(topic, timeout=30)
+    values = payloads(size)
+    produce, poll = producer.produce, producer.poll
+    sent = 0
+    start = time.perf_counter()
+    stop_at = start + max_s
+    while sent < count:
+        try:
+            produce(topic, values[sent & (POOL - 1)])
+        except BufferError:
+            poll(0.005)
+            continue
+        sent += 1
+        if not sent & 0x3FF:
+            poll(0)
+            if time.perf_counter() > stop_at:
+                break
+    left = producer.flush(max_s)
+    elapsed = time.perf_counter() - start
+    ok = sent - errors[0] - left
+    return ProduceResult(ok, ok * size, elapsed, errors[0] + left, errors[1])
+
+
+@dataclass
+class ConsumeResult:
+    records: int
+    bytes: int
+    elapsed_s: float
+    errors: int = 0
+
+    @property
+    def records_s(self) -> float:
+        return self.records / self.elapsed_s
+
+    @property
+    def mb_s(self) -> float:
+        return self.bytes / self.elapsed_s / 1e6
+
+
+def consume_throughput(bootstrap: str, topic: str, partitions: int, count: int,
+                       max_s: float = 60.0) -> ConsumeResult:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "bench-unused",  # assign() only: no JoinGroup, no commits
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "fetch.queue.backoff.ms": 10,
+        "fetch.wait.max.ms": 100,
+        "queued.max.messages.kbytes": 262144,
+    })
+    try:
+        consumer.list_topics(topic, timeout=30)
+        got = nbytes = errors = 0
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        stop_at = start + max_s
+        while got < count and time.perf_counter() < stop_at:
+            for msg in consumer.consume(10_000, 1.0):
+                if msg.error() is None:
+                    got += 1
+                    nbytes += len(msg.value())
+                else:
+                    errors += 1
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    return ConsumeResult(got, nbytes, elapsed, errors)
+
+
+@dataclass
+class LatencyResult:
+    rate: int
+    sent: int
+    send_rate: float  # achieved records/s of produce() calls
+    latencies_s: list = field(repr=False, default_factory=list)
+    errors: int = 0
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies_s:
+            return float("nan")
+        ordered = sorted(self.latencies_s)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float, size: int = 1024,
+                    acks: str = "all", linger_ms: float = 5, warmup: int = 200) -> LatencyResult:
+    samples: list[float] = []
+    errors = [0]
+    record = samples.append
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            record(msg.latency())
+        else:
+            errors[0] += 1
+
+    producer = _producer(bootstrap, acks, "none", linger_ms, on_delivery=on_delivery)
+    producer.list_topics(topic, timeout=30)
+    value = payloads(size)[0]
+    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
+    for _ in range(warmup):
+        produce(topic, value)
+    producer.flush(30)
+    samples.clear()
+    errors[0] = 0
+
+    count = int(rate * duration_s)
+    interval = 1.0 / rate
+    sent = 0
+    start = clock()
+    due = start
+    while sent < count:
+        now = clock()
+        while due <= now and sent < count:
+            try:
+                produce(topic, value)
+            except BufferError:
+                break
+            sent += 1
+            due += interval
+        poll(max(0.0, due - clock()))
+    send_elapsed = clock() - start
+    producer.flush(60)
+    return LatencyResult(rate, sent, sent / send_elapsed, samples, errors[0])

@@ -1,0 +1,34 @@
+"""Our Kafka client: producer, consumer with groups, and admin client.
+
+Each has an asyncio core (``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin``)
+and a blocking facade (``Producer``, ``Consumer``, ``Admin``) whose loop runs
+in a background thread. Configuration uses Kafka's property names in
+snake_case as keyword arguments; a mapping with Kafka's dotted names is
+accepted as the first argument (see :mod:`broker.client._config`).
+Errors are in :mod:`broker.client.errors`.
+"""
+
+from ._producer import AsyncProducer, Producer
+from ._consumer import AsyncConsumer, Consumer
+from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
+                     GroupListing, MemberDescription, NewTopic, PartitionLag)
+from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
+from ._accumulator import RecordFuture
+from ._partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, murmur2_partition
+from ._serde import (bytes_deserializer, bytes_serializer, json_deserializer, json_serializer,
+                     string_deserializer, string_serializer)
+from ._types import (BrokerMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp,
+                     PartitionMetadata, RecordMetadata, TopicMetadata, TopicPartition)
+from . import errors
+
+__all__ = [
+    "AsyncProducer", "Producer", "RecordFuture", "AsyncConsumer", "Consumer", "AsyncAdmin", "Admin",
+    "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GroupListing", "GroupDescription",
+    "MemberDescription", "PartitionLag",
+    "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
+    "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",
+    "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",
+    "json_serializer", "json_deserializer",
+    "BrokerMetadata", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
+    "PartitionMetadata", "RecordMetadata", "TopicMetadata", "TopicPartition", "errors",
+]

@@ -1,0 +1,439 @@
+"""The admin client: :class:`AsyncAdmin` (asyncio core) and :class:`Admin` (blocking).
+
+Requests go where Kafka routes them: topic creation, deletion and partition
+additions to the controller; broker configs to that broker; group operations
+to the group's coordinator; ListGroups to every broker; DeleteRecords and
+ListOffsets to partition leaders. Each method raises the first per-item error
+as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
+
+Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
+``"broker_logger"`` (8). Incremental config operations: ``"set"`` (0),
+``"delete"`` (1), ``"append"`` (2), ``"subtract"`` (3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ._cluster import Cluster
+from ._config import AdminConfig, build_config
+from ._connection import Api
+from ._consumer_protocol import decode_assignment
+from ._sync import LoopThread
+from ._types import BrokerMetadata, OffsetAndMetadata, TopicMetadata, TopicPartition
+from .errors import ConfigError, ProtocolError, error_for_code
+
+RESOURCE_TYPES = {"topic": 2, "group": 3, "broker": 4, "broker_logger": 8}
+CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                  6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = 1
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """A config owner: ``ConfigResource("topic", "orders")`` or ``ConfigResource("broker", "1")``."""
+
+    type: str
+    name: str
+
+    @property
+    def type_code(self) -> int:
+        try:
+            return RESOURCE_TYPES[self.type]
+        except KeyError:
+            raise ConfigError(f"unknown resource type {self.type!r}") from None
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    is_sensitive: bool
+    is_default: bool
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerMetadata]
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    client_id: str
+    client_host: str
+    group_instance_id: str | None
+    assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    coordinator: int
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    committed: int | None
+    end_offset: int
+    lag: int | None
+
+
+class AsyncAdmin:
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config: AdminConfig = build_config(AdminConfig, config, kwargs)
+        self._cluster = Cluster(self.config)
+        self._started = False
+
+    async def start(self) -> None:
+        if not self._started:
+            await self._cluster.refresh_metadata()
+            self._started = True
+
+    async def __aenter__(self) -> "AsyncAdmin":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._cluster.close()
+
+    async def _controller(self) -> int | None:
+        await self._cluster.refresh_metadata()
+        cid = self._cluster.controller_id
+        return cid if cid in self._cluster.brokers else None
+
+    # -- cluster and topics -------------------------------------------------------
+    async def describe_cluster(self) -> ClusterDescription:
+        await self._cluster.refresh_metadata(all_topics=False)
+        c = self._cluster
+        return ClusterDescription(c.cluster_id, c.controller_id, sorted(c.brokers.values(), key=lambda b: b.node_id))
+
+    async def list_topics(self, internal: bool = False) -> list[str]:
+        await self._cluster.refresh_metadata(all_topics=True)
+        return sorted(t for t, tm in self._cluster.topics.items()
+                      if internal or not (tm.is_internal or t.startswith("__")))
+
+    async def describe_topics(self, topics: Iterable[str] | None = None) -> dict[str, TopicMetadata]:
+        """Metadata of ``topics`` (all topics when None); an unknown name raises UNKNOWN_TOPIC_OR_PARTITION."""
+        if topics is None:
+            await self._cluster.refresh_metadata(all_topics=True)
+            return dict(self._cluster.topics)
+        topics = list(topics)
+        await self._cluster.refresh_metadata(topics)
+        missing = [t for t in topics if t not in self._cluster.topics]
+        if missing:
+            raise error_for_code(3, f"unknown topic(s): {', '.join(missing)}")
+        return {t: self._cluster.topics[t] for t in topics}
+
+    async def create_topics(self, topics: Iterable[NewTopic | str], *, timeout_ms: int = 30000,
+                            validate_only: bool = False) -> None:
+        items = []
+        for t in topics:
+            t = NewTopic(t) if isinstance(t, str) else t
+            assignments = [{"partition_index": p, "broker_ids": list(b)}
+                           for p, b in (t.replica_assignment or {}).items()]
+            items.append({
+                "name": t.name,
+                "num_partitions": -1 if assignments else t.num_partitions,
+                "replication_factor": -1 if assignments else t.replication_factor,
+                "assignments": assignments,
+                "configs": [{"name": k, "value": None if v is None else str(v)} for k, v in t.configs.items()],
+            })
+        resp = await self._cluster.request(await self._controller(), Api.CREATE_TOPICS,
+                                           {"topics": items, "timeout_ms": timeout_ms, "validate_only": validate_only},
+                                           timeout=timeout_ms / 1000 + 5)
+        for r in resp["topics"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"topic {r['name']}")
+        self._cluster.request_update()
+
+    async def delete_topics(self, topics: Iterable[str], *, timeout_ms: int = 30000) -> None:
+        names = list(topics)
+        resp = await self._cluster.request(await self._controller(), Api.DELETE_TOPICS,
+                                           {"topic_names": names, "timeout_ms": timeout_ms},
+                                           timeout=timeout_ms / 1000 + 5)
+        for r in resp["responses"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"topic {r['name']}")
+        self._cluster.request_update()
+
+    async def create_partitions(self, new_totals: Mapping[str, int], *, timeout_ms: int = 30000,
+                                validate_only: bool = False) -> None:
+        """Grow each topic to the given total partition count."""
+        body = {"topics": [{"name": t, "count": n, "assignments": None} for t, n in new_totals.items()],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        resp = await self._cluster.request(await self._controller(), Api.CREATE_PARTITIONS, body,
+                                           timeout=timeout_ms / 1000 + 5)
+        for r in resp["results"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"topic {r['name']}")
+        self._cluster.request_update()
+
+    # -- configs ----------------------------------------------------------------------
+    def _node_for(self, res: ConfigResource) -> int | None:
+        if res.type in ("broker", "broker_logger") and res.name not in ("", None):
+            return int(res.name)
+        return None
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], keys: Iterable[str] | None = None
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        for res in resources:
+            body = {"resources": [{"resource_type": res.type_code, "resource_name": res.name,
+                                   "configuration_keys": None if keys is None else list(keys)}],
+                    "include_synonyms": False, "include_documentation": False}
+            resp = await self._cluster.request(self._node_for(res), Api.DESCRIBE_CONFIGS, body)
+            for r in resp["results"]:
+                if r["error_code"]:
+                    raise error_for_code(r["error_code"], r.get("error_message"),
+                                         context=f"{res.type} {res.name}")
+                entries = {}
+                for c in r["configs"]:
+                    source = CONFIG_SOURCES.get(c.get("config_source", -1), "UNKNOWN")
+                    is_default = c.get("is_default", False) or source == "DEFAULT_CONFIG"
+                    entries[c["name"]] = ConfigEntry(c["name"], c["value"], source, c["read_only"],
+                                                     c["is_sensitive"], is_default)
+                out[res] = entries
+        return out
+
+    async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
+                            validate_only: bool = False) -> None:
+        """Legacy AlterConfigs: replaces the whole dynamic config of each resource."""
+        for res, entries in configs.items():
+            body = {"resources": [{"resource_type": res.type_code, "resource_name": res.name,
+                                   "configs": [{"name": k, "value": v} for k, v in entries.items()]}],
+                    "validate_only": validate_only}
+            resp = await self._cluster.request(self._node_for(res), Api.ALTER_CONFIGS, body)
+            for r in resp["responses"]:
+                if r["error_code"]:
+                    raise error_for_code(r["error_code"], r.get("error_message"), context=f"{res.type} {res.name}")
+
+    async def incremental_alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, Any]], *,
+                                        validate_only: bool = False) -> None:
+        """``{resource: {name: value}}``; a value None deletes the entry, a tuple
+        ``(op, value)`` picks the operation ("set", "delete", "append", "subtract")."""
+        for res, entries in configs.items():
+            items = []
+            for name, value in entries.items():
+                if isinstance(value, tuple):
+                    op, value = value
+                else:
+                    op = "delete" if value is None else "set"
+                if op not in CONFIG_OPS:
+                    raise ConfigError(f"unknown config operation {op!r}")
+                items.append({"name": name, "config_operation": CONFIG_OPS[op],
+                              "value": None if value is None else str(value)})
+            body = {"resources": [{"resource_type": res.type_code, "resource_name": res.name, "configs": items}],
+                    "validate_only": validate_only}
+            resp = await self._cluster.request(self._node_for(res), Api.INCREMENTAL_ALTER_CONFIGS, body)
+            for r in resp["responses"]:
+                if r["error_code"]:
+                    raise error_for_code(r["error_code"], r.get("error_message"), context=f"{res.type} {res.name}")
+
+    # -- offsets and records --------------------------------------------------------------
+    async def list_offsets(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        """``{tp: timestamp | -2 (earliest) | -1 (latest)}`` -> ``{tp: (offset, timestamp)}``."""
+        from ._config import ConsumerConfig
+        from ._fetcher import Fetcher, SubscriptionState
+
+        cfg = ConsumerConfig(bootstrap_servers=self.config.bootstrap_servers,
+                             request_timeout_ms=self.config.request_timeout_ms)
+        fetcher = Fetcher(self._cluster, cfg, SubscriptionState(), None, None)
+        return await fetcher.list_offsets({TopicPartition(*tp): ts for tp, ts in timestamps.items()})
+
+    async def delete_records(self, before: Mapping[TopicPartition, int], *, timeout_ms: int = 30000
+                             ) -> dict[TopicPartition, int]:
+        """Delete records before the given offsets (-1: up to the high watermark);
+        returns each partition's new low watermark."""
+        tps = {TopicPartition(*tp): off for tp, off in before.items()}
+        await self._cluster.ensure_topics({tp.topic for tp in tps})
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, off in tps.items():
+            by_node.setdefault(self._cluster.leader_for(tp), {})[tp] = off
+        out = {}
+        for node, items in by_node.items():
+            topics: dict[str, list] = {}
+            for tp, off in items.items():
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": off})
+            body = {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()], "timeout_ms": timeout_ms}
+            resp = await self._cluster.request(node if node >= 0 else None, Api.DELETE_RECORDS, body)
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        raise error_for_code(p["error_code"], context=f"{t['name']}-{p['partition_index']}")
+                    out[TopicPartition(t["name"], p["partition_index"])] = p["low_watermark"]
+        return out
+
+    # -- groups ---------------------------------------------------------------------------
+    async def list_groups(self) -> list[GroupListing]:
+        await self._cluster.refresh_metadata()
+        out: dict[str, GroupListing] = {}
+        for node in list(self._cluster.brokers):
+            resp = await self._cluster.request(node, Api.LIST_GROUPS, {"states_filter": []})
+            if resp["error_code"]:
+                raise error_for_code(resp["error_code"], context=f"ListGroups on broker {node}")
+            for g in resp["groups"]:
+                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], g.get("group_state", ""))
+        return sorted(out.values(), key=lambda g: g.group_id)
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        out = {}
+        for gid in group_ids:
+            node = await self._cluster.find_coordinator(gid)
+            resp = await self._cluster.request(node, Api.DESCRIBE_GROUPS,
+                                               {"groups": [gid], "include_authorized_operations": False})
+            for g in resp["groups"]:
+                if g["error_code"]:
+                    raise error_for_code(g["error_code"], context=f"group {gid}")
+                members = []
+                for m in g["members"]:
+                    assignment = []
+                    if g["protocol_type"] == "consumer" and m["member_assignment"]:
+                        try:
+                            assignment = decode_assignment(m["member_assignment"]).partitions
+                        except Exception:
+                            assignment = []
+                    members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"],
+                                                     m.get("group_instance_id"), assignment))
+                out[gid] = GroupDescription(g["group_id"], g["group_state"], g["protocol_type"],
+                                            g["protocol_data"], members, node)
+        return out
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> None:
+        for gid in group_ids:
+            node = await self._cluster.find_coordinator(gid)
+            resp = await self._cluster.request(node, Api.DELETE_GROUPS, {"groups_names": [gid]})
+            for r in resp["results"]:
+                if r["error_code"]:
+                    raise error_for_code(r["error_code"], context=f"group {r['group_id']}")
+
+    async def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                                 ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of a group (all its partitions when ``partitions`` is None)."""
+        node = await self._cluster.find_coordinator(group_id)
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp[0], []).append(tp[1])
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        try:
+            resp = await self._cluster.request(node, Api.OFFSET_FETCH,
+                                               {"group_id": group_id, "topics": topics, "require_stable": False})
+        except ProtocolError:
+            if topics is not None:
+                raise
+            # Some brokers answer "all partitions" (topics null) with a malformed
+            # response; ask for every partition of every topic instead.
+            await self._cluster.refresh_metadata(all_topics=True)
+            topics = [{"name": t, "partition_indexes": sorted(tm.partitions)}
+                      for t, tm in self._cluster.topics.items()]
+            resp = await self._cluster.request(node, Api.OFFSET_FETCH,
+                                               {"group_id": group_id, "topics": topics, "require_stable": False})
+        if resp.get("error_code"):
+            raise error_for_code(resp["error_code"], context=f"group {group_id}")
+        out = {}
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"] and p["error_code"] != 3:
+                    raise error_for_code(p["error_code"], context=f"group {group_id}")
+                if p["committed_offset"] >= 0:
+                    out[TopicPartition(t["name"], p["partition_index"])] = OffsetAndMetadata(
+                        p["committed_offset"], p.get("metadata") or "", p.get("committed_leader_epoch", -1))
+        return out
+
+    async def group_lag(self, group_id: str) -> dict[TopicPartition, PartitionLag]:
+        """Per partition with a committed offset: committed offset, end offset and lag."""
+        committed = await self.list_group_offsets(group_id)
+        if not committed:
+            return {}
+        ends = await self.list_offsets({tp: -1 for tp in committed})
+        return {tp: PartitionLag(om.offset, ends[tp][0], max(ends[tp][0] - om.offset, 0))
+                for tp, om in committed.items()}
+
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit offsets for a group that has no active members (as kafka-consumer-groups
+        --reset-offsets does); an active group answers UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS."""
+        node = await self._cluster.find_coordinator(group_id)
+        by_topic: dict[str, list] = {}
+        for tp, off in offsets.items():
+            off = off.offset if isinstance(off, OffsetAndMetadata) else int(off)
+            by_topic.setdefault(tp[0], []).append(
+                {"partition_index": tp[1], "committed_offset": off, "committed_metadata": ""})
+        body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        resp = await self._cluster.request(node, Api.OFFSET_COMMIT, body)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise error_for_code(p["error_code"], context=f"group {group_id} {t['name']}-{p['partition_index']}")
+
+
+class Admin:
+    """Blocking admin client: the methods of :class:`AsyncAdmin`, without ``await``."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._core = AsyncAdmin(config, **kwargs)
+        self._thread = LoopThread("kafkapy-admin")
+        try:
+            self._thread.run(self._core.start())
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._thread.loop.is_closed():
+            return
+        try:
+            self._thread.run(self._core.close())
+        finally:
+            self._thread.stop()
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._core, name)
+        if name.startswith("_") or not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            return self._thread.run(attr(*args, **kwargs))
+
+        call.__name__ = name
+        call.__doc__ = attr.__doc__
+        return call

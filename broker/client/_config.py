@@ -1,0 +1,155 @@
+"""Client configuration.
+
+The primary style is pythonic keyword arguments with Kafka's property names in
+snake_case::
+
+    Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5, compression_type="zstd")
+
+Kafka's dotted names are accepted as a mapping too, so existing property
+files carry over unchanged; both may be mixed and keywords win::
+
+    Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
+
+Unknown names raise :class:`~broker.client.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+
+@dataclass
+class CommonConfig:
+    bootstrap_servers: str | list[str] = "127.0.0.1:9092"
+    client_id: str = "kafkapy"
+    request_timeout_ms: int = 30000
+    connections_max_idle_ms: int = 540000
+    reconnect_backoff_ms: int = 50
+    retry_backoff_ms: int = 100
+    metadata_max_age_ms: int = 300000
+    socket_connection_setup_timeout_ms: int = 10000
+    max_frame_bytes: int = 128 * 1024 * 1024
+
+    def bootstrap_list(self) -> list[tuple[str, int]]:
+        """``bootstrap_servers`` as ``[(host, port), ...]`` (comma-separated string or list)."""
+        items = self.bootstrap_servers
+        if isinstance(items, str):
+            items = [s for s in items.split(",")]
+        out = []
+        for item in items:
+            item = item.strip()
+            if not item:
+                continue
+            if "://" in item:
+                item = item.split("://", 1)[1]
+            host, sep, port = item.rpartition(":")
+            if not sep:
+                host, port = item, "9092"
+            host = host.strip("[]") or "127.0.0.1"
+            try:
+                out.append((host, int(port)))
+            except ValueError:
+                raise ConfigError(f"bad bootstrap server {item!r}: expected HOST:PORT") from None
+        if not out:
+            raise ConfigError("bootstrap_servers is empty")
+        return out
+
+
+@dataclass
+class ProducerConfig(CommonConfig):
+    acks: int | str = -1
+    batch_size: int = 16384
+    linger_ms: float = 5
+    buffer_memory: int = 32 * 1024 * 1024
+    compression_type: str | None = "none"
+    compression_level: int | None = None
+    retries: int = 2147483647
+    max_in_flight_requests_per_connection: int = 5
+    delivery_timeout_ms: int = 120000
+    max_request_size: int = 1048576
+    max_block_ms: int = 60000
+    enable_idempotence: bool = False
+    partitioner: Any = None
+    key_serializer: Callable | None = None
+    value_serializer: Callable | None = None
+
+    def __post_init__(self) -> None:
+        if self.acks in ("all", "-1"):
+            self.acks = -1
+        self.acks = int(self.acks)
+        if self.acks not in (-1, 0, 1):
+            raise ConfigError(f"acks must be 0, 1 or all, not {self.acks!r}")
+        ct = (self.compression_type or "none").lower()
+        if ct not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            raise ConfigError(f"unknown compression_type {self.compression_type!r}")
+        self.compression_type = ct
+        if self.max_in_flight_requests_per_connection < 1:
+            raise ConfigError("max_in_flight_requests_per_connection must be >= 1")
+        if self.enable_idempotence:
+            raise ConfigError("enable_idempotence is not supported by this client yet")
+
+
+@dataclass
+class ConsumerConfig(CommonConfig):
+    group_id: str | None = None
+    group_instance_id: str | None = None
+    auto_offset_reset: str = "latest"
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    session_timeout_ms: int = 10000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300000
+    max_poll_records: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 52428800
+    fetch_max_wait_ms: int = 500
+    max_partition_fetch_bytes: int = 1048576
+    isolation_level: str = "read_uncommitted"
+    check_crcs: bool = True
+    partition_assignment_strategy: Any = ("range", "roundrobin")
+    key_deserializer: Callable | None = None
+    value_deserializer: Callable | None = None
+    exclude_internal_topics: bool = True
+
+    def __post_init__(self) -> None:
+        reset = str(self.auto_offset_reset).lower()
+        reset = {"smallest": "earliest", "beginning": "earliest", "largest": "latest", "end": "latest"}.get(reset, reset)
+        if reset not in ("earliest", "latest", "none"):
+            raise ConfigError(f"auto_offset_reset must be earliest, latest or none, not {self.auto_offset_reset!r}")
+        self.auto_offset_reset = reset
+        if self.isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ConfigError(f"bad isolation_level {self.isolation_level!r}")
+        if isinstance(self.partition_assignment_strategy, str):
+            self.partition_assignment_strategy = [
+                s.strip() for s in self.partition_assignment_strategy.split(",") if s.strip()
+            ]
+
+
+@dataclass
+class AdminConfig(CommonConfig):
+    pass
+
+
+def build_config(cls, config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]):
+    """Merge a dotted-name mapping and keyword arguments into ``cls``."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for source in (config or {}), kwargs:
+        for key, value in source.items():
+            name = key.replace(".", "_").replace("-", "_")
+            if name not in names:
+                raise ConfigError(f"unknown configuration {key!r} for {cls.__name__}")
+            values[name] = value
+    try:
+        return cls(**values)
+    except TypeError as exc:  # pragma: no cover - defensive
+        raise ConfigError(str(exc)) from None
+
+
+def default_client_id() -> str:
+    return f"kafkapy-{socket.gethostname()}"

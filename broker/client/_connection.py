@@ -1,0 +1,277 @@
+"""One TCP connection to one broker, with request pipelining and version negotiation.
+
+Kafka framing is a 4-byte big-endian size followed by the message; responses on
+a connection come back in request order, matched here by correlation id. On
+connect we send ApiVersions (v3, falling back to v0 when the broker answers
+UNSUPPORTED_VERSION) and keep, for every API key, the highest version that the
+broker, the codec (``broker.protocol``) and this client (:data:`CLIENT_VERSIONS`)
+all support.
+
+A connection is owned by one event loop and is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from enum import IntEnum
+from typing import Any
+
+from .errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedApiError, error_for_code
+
+log = logging.getLogger("broker.client")
+
+
+class Api(IntEnum):
+    """Kafka API keys used by the client."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+
+
+# (min, max) versions whose request/response fields this client fills and reads.
+# Upper bounds stop before versions that change field meaning (topic ids in
+# Fetch 13, batched groups in OffsetFetch 8 / FindCoordinator 4, ...).
+CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
+    Api.PRODUCE: (3, 9),
+    Api.FETCH: (4, 12),
+    Api.LIST_OFFSETS: (1, 7),
+    Api.METADATA: (1, 12),
+    Api.OFFSET_COMMIT: (2, 8),
+    Api.OFFSET_FETCH: (1, 7),
+    Api.FIND_COORDINATOR: (1, 3),
+    Api.JOIN_GROUP: (1, 7),
+    Api.HEARTBEAT: (0, 4),
+    Api.LEAVE_GROUP: (0, 4),
+    Api.SYNC_GROUP: (0, 5),
+    Api.DESCRIBE_GROUPS: (0, 5),
+    Api.LIST_GROUPS: (0, 4),
+    Api.API_VERSIONS: (0, 3),
+    Api.CREATE_TOPICS: (2, 6),
+    Api.DELETE_TOPICS: (1, 5),
+    Api.DELETE_RECORDS: (0, 2),
+    Api.DESCRIBE_CONFIGS: (1, 4),
+    Api.ALTER_CONFIGS: (0, 2),
+    Api.CREATE_PARTITIONS: (0, 3),
+    Api.DELETE_GROUPS: (0, 2),
+    Api.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    Api.OFFSET_DELETE: (0, 0),
+}
+
+UNSUPPORTED_VERSION = 35
+_correlation = itertools.count(1)
+
+
+def _codec():
+    import broker.protocol as protocol  # noqa: PLC0415
+
+    return protocol
+
+
+def _codec_versions() -> dict[int, tuple[int, int]]:
+    """Version ranges the codec has schemas for, as {api_key: (min, max)}."""
+    table = _codec().api_versions_table
+    table = table() if callable(table) else table
+    out: dict[int, tuple[int, int]] = {}
+    items = table.items() if hasattr(table, "items") else table
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], tuple):
+            key, (lo, hi) = item
+        elif isinstance(item, tuple) and len(item) == 3:
+            key, lo, hi = item
+        elif isinstance(item, dict):
+            key, lo, hi = item["api_key"], item["min_version"], item["max_version"]
+        else:
+            key, rng = item
+            lo, hi = rng.min_version, rng.max_version
+        out[int(key)] = (lo, hi)
+    return out
+
+
+class _ReaderProtocol(asyncio.Protocol):
+    def __init__(self, conn: "BrokerConnection") -> None:
+        self.conn = conn
+
+    def connection_made(self, transport) -> None:
+        self.conn._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.conn._on_data(data)
+
+    def connection_lost(self, exc) -> None:
+        self.conn._on_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.conn._write_paused = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        fut, self.conn._write_paused = self.conn._write_paused, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+
+class BrokerConnection:
+    """A connection to ``host:port`` (``node_id`` -1 for a bootstrap address)."""
+
+    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "kafkapy",
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
+                 max_frame_bytes: int = 128 * 1024 * 1024) -> None:
+        self.host, self.port, self.node_id = host, port, node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.connect_timeout = connect_timeout_ms / 1000
+        self.versions: dict[int, int] = {}
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._decoder = None
+        self._max_frame_bytes = max_frame_bytes
+        self._in_flight: dict[int, tuple[int, int, asyncio.Future]] = {}
+        self._write_paused: asyncio.Future | None = None
+        self._closed_exc: BaseException | None = None
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._decoder = _codec().FrameDecoder(self._max_frame_bytes)
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: _ReaderProtocol(self), self.host, self.port),
+                self.connect_timeout,
+            )
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+        await self._negotiate()
+
+    async def _negotiate(self) -> None:
+        body = {"client_software_name": "kafkapy", "client_software_version": "0.1.0"}
+        resp = await self.request(Api.API_VERSIONS, body, version=3)
+        if resp["error_code"] == UNSUPPORTED_VERSION:
+            resp = await self.request(Api.API_VERSIONS, {}, version=0)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], context="ApiVersions")
+        codec = _codec_versions()
+        for entry in resp["api_keys"]:
+            key = entry["api_key"]
+            self.broker_versions[key] = (entry["min_version"], entry["max_version"])
+            ours = CLIENT_VERSIONS.get(key)
+            theirs_codec = codec.get(key)
+            if ours is None or theirs_codec is None:
+                continue
+            lo = max(ours[0], entry["min_version"], theirs_codec[0])
+            hi = min(ours[1], entry["max_version"], theirs_codec[1])
+            if lo <= hi:
+                self.versions[key] = hi
+
+    def version(self, api_key: int) -> int:
+        try:
+            return self.versions[api_key]
+        except KeyError:
+            raise UnsupportedApiError(
+                f"broker {self.host}:{self.port} supports no usable version of API {Api(api_key).name}"
+            ) from None
+
+    async def request(self, api_key: int, body: dict[str, Any], *, version: int | None = None,
+                      expect_response: bool = True, timeout: float | None = None) -> dict[str, Any] | None:
+        """Send one request and wait for its decoded response body.
+
+        With ``expect_response=False`` (Produce with acks=0) returns None once written.
+        """
+        fut = self.send(api_key, body, version=version, expect_response=expect_response)
+        if fut is None:
+            if self._write_paused is not None:
+                await self._write_paused
+            return None
+        # asyncio.wait (not wait_for): on 3.11 wait_for can swallow a cancellation
+        # that arrives as the response does, which would make the caller unstoppable.
+        done, _ = await asyncio.wait((fut,), timeout=timeout or self.request_timeout)
+        if not done:
+            exc = KafkaTimeoutError(f"request {Api(api_key).name} to {self.host}:{self.port} timed out")
+            self.close(exc)
+            raise exc
+        return fut.result()
+
+    def send(self, api_key: int, body: dict[str, Any], *, version: int | None = None,
+             expect_response: bool = True) -> asyncio.Future | None:
+        """Write a request now; return the future of its response body (None without one)."""
+        if self.closed:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._closed_exc}")
+        v = self.version(api_key) if version is None else version
+        cid = next(_correlation) & 0x7FFFFFFF
+        frame = _codec().encode_request(int(api_key), v, cid, self.client_id, body)
+        self._transport.write(frame)
+        if not expect_response:
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        self._in_flight[cid] = (int(api_key), v, fut)
+        return fut
+
+    def _on_data(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except Exception as exc:
+            self.close(ProtocolError(f"bad frame from {self.host}:{self.port}: {exc}"))
+            return
+        decode = _codec().decode_response
+        for frame in frames:
+            cid = int.from_bytes(bytes(frame[:4]), "big", signed=True)
+            entry = self._in_flight.pop(cid, None)
+            if entry is None:
+                self.close(ProtocolError(f"unexpected correlation id {cid} from {self.host}:{self.port}"))
+                return
+            api_key, version, fut = entry
+            try:
+                _, body = decode(api_key, version, frame)
+            except Exception as exc:
+                if not fut.done():
+                    fut.set_exception(ProtocolError(f"cannot decode {Api(api_key).name} v{version}: {exc}"))
+                continue
+            if not fut.done():
+                fut.set_result(body)
+
+    def _on_lost(self, exc) -> None:
+        self.close(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed by peer'}"))
+
+    def close(self, exc: BaseException | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._closed_exc = exc
+        err = exc or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        for _, _, fut in self._in_flight.values():
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # awaiting callers still get it; nobody else must be warned
+        self._in_flight.clear()
+        if self._write_paused is not None and not self._write_paused.done():
+            self._write_paused.set_result(None)  # the next send() sees the closed connection
+        if self._transport is not None:
+            self._transport.close()

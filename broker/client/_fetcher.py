@@ -1,0 +1,301 @@
+"""Consumer positions and fetching.
+
+:class:`SubscriptionState` holds what the consumer reads: the subscription
+(topic names, or a pattern with an optional exclude pattern) or a manual
+assignment, and per assigned partition its position (the offset of the next
+record to return), paused flag and last known high watermark.
+
+:class:`Fetcher` sends Fetch requests (no fetch sessions: session_id 0,
+epoch -1, so every request is a full fetch), at most one in flight per leader,
+only for partitions with a position, not paused, and no records waiting in
+the buffer. It decodes batches with ``broker.records`` into ConsumerRecords,
+skips control batches and records before the fetch offset (a compressed batch
+may start earlier), and turns stale-metadata errors into a metadata refresh.
+Positions advance only when ``poll`` hands records to the caller, so a seek
+simply drops the buffered records of that partition.
+
+Both are owned by the consumer's event loop and not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from broker.records.batch import iter_records
+
+from ._cluster import Cluster
+from ._config import ConsumerConfig
+from ._connection import Api
+from ._serde import bytes_deserializer
+from ._types import ConsumerRecord, TopicPartition
+from .errors import KafkaError, NoOffsetForPartitionError, error_for_code
+
+log = logging.getLogger("broker.client")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+_STALE_METADATA = {3, 5, 6, 74, 75}
+OFFSET_OUT_OF_RANGE = 1
+
+
+@dataclass
+class PartitionState:
+    position: int | None = None
+    paused: bool = False
+    reset_to: str | None = None  # pending reset strategy when position is None
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    last_stable_offset: int = -1
+
+
+@dataclass
+class SubscriptionState:
+    topics: set[str] = field(default_factory=set)
+    pattern: re.Pattern | None = None
+    exclude: re.Pattern | None = None
+    manual: bool = False
+    assignment: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.topics) or self.pattern is not None
+
+    def match(self, topic: str) -> bool:
+        if self.pattern is None:
+            return topic in self.topics
+        if not self.pattern.fullmatch(topic) and not self.pattern.match(topic):
+            return False
+        return not (self.exclude is not None and self.exclude.fullmatch(topic))
+
+    def assign(self, partitions) -> None:
+        """Replace the assignment, keeping state of partitions that stay."""
+        old = self.assignment
+        self.assignment = {tp: old.get(tp) or PartitionState() for tp in partitions}
+
+    def need_position(self) -> list[TopicPartition]:
+        return [tp for tp, st in self.assignment.items() if st.position is None]
+
+
+class Fetcher:
+    def __init__(self, cluster: Cluster, config: ConsumerConfig, subs: SubscriptionState,
+                 key_deserializer: Callable, value_deserializer: Callable) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.subs = subs
+        self.key_de = key_deserializer
+        self.value_de = value_deserializer
+        self.buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self.in_flight: dict[int, asyncio.Task] = {}
+        self.data_ready = asyncio.Event()
+        self.errors: list[KafkaError] = []
+        self.isolation = 1 if config.isolation_level == "read_committed" else 0
+
+    # -- offsets ----------------------------------------------------------
+    async def list_offsets(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets: ``{tp: timestamp or -2 earliest / -1 latest}`` -> ``{tp: (offset, timestamp)}``.
+        Offset is -1 when no record has a timestamp at or after the query."""
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        pending = dict(timestamps)
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        while pending:
+            await self.cluster.ensure_topics({tp.topic for tp in pending})
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            for tp, ts in pending.items():
+                leader = self.cluster.leader_for(tp)
+                if leader < 0:
+                    raise error_for_code(3, f"{tp.topic}-{tp.partition} has no leader")
+                by_node.setdefault(leader, {})[tp] = ts
+            retry = {}
+            for node, tps in by_node.items():
+                topics: dict[str, list] = {}
+                for tp, ts in tps.items():
+                    topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": ts})
+                body = {"replica_id": -1, "isolation_level": self.isolation,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                resp = await self.cluster.request(node, Api.LIST_OFFSETS, body)
+                for t in resp["topics"]:
+                    for p in t["partitions"]:
+                        tp = TopicPartition(t["name"], p["partition_index"])
+                        code = p["error_code"]
+                        if code == 0:
+                            result[tp] = (p["offset"], p["timestamp"])
+                        elif code in _STALE_METADATA and time.monotonic() < deadline:
+                            self.cluster.request_update()
+                            retry[tp] = tps[tp]
+                        else:
+                            raise error_for_code(code, context=f"ListOffsets {tp.topic}-{tp.partition}")
+            pending = retry
+            if pending:
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                await self.cluster.refresh_metadata()
+        return result
+
+    async def reset_positions(self, tps: list[TopicPartition], strategy: str | None = None) -> None:
+        """Set positions of ``tps`` by ``strategy`` (default auto_offset_reset)."""
+        strategy = strategy or self.config.auto_offset_reset
+        if strategy == "none":
+            raise NoOffsetForPartitionError(tps)
+        ts = EARLIEST_TIMESTAMP if strategy == "earliest" else LATEST_TIMESTAMP
+        offsets = await self.list_offsets({tp: ts for tp in tps})
+        for tp, (offset, _) in offsets.items():
+            st = self.subs.assignment.get(tp)
+            if st is not None and st.position is None:
+                st.position = offset
+                st.reset_to = None
+
+    # -- fetching -----------------------------------------------------------
+    def drop_buffered(self, tp: TopicPartition) -> None:
+        self.buffer.pop(tp, None)
+
+    def has_data(self) -> bool:
+        return any(self.buffer.values())
+
+    def fetchable(self) -> dict[int, list[TopicPartition]]:
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp, st in self.subs.assignment.items():
+            if st.position is None or st.paused or self.buffer.get(tp):
+                continue
+            leader = self.cluster.leader_for(tp)
+            if leader < 0:
+                self.cluster.request_update()
+                continue
+            if leader in self.in_flight:
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        return by_node
+
+    def send_fetches(self) -> None:
+        """Start a Fetch to every leader that has fetchable partitions and none in flight."""
+        for node, tps in self.fetchable().items():
+            task = asyncio.ensure_future(self._fetch(node, tps))
+            self.in_flight[node] = task
+
+    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        c = self.config
+        positions = {tp: self.subs.assignment[tp].position for tp in tps}
+        topics: dict[str, list] = {}
+        for tp, pos in positions.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": pos,
+                "log_start_offset": -1, "partition_max_bytes": c.max_partition_fetch_bytes,
+            })
+        body = {
+            "replica_id": -1, "max_wait_ms": c.fetch_max_wait_ms, "min_bytes": c.fetch_min_bytes,
+            "max_bytes": c.fetch_max_bytes, "isolation_level": self.isolation,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+        try:
+            resp = await self.cluster.request(node, Api.FETCH, body,
+                                              timeout=c.request_timeout_ms / 1000 + c.fetch_max_wait_ms / 1000)
+            self._handle(resp, positions)
+        except KafkaError as exc:
+            log.debug("fetch from broker %s failed: %s", node, exc)
+            self.cluster.request_update()
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a decoding failure must surface, not kill the loop silently
+            self.errors.append(exc if isinstance(exc, KafkaError) else KafkaError(str(exc)))
+        finally:
+            self.in_flight.pop(node, None)
+            self.data_ready.set()
+
+    def _handle(self, resp: dict, positions: dict[TopicPartition, int]) -> None:
+        if resp.get("error_code"):
+            self.cluster.request_update()
+            return
+        key_de, value_de = self.key_de, self.value_de
+        for t in resp["responses"]:
+            topic = t["topic"]
+            for p in t["partitions"]:
+                partition = p["partition_index"]
+                tp = TopicPartition(topic, partition)
+                st = self.subs.assignment.get(tp)
+                fetch_offset = positions.get(tp)
+                if st is None or st.position != fetch_offset:
+                    continue  # reassigned or seeked meanwhile
+                code = p["error_code"]
+                if code:
+                    if code in _STALE_METADATA:
+                        self.cluster.request_update()
+                    elif code == OFFSET_OUT_OF_RANGE:
+                        st.position = None
+                        if self.config.auto_offset_reset == "none":
+                            self.errors.append(NoOffsetForPartitionError([tp]))
+                    else:
+                        self.errors.append(error_for_code(code, context=f"Fetch {topic}-{tp.partition}"))
+                    continue
+                st.high_watermark = p["high_watermark"]
+                st.last_stable_offset = p["last_stable_offset"]
+                st.log_start_offset = p["log_start_offset"]
+                records = p["records"]
+                if not records:
+                    continue
+                out = deque()
+                append = out.append
+                identity_key = key_de is bytes_deserializer
+                identity_value = value_de is bytes_deserializer
+                for e in iter_records(records):
+                    offset = e.offset
+                    if offset < fetch_offset or e.batch.is_control:
+                        continue
+                    append(ConsumerRecord(
+                        topic, partition, offset, e.timestamp, e.timestamp_type,
+                        e.key if identity_key else key_de(e.key),
+                        e.value if identity_value else value_de(e.value),
+                        [(h.key, h.value) for h in e.headers] if e.headers else [],
+                    ))
+                if out:
+                    self.buffer[tp] = out
+                elif len(records) > 0:
+                    # Only records before the position (or control records): skip past them.
+                    last = _last_offset(records)
+                    if last is not None and last >= fetch_offset:
+                        st.position = last + 1
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        """Take up to ``max_records`` buffered records and advance positions past them."""
+        out: list[ConsumerRecord] = []
+        for tp in list(self.buffer):
+            dq = self.buffer[tp]
+            st = self.subs.assignment.get(tp)
+            if st is None or st.paused:
+                if st is None:
+                    del self.buffer[tp]
+                continue
+            while dq and len(out) < max_records:
+                out.append(dq.popleft())
+            if out and out[-1].topic == tp.topic and out[-1].partition == tp.partition:
+                st.position = out[-1].offset + 1
+            if not dq:
+                del self.buffer[tp]
+            if len(out) >= max_records:
+                break
+        return out
+
+    async def close(self) -> None:
+        for task in list(self.in_flight.values()):
+            task.cancel()
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+        self.in_flight.clear()
+
+
+def _last_offset(records) -> int | None:
+    from broker.records.view import iter_batch_views
+
+    last = None
+    try:
+        for v in iter_batch_views(records):
+            last = v.last_offset
+    except Exception:
+        return None
+    return last

@@ -1,0 +1,398 @@
+"""The producer: :class:`AsyncProducer` (asyncio core) and :class:`Producer`
+(blocking facade whose loop runs in a background thread).
+
+``send`` serializes the key and value, picks a partition (explicit, or the
+configured partitioner: murmur2 for keys, sticky for null keys), and appends
+to the :class:`~._accumulator.RecordAccumulator`. One sender task per producer
+drains ready batches grouped by partition leader into Produce requests, at
+most ``max_in_flight_requests_per_connection`` unanswered per broker.
+
+Retries: a retriable error code or a lost connection puts the batch back after
+``retry_backoff_ms`` (stale-metadata errors also refresh metadata) until
+``retries`` attempts or ``delivery_timeout_ms`` since the batch was created.
+With ``acks=0`` no response is awaited and offsets are reported as -1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from typing import Any, Callable, Mapping
+
+from broker.records.batch import Header, Record, RecordBatch, encode_batch
+from broker.records.compression import Compression
+
+from ._accumulator import ProducerBatch, RecordAccumulator, RecordFuture
+from ._cluster import Cluster
+from ._config import ProducerConfig, build_config
+from ._connection import Api
+from ._partitioner import as_partitioner
+from ._serde import bytes_serializer
+from ._sync import LoopThread, wait_event
+from ._types import TopicPartition
+from .errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+log = logging.getLogger("broker.client")
+
+_CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+           "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+# Errors after which the leader we sent to is probably not the leader any more.
+_STALE_METADATA = {3, 5, 6, 74, 75}
+
+
+class AsyncProducer:
+    """Asyncio producer. Use as ``async with AsyncProducer(bootstrap_servers=...) as p``.
+
+    ``send`` returns a :class:`RecordFuture` at once (await it for the
+    :class:`RecordMetadata`); ``send_and_wait`` does both.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config: ProducerConfig = build_config(ProducerConfig, config, kwargs)
+        c = self.config
+        self._cluster = Cluster(c)
+        self._partitioner = as_partitioner(c.partitioner)
+        self._key_ser: Callable = c.key_serializer or bytes_serializer
+        self._value_ser: Callable = c.value_serializer or bytes_serializer
+        self._compression = _CODECS[c.compression_type]
+        on_new = getattr(self._partitioner, "on_new_batch", None)
+        self._on_new_batch = (lambda tp: on_new(tp.topic, tp.partition)) if on_new else None
+        self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms,
+                                      c.retry_backoff_ms, c.buffer_memory)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._sender: asyncio.Task | None = None
+        self._in_flight: dict[int, int] = defaultdict(int)
+        self._response_tasks: set[asyncio.Task] = set()
+        self._closed = False
+        self._started = False
+        self._wake_pending = False
+
+    # -- lifecycle -------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect to the bootstrap list and start the sender."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        await self._cluster.refresh_metadata()
+        self._sender = asyncio.ensure_future(self._run_sender())
+        self._started = True
+
+    async def __aenter__(self) -> "AsyncProducer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until every record is acknowledged or failed."""
+        self._acc.flushing += 1
+        try:
+            self._wakeup()
+            pending = list(self._acc.incomplete)
+            waits = []
+            for b in pending:
+                if not b.done:
+                    fut = self._loop.create_future()
+                    b.add_waiter(lambda f=fut: f.done() or f.set_result(None))
+                    waits.append(fut)
+            if waits:
+                done, not_done = await asyncio.wait(waits, timeout=timeout)
+                if not_done:
+                    raise KafkaTimeoutError(f"flush did not finish within {timeout} s")
+        finally:
+            self._acc.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the sender and close connections. Idempotent."""
+        if self._closed:
+            return
+        if self._started:
+            try:
+                await self.flush(timeout)
+            finally:
+                self._closed = True
+                self._acc.closing = True
+                self._wakeup()
+                if self._sender is not None:
+                    await asyncio.gather(self._sender, return_exceptions=True)
+                self._acc.fail_all(IllegalStateError("producer closed"))
+                await self._cluster.close()
+        self._closed = True
+
+    # -- sending ---------------------------------------------------------------
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self._cluster.ensure_topics([topic], self.config.max_block_ms)
+        return self._cluster.partitions_for(topic)
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+                   timestamp_ms: int | None = None, headers: Any = None,
+                   on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> RecordFuture:
+        """Queue one record; returns its delivery future without waiting for delivery.
+
+        ``headers``: a list of ``(str, bytes | None)`` or a dict. ``on_delivery(error,
+        metadata)`` runs on the client's event loop when the record's batch completes.
+        """
+        if topic not in self._cluster.topics:
+            await self._cluster.ensure_topics([topic], self.config.max_block_ms)
+        while self._acc.buffered >= self.config.buffer_memory and not self._closed:
+            self._wakeup()
+            await asyncio.sleep(0.001)
+        return self._append(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw):
+        fut = await self.send(topic, value, key, **kw)
+        return await fut
+
+    def _append(self, topic, value, key, partition, timestamp_ms, headers, on_delivery) -> RecordFuture:
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        key_bytes = key if (key is None or type(key) is bytes) and self._key_ser is bytes_serializer \
+            else self._key_ser(key)
+        value_bytes = value if (value is None or type(value) is bytes) and self._value_ser is bytes_serializer \
+            else self._value_ser(value)
+        if headers:
+            items = headers.items() if isinstance(headers, Mapping) else headers
+            headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        cluster = self._cluster
+        if partition is None:
+            parts = cluster.partitions_for(topic)
+            if not parts:
+                raise error_for_code(3, f"topic {topic!r} has no known partitions")
+            partition = self._partitioner.partition(topic, key_bytes, parts, cluster.available_partitions(topic))
+        elif partition not in cluster.topics[topic].partitions:
+            raise ConfigError(f"topic {topic!r} has no partition {partition}")
+        size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
+        if size > self.config.max_request_size:
+            raise error_for_code(10, f"record of {size} bytes exceeds max_request_size")
+        fut, wake = self._acc.append(
+            TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes, headers, on_delivery,
+            self._on_new_batch,
+        )
+        if wake:
+            self._wakeup()
+        return fut
+
+    def _wakeup(self) -> None:
+        if self._wake is None:
+            return
+        if self._loop is not None and _in_loop(self._loop):
+            self._wake.set()
+        elif self._loop is not None and not self._loop.is_closed() and not self._wake_pending:
+            # one cross-thread wakeup at a time: each costs a self-pipe write and a GIL handoff
+            self._wake_pending = True
+            self._loop.call_soon_threadsafe(self._set_wake)
+
+    def _set_wake(self) -> None:
+        self._wake_pending = False
+        self._wake.set()
+
+    # -- sender ----------------------------------------------------------------
+    async def _run_sender(self) -> None:
+        while not self._closed:
+            try:
+                delay = await self._send_ready()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep the sender alive; batches time out by themselves
+                log.exception("producer sender failed; retrying")
+                delay = self.config.retry_backoff_ms / 1000
+            if delay > 0:
+                await wait_event(self._wake, delay)
+            self._wake.clear()
+
+    async def _send_ready(self) -> float:
+        """Send every ready batch the in-flight limits allow; return seconds to sleep."""
+        now = time.monotonic()
+        for b in self._acc.expire(now):
+            self._acc.finished(b, -1, -1, KafkaTimeoutError(
+                f"{len(b.records)} record(s) for {b.tp.topic}-{b.tp.partition} expired after "
+                f"delivery_timeout_ms={self.config.delivery_timeout_ms}"))
+        ready, next_check = self._acc.ready(now)
+        if not ready:
+            return next_check
+        cluster = self._cluster
+        if cluster.stale():
+            try:
+                await cluster.refresh_metadata()
+            except KafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+                return self.config.retry_backoff_ms / 1000
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in ready:
+            leader = cluster.leader_for(tp)
+            if leader < 0:
+                cluster.request_update()
+                next_check = min(next_check, self.config.retry_backoff_ms / 1000)
+                continue
+            by_node[leader].append(tp)
+        limit = self.config.max_in_flight_requests_per_connection
+        blocked = False
+        for node, tps in by_node.items():
+            if self._in_flight[node] >= limit:
+                blocked = True
+                continue
+            batches, size = [], 0
+            for tp in tps:
+                b = self._acc.take(tp)
+                if b is None:
+                    continue
+                batches.append(b)
+                size += b.size
+                if size >= self.config.max_request_size:
+                    break
+            if batches:
+                await self._send_batches(node, batches)
+        return 0.05 if blocked else next_check if not self._acc.flushing else 0.0
+
+    def _encode(self, b: ProducerBatch) -> bytes:
+        base_ts = b.records[0][0]
+        records = [
+            Record(i, ts - base_ts, k, v, [Header(hk, hv) for hk, hv in h] if h else [])
+            for i, (ts, k, v, h) in enumerate(b.records)
+        ]
+        return encode_batch(RecordBatch(compression=self._compression, base_timestamp=base_ts, records=records))
+
+    async def _send_batches(self, node: int, batches: list[ProducerBatch]) -> None:
+        topic_data: dict[str, list] = defaultdict(list)
+        for b in batches:
+            topic_data[b.tp.topic].append({"index": b.tp.partition, "records": self._encode(b)})
+        body = {
+            "transactional_id": None,
+            "acks": self.config.acks,
+            "timeout_ms": self.config.request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in topic_data.items()],
+        }
+        acks0 = self.config.acks == 0
+        try:
+            conn = await self._cluster.connection(node)
+            fut = conn.send(Api.PRODUCE, body, expect_response=not acks0)
+        except KafkaError as exc:
+            self._cluster.request_update()
+            self._retry_or_fail(batches, exc)
+            return
+        if acks0:
+            for b in batches:
+                self._acc.finished(b, -1)
+            return
+        self._in_flight[node] += 1
+        task = asyncio.ensure_future(self._await_response(node, conn, fut, batches))
+        self._response_tasks.add(task)
+        task.add_done_callback(self._response_tasks.discard)
+
+    async def _await_response(self, node, conn, fut, batches) -> None:
+        try:
+            resp = await asyncio.wait_for(fut, conn.request_timeout + 5)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            if isinstance(exc, asyncio.TimeoutError):
+                exc = KafkaTimeoutError(f"Produce to broker {node} timed out")
+                conn.close(exc)
+            self._cluster.request_update()
+            self._retry_or_fail(batches, exc)
+            return
+        finally:
+            self._in_flight[node] -= 1
+            self._wakeup()
+        by_tp = {}
+        for t in resp["responses"]:
+            for p in t["partition_responses"]:
+                by_tp[TopicPartition(t["name"], p["index"])] = p
+        for b in batches:
+            p = by_tp.get(b.tp)
+            if p is None:
+                self._retry_or_fail([b], KafkaConnectionError(f"no response for {b.tp}"))
+                continue
+            code = p["error_code"]
+            if code == 0:
+                self._acc.finished(b, p["base_offset"], p.get("log_append_time_ms", -1))
+                continue
+            if code in _STALE_METADATA:
+                self._cluster.request_update()
+            self._retry_or_fail([b], error_for_code(code, p.get("error_message"),
+                                                    context=f"Produce to {b.tp.topic}-{b.tp.partition}"))
+
+    def _retry_or_fail(self, batches: list[ProducerBatch], exc: KafkaError) -> None:
+        now = time.monotonic()
+        for b in batches:
+            if exc.retriable and b.attempts <= self.config.retries and now < b.deadline and not self._closed:
+                self._acc.requeue(b, now)
+            else:
+                self._acc.finished(b, -1, -1, exc)
+        self._wakeup()
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+class Producer:
+    """Blocking producer; its event loop runs in a background thread.
+
+    ``send`` does not wait for delivery: it returns a :class:`RecordFuture`
+    (``.result(timeout)``). ``flush()`` waits for everything sent so far;
+    ``close()`` flushes and releases the connections. Usable as a context manager.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._core = AsyncProducer(config, **kwargs)
+        self._thread = LoopThread("kafkapy-producer")
+        try:
+            self._thread.run(self._core.start())
+        except BaseException:
+            self._thread.run(self._core.close())
+            self._thread.stop()
+            raise
+
+    @property
+    def config(self) -> ProducerConfig:
+        return self._core.config
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: Any = None,
+             on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> RecordFuture:
+        """Queue one record (see :meth:`AsyncProducer.send`); blocks only while
+        topic metadata is unknown or the buffer is full (up to ``max_block_ms``)."""
+        core = self._core
+        if topic not in core._cluster.topics:
+            self._thread.run(core._cluster.ensure_topics([topic], core.config.max_block_ms))
+        if core._acc.buffered >= core.config.buffer_memory:
+            core._wakeup()
+            if not core._acc.wait_for_space(core.config.max_block_ms / 1000):
+                raise KafkaTimeoutError("buffer_memory still full after max_block_ms")
+        return core._append(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._thread.run(self._core.partitions_for(topic))
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._thread.run(self._core.flush(timeout))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._thread.loop.is_closed():
+            return
+        try:
+            self._thread.run(self._core.close(timeout))
+        finally:
+            self._thread.stop()

@@ -1,0 +1,182 @@
+"""What the cluster commands share: clients built from the global options,
+client errors mapped to one line and an exit code, and parsers for the
+values operators type (``k=v`` pairs, ``topic:0,1,2``, datetimes, ISO-8601
+durations).
+
+Error mapping (codes from :mod:`kafkactl.errors`)::
+
+    KafkaConnectionError / KafkaTimeoutError   -> 3 "cannot reach the cluster at HOST:PORT: ..."
+    BrokerResponseError (any Kafka error code) -> 3 "NAME (code) in CONTEXT: message"
+    ConfigError (bad client property)          -> 2
+    other KafkaError                           -> 1
+
+A command runs its client calls inside :func:`cluster_errors` so that every
+failure the cluster causes ends as one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from datetime import datetime, timedelta
+from typing import Any, Iterator
+
+import typer
+
+from broker.client import Admin, TopicPartition, errors
+from kafkactl.errors import EXIT_CLUSTER, EXIT_PROBLEM, EXIT_USAGE, CliError
+from kafkactl.output import OutputFormat
+
+# Fail fast on an unreachable cluster: operators want an answer in seconds, not the
+# client's default of 10 s per connection attempt.
+CONNECT_TIMEOUT_MS = 3000
+REQUEST_TIMEOUT_MS = 30000
+
+
+def settings(ctx: typer.Context):
+    """The :class:`kafkactl.main.Settings` the global options resolved to."""
+    return ctx.find_root().obj
+
+
+def output_format(ctx: typer.Context) -> OutputFormat:
+    return settings(ctx).output
+
+
+def client_config(ctx: typer.Context, **extra: Any) -> dict[str, Any]:
+    """Keyword configuration every client gets: bootstrap list, fast connect timeout, our client id."""
+    config = {
+        "bootstrap_servers": settings(ctx).bootstrap_server,
+        "client_id": "kafkactl",
+        "socket_connection_setup_timeout_ms": CONNECT_TIMEOUT_MS,
+        "request_timeout_ms": REQUEST_TIMEOUT_MS,
+    }
+    config.update(extra)
+    return config
+
+
+@contextlib.contextmanager
+def cluster_errors(ctx: typer.Context) -> Iterator[None]:
+    """Turn client exceptions raised inside the block into :class:`CliError`."""
+    try:
+        yield
+    except CliError:
+        raise
+    except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+        raise CliError(f"cannot reach the cluster at {settings(ctx).bootstrap_server}: {exc}", EXIT_CLUSTER) from exc
+    except errors.ConfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    except errors.BrokerResponseError as exc:
+        raise CliError(str(exc), EXIT_CLUSTER) from exc
+    except errors.KafkaError as exc:
+        raise CliError(f"{type(exc).__name__}: {exc}", EXIT_PROBLEM) from exc
+
+
+@contextlib.contextmanager
+def admin_client(ctx: typer.Context) -> Iterator[Admin]:
+    """A connected :class:`Admin` (closed on exit), with client errors mapped as above."""
+    with cluster_errors(ctx):
+        admin = Admin(**client_config(ctx))
+        try:
+            yield admin
+        finally:
+            admin.close()
+
+
+def require_topics(admin: Admin, topics: list[str]) -> dict:
+    """Topic metadata of ``topics``; an unknown one is a one-line error (exit 3)."""
+    try:
+        return admin.describe_topics(topics)
+    except errors.UnknownTopicOrPartitionError as exc:
+        known = set(admin.list_topics(internal=True))
+        missing = ", ".join(t for t in topics if t not in known) or ", ".join(topics)
+        raise CliError(f"unknown topic: {missing} (UNKNOWN_TOPIC_OR_PARTITION, 3)", EXIT_CLUSTER) from exc
+
+
+# -- value parsers ---------------------------------------------------------------
+
+
+def parse_pairs(items: list[str] | None, what: str = "config") -> dict[str, str]:
+    """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}``; a missing ``=`` is a usage error."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise CliError(f"bad {what} {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value
+    return out
+
+
+def parse_properties(items: list[str] | None, what: str) -> dict[str, Any]:
+    """Client properties given as ``NAME=VALUE`` text, with values typed the way the
+    client expects them: integers, decimals, ``true``/``false``, else the string."""
+    out: dict[str, Any] = {}
+    for name, text in parse_pairs(items, what).items():
+        value: Any = text
+        if re.fullmatch(r"-?\d+", text):
+            value = int(text)
+        elif re.fullmatch(r"-?\d+\.\d*", text):
+            value = float(text)
+        elif text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        out[name] = value
+    return out
+
+
+def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    """``"orders"`` -> ``("orders", None)`` (all partitions); ``"orders:0,2"`` -> ``("orders", [0, 2])``."""
+    topic, sep, parts = spec.rpartition(":")
+    if not sep:
+        return spec, None
+    try:
+        partitions = sorted({int(p) for p in parts.split(",") if p.strip()})
+    except ValueError:
+        raise CliError(f"bad topic spec {spec!r}: expected TOPIC or TOPIC:PARTITION[,PARTITION...]") from None
+    if not topic or not partitions or partitions[0] < 0:
+        raise CliError(f"bad topic spec {spec!r}: expected TOPIC or TOPIC:PARTITION[,PARTITION...]")
+    return topic, partitions
+
+
+def parse_datetime_ms(text: str) -> int:
+    """An ISO-8601 date-time (``2024-05-01T12:00:00``, ``...T12:00:00.250+02:00``, ``...Z``)
+    or milliseconds since the epoch, as epoch milliseconds. Without a zone, local time
+    (as Kafka's tools read it)."""
+    text = text.strip()
+    if re.fullmatch(r"\d{10,}", text):
+        return int(text)
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(
+            f"bad datetime {text!r}: expected YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM|Z] or epoch milliseconds"
+        ) from None
+    if value.tzinfo is None:
+        value = value.astimezone()  # local time zone
+    return int(value.timestamp() * 1000)
+
+
+_DURATION = re.compile(
+    r"(?P<sign>[-+])?P(?:(?P<days>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration ``PnDTnHnMnS`` (as Kafka's ``--by-duration`` takes, e.g. ``PT10M``,
+    ``P1DT2H``) as milliseconds. A leading ``-`` is accepted and ignored: the duration
+    always means "that long before now"."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match or not any(match.group(g) for g in ("days", "hours", "minutes", "seconds")) \
+            or text.strip().upper().endswith("T"):
+        raise CliError(f"bad duration {text!r}: expected ISO-8601 PnDTnHnMnS, e.g. PT10M or P1DT12H")
+    parts = {g: float(match.group(g) or 0) for g in ("days", "hours", "minutes", "seconds")}
+    return int(timedelta(**parts).total_seconds() * 1000)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def tp_key(tp: TopicPartition) -> tuple[str, int]:
+    return (tp.topic, tp.partition)

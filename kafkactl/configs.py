@@ -1,0 +1,94 @@
+"""``kafkactl configs``: read and change topic and broker configs.
+
+- ``get topic NAME`` / ``get broker ID``: the configs that differ from the
+  defaults (Kafka's ``kafka-configs --describe`` shows overrides the same way);
+  ``--all`` shows every config with its source; ``--key`` picks names.
+- ``set topic NAME k=v ...`` / ``set broker ID k=v ...``: IncrementalAlterConfigs
+  SET for each pair and DELETE for each ``--delete NAME``; every other config
+  keeps its value. ``--validate-only`` asks the broker to check without applying.
+
+Sensitive values are never printed (``null`` / ``-``).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import List, Optional
+
+import typer
+
+from broker.client import ConfigResource
+from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
+from kafkactl.errors import CliError
+from kafkactl.output import OutputFormat, emit
+
+app = typer.Typer(help="Read and change topic and broker configs.", no_args_is_help=True)
+
+
+class ResourceType(str, enum.Enum):
+    topic = "topic"
+    broker = "broker"
+
+
+def _resource(resource_type: ResourceType, name: str) -> ConfigResource:
+    if resource_type is ResourceType.broker and not name.isdigit():
+        raise CliError(f"bad broker id {name!r}: expected a number such as 0")
+    return ConfigResource(resource_type.value, name)
+
+
+@app.command()
+def get(
+    ctx: typer.Context,
+    resource_type: ResourceType = typer.Argument(..., help="topic or broker."),
+    name: str = typer.Argument(..., help="Topic name or broker id."),
+    key: Optional[List[str]] = typer.Option(None, "--key", "-k", help="Only this config (repeatable)."),
+    all_configs: bool = typer.Option(False, "--all", help="Show every config, defaults included."),
+) -> None:
+    """Show the configs of a topic or broker."""
+    res = _resource(resource_type, name)
+    with admin_client(ctx) as admin:
+        if res.type == "topic":
+            require_topics(admin, [name])
+        entries = admin.describe_configs([res], keys=key or None)[res]
+    shown = [e for e in entries.values() if all_configs or key or not e.is_default]
+    rows = [{"name": e.name, "value": None if e.is_sensitive else e.value, "source": e.source,
+             "read_only": e.read_only, "is_sensitive": e.is_sensitive, "is_default": e.is_default}
+            for e in sorted(shown, key=lambda e: e.name)]
+    fmt = output_format(ctx)
+    if fmt is OutputFormat.table:
+        if not rows:
+            print(f"{res.type} {name} has no config overrides (--all shows every config)")
+            return
+        emit(rows, fmt, ["name", "value", "source", "read_only"])
+    else:
+        emit(rows, fmt)
+
+
+@app.command("set")
+def set_configs(
+    ctx: typer.Context,
+    resource_type: ResourceType = typer.Argument(..., help="topic or broker."),
+    name: str = typer.Argument(..., help="Topic name or broker id."),
+    pairs: Optional[List[str]] = typer.Argument(None, help="NAME=VALUE pairs to set."),
+    delete: Optional[List[str]] = typer.Option(None, "--delete", "-d", help="Remove this override (repeatable)."),
+    validate_only: bool = typer.Option(False, "--validate-only", help="Let the broker check, change nothing."),
+) -> None:
+    """Set or remove configs of a topic or broker."""
+    res = _resource(resource_type, name)
+    changes: dict[str, str | None] = dict(parse_pairs(pairs))
+    for item in delete or ():
+        changes[item] = None
+    if not changes:
+        raise CliError("nothing to set: give NAME=VALUE pairs or --delete NAME")
+    with admin_client(ctx) as admin:
+        if res.type == "topic":
+            require_topics(admin, [name])
+        admin.incremental_alter_configs({res: changes}, validate_only=validate_only)
+    fmt = output_format(ctx)
+    result = {"resource_type": res.type, "name": name, "validate_only": validate_only, "changes": changes}
+    if fmt is not OutputFormat.table:
+        emit(result, fmt)
+        return
+    verb = "validated" if validate_only else "updated"
+    text = ", ".join(f"{k} deleted" if v is None else f"{k}={v}" for k, v in changes.items())
+    print(f"{verb} {res.type} {name}: {text}")

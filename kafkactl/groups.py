@@ -1,0 +1,226 @@
+"""``kafkactl groups``: list, describe, delete consumer groups and reset their offsets.
+
+- ``list``: group id, protocol type and state of every group on every broker.
+- ``describe GROUP...``: state, protocol, coordinator and members; one row per
+  partition the group has a committed offset for or a member is assigned:
+  committed offset (``current_offset``), ``log_end_offset`` (the high
+  watermark) and ``lag`` (end minus committed; ``-`` without a commit), and
+  the member that owns it. An unknown group is an error (GROUP_ID_NOT_FOUND).
+- ``delete GROUP...``: only groups with no members (the broker answers
+  NON_EMPTY_GROUP otherwise).
+- ``reset-offsets GROUP``: computes new committed offsets for ``--topic T``
+  (every partition) or ``--topic T:0,2`` (repeatable), or ``--all-topics`` (the
+  topics the group has committed offsets for), with exactly one of
+  ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--to-datetime DT``,
+  ``--shift-by N``, ``--by-duration PnDTnHnMnS``. New offsets are clamped to
+  [log start offset, log end offset], as Kafka's tool does. Prints the plan and
+  changes nothing unless ``--execute``. Refused (exit 1) while the group has
+  members: the members would overwrite the offsets with their own commits.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from broker.client import Admin, TopicPartition
+from kafkactl._common import (admin_client, now_ms, output_format, parse_datetime_ms, parse_duration_ms,
+                              parse_topic_partitions, require_topics, tp_key)
+from kafkactl.errors import EXIT_CLUSTER, EXIT_PROBLEM, CliError
+from kafkactl.output import OutputFormat, emit
+
+app = typer.Typer(help="List, describe and delete consumer groups; reset their offsets.", no_args_is_help=True)
+
+INACTIVE_STATES = ("Empty", "Dead")
+
+
+@app.command("list")
+def list_groups(ctx: typer.Context) -> None:
+    """Every group the brokers know, with its protocol type and state."""
+    with admin_client(ctx) as admin:
+        groups = admin.list_groups()
+    rows = [{"group_id": g.group_id, "protocol_type": g.protocol_type, "state": g.state} for g in groups]
+    fmt = output_format(ctx)
+    if fmt is OutputFormat.table and not rows:
+        print("no groups")
+        return
+    emit(rows, fmt, ["group_id", "protocol_type", "state"])
+
+
+def describe_group(admin: Admin, group_id: str) -> dict:
+    """The data ``groups describe`` shows for one group (see the module docstring)."""
+    desc = admin.describe_groups([group_id])[group_id]
+    committed = admin.list_group_offsets(group_id)
+    if desc.state == "Dead" and not committed:
+        raise CliError(f"group {group_id} does not exist (GROUP_ID_NOT_FOUND, 69)", EXIT_CLUSTER)
+    owner = {}
+    for m in desc.members:
+        for tp in m.assignment:
+            owner[TopicPartition(*tp)] = m
+    tps = sorted(set(committed) | set(owner), key=tp_key)
+    ends = {tp: off for tp, (off, _) in admin.list_offsets({tp: -1 for tp in tps}).items()} if tps else {}
+    offsets = []
+    for tp in tps:
+        current = committed[tp].offset if tp in committed else None
+        end = ends.get(tp)
+        m = owner.get(tp)
+        offsets.append({
+            "topic": tp.topic, "partition": tp.partition, "current_offset": current, "log_end_offset": end,
+            "lag": None if current is None or end is None else max(end - current, 0),
+            "member_id": m.member_id if m else None, "client_id": m.client_id if m else None,
+            "host": m.client_host if m else None,
+        })
+    return {
+        "group_id": group_id, "state": desc.state, "protocol_type": desc.protocol_type,
+        "protocol": desc.protocol, "coordinator": desc.coordinator,
+        "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                     "group_instance_id": m.group_instance_id,
+                     "assignment": [{"topic": tp[0], "partition": tp[1]} for tp in sorted(m.assignment, key=tuple)]}
+                    for m in desc.members],
+        "offsets": offsets,
+        "total_lag": sum(o["lag"] or 0 for o in offsets),
+    }
+
+
+@app.command()
+def describe(
+    ctx: typer.Context,
+    groups: List[str] = typer.Argument(..., help="Group ids."),
+    members: bool = typer.Option(False, "--members", help="Also list members and their assignments."),
+) -> None:
+    """Members, assignment, committed offset, end offset and lag of each group."""
+    with admin_client(ctx) as admin:
+        data = [describe_group(admin, g) for g in groups]
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit(data, fmt)
+        return
+    for i, g in enumerate(data):
+        if i:
+            print()
+        print(f"group {g['group_id']}: state {g['state']}, protocol {g['protocol'] or '-'}, "
+              f"coordinator {g['coordinator']}, {len(g['members'])} member(s), total lag {g['total_lag']}")
+        rows = [{"group": g["group_id"], **o} for o in g["offsets"]]
+        if rows:
+            emit(rows, fmt, ["group", "topic", "partition", "current_offset", "log_end_offset", "lag",
+                             "member_id", "host", "client_id"])
+        if members and g["members"]:
+            print()
+            emit([{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
+                   "assignment": [f"{a['topic']}-{a['partition']}" for a in m["assignment"]]}
+                  for m in g["members"]], fmt, ["member_id", "client_id", "host", "assignment"])
+
+
+@app.command()
+def delete(
+    ctx: typer.Context,
+    groups: List[str] = typer.Argument(..., help="Group ids (each must have no members)."),
+) -> None:
+    """Delete groups and their committed offsets."""
+    with admin_client(ctx) as admin:
+        admin.delete_groups(groups)
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit({"deleted": list(groups)}, fmt)
+    else:
+        for g in groups:
+            print(f"deleted group {g}")
+
+
+def _partitions(admin: Admin, group_id: str, topics: list[str], all_topics: bool) -> list[TopicPartition]:
+    if all_topics:
+        tps = sorted(admin.list_group_offsets(group_id), key=tp_key)
+        if not tps:
+            raise CliError(f"group {group_id} has no committed offsets; name the topics with --topic")
+        return tps
+    specs = [parse_topic_partitions(t) for t in topics]
+    meta = require_topics(admin, sorted({t for t, _ in specs}))
+    tps: set[TopicPartition] = set()
+    for topic, parts in specs:
+        known = meta[topic].partitions
+        for p in parts if parts is not None else sorted(known):
+            if p not in known:
+                raise CliError(f"topic {topic} has no partition {p} (it has {len(known)})", EXIT_CLUSTER)
+            tps.add(TopicPartition(topic, p))
+    return sorted(tps, key=tp_key)
+
+
+def _plan(admin: Admin, group_id: str, tps: list[TopicPartition], strategy: str, value) -> list[dict]:
+    committed = admin.list_group_offsets(group_id, tps)
+    earliest = {tp: off for tp, (off, _) in admin.list_offsets({tp: -2 for tp in tps}).items()}
+    latest = {tp: off for tp, (off, _) in admin.list_offsets({tp: -1 for tp in tps}).items()}
+    by_time = {}
+    if strategy in ("to_datetime", "by_duration"):
+        ts = value if strategy == "to_datetime" else now_ms() - value
+        by_time = {tp: off for tp, (off, _) in admin.list_offsets({tp: ts for tp in tps}).items()}
+    plan = []
+    for tp in tps:
+        current = committed[tp].offset if tp in committed else None
+        if strategy == "to_earliest":
+            new = earliest[tp]
+        elif strategy == "to_latest":
+            new = latest[tp]
+        elif strategy == "to_offset":
+            new = value
+        elif strategy == "shift_by":
+            if current is None:
+                raise CliError(f"{tp.topic}-{tp.partition} has no committed offset to shift in group {group_id}",
+                               EXIT_PROBLEM)
+            new = current + value
+        else:  # a time: the first offset at or after it, or the end when every record is older
+            new = by_time[tp] if by_time[tp] >= 0 else latest[tp]
+        new = min(max(new, earliest[tp]), latest[tp])
+        plan.append({"group": group_id, "topic": tp.topic, "partition": tp.partition,
+                     "current_offset": current, "new_offset": new})
+    return plan
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    ctx: typer.Context,
+    group_id: str = typer.Argument(..., help="Group whose committed offsets to change."),
+    topic: Optional[List[str]] = typer.Option(None, "--topic", help="TOPIC or TOPIC:P[,P...] (repeatable)."),
+    all_topics: bool = typer.Option(False, "--all-topics", help="Every topic the group has committed offsets for."),
+    to_earliest: bool = typer.Option(False, "--to-earliest", help="To the log start offset."),
+    to_latest: bool = typer.Option(False, "--to-latest", help="To the log end offset."),
+    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="To this offset."),
+    to_datetime: Optional[str] = typer.Option(None, "--to-datetime",
+                                              help="To the first record at/after YYYY-MM-DDTHH:MM:SS[.sss][zone]."),
+    shift_by: Optional[int] = typer.Option(None, "--shift-by", help="Move the committed offset by N (may be negative)."),
+    by_duration: Optional[str] = typer.Option(None, "--by-duration", help="To the first record after now minus PnDTnHnMnS."),
+    execute: bool = typer.Option(False, "--execute", help="Apply the plan (default: only print it)."),
+) -> None:
+    """Plan (and with --execute apply) new committed offsets for an inactive group."""
+    chosen = {name: v for name, v in (("to_earliest", to_earliest or None), ("to_latest", to_latest or None),
+                                      ("to_offset", to_offset), ("to_datetime", to_datetime),
+                                      ("shift_by", shift_by), ("by_duration", by_duration)) if v is not None}
+    if len(chosen) != 1:
+        raise CliError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+                       "--shift-by, --by-duration")
+    if bool(topic) == all_topics:
+        raise CliError("give --topic (repeatable) or --all-topics")
+    strategy, value = next(iter(chosen.items()))
+    if strategy == "to_datetime":
+        value = parse_datetime_ms(value)
+    elif strategy == "by_duration":
+        value = parse_duration_ms(value)
+    with admin_client(ctx) as admin:
+        desc = admin.describe_groups([group_id])[group_id]
+        if desc.state not in INACTIVE_STATES or desc.members:
+            raise CliError(f"group {group_id} is active (state {desc.state}, {len(desc.members)} member(s)); "
+                           "offsets can only be reset while it has no members: stop its consumers first",
+                           EXIT_PROBLEM)
+        tps = _partitions(admin, group_id, list(topic or ()), all_topics)
+        plan = _plan(admin, group_id, tps, strategy, value)
+        if execute:
+            admin.alter_group_offsets(group_id, {TopicPartition(p["topic"], p["partition"]): p["new_offset"]
+                                                 for p in plan})
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit({"group": group_id, "executed": execute, "offsets": plan}, fmt)
+        return
+    emit(plan, fmt, ["group", "topic", "partition", "current_offset", "new_offset"])
+    if not execute:
+        print("dry run: nothing changed; add --execute to apply", file=sys.stderr)

@@ -1,0 +1,110 @@
+"""``kafkactl produce TOPIC``: one record per input line, from stdin or ``--file``.
+
+Lines are read as bytes; the line end (``\\n`` or ``\\r\\n``) is not part of the
+value. With ``--key-separator SEP`` each line is ``KEY SEP VALUE`` split at the
+first SEP, and a line without SEP is an error (exit 2, naming the line);
+without it records have a null key. ``--header NAME=VALUE`` (repeatable) is put
+on every record. ``--partition`` pins the partition, else keys go where
+murmur2 sends them and null keys use the sticky partitioner. ``--compression``,
+``--acks`` and any ``--producer-property NAME=VALUE`` configure the producer.
+
+Output: a summary line, or with ``--output json`` one object per record:
+``{"topic", "partition", "offset", "timestamp"}`` (offset -1 with ``--acks 0``).
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+from typing import BinaryIO, Iterator, List, Optional
+
+import typer
+
+from broker.client import Producer
+from kafkactl._common import (admin_client, client_config, cluster_errors, output_format, parse_pairs,
+                              parse_properties, require_topics)
+from kafkactl.errors import EXIT_CLUSTER, CliError
+from kafkactl.output import OutputFormat, emit, emit_lines
+
+
+class Compression(str, enum.Enum):
+    none = "none"
+    gzip = "gzip"
+    snappy = "snappy"
+    lz4 = "lz4"
+    zstd = "zstd"
+
+
+class Acks(str, enum.Enum):
+    none = "0"
+    leader = "1"
+    all = "all"
+
+
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
+    for line in stream:
+        if line.endswith(b"\n"):
+            line = line[:-1]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+        yield line
+
+
+def produce(
+    ctx: typer.Context,
+    topic: str = typer.Argument(..., help="Topic to write to."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read lines from this file instead of stdin."),
+    key_separator: Optional[str] = typer.Option(None, "--key-separator", "-K",
+                                                help="Split each line at the first SEP into key and value."),
+    header: Optional[List[str]] = typer.Option(None, "--header", "-H", help="Header NAME=VALUE on every record (repeatable)."),
+    partition: Optional[int] = typer.Option(None, "--partition", "-p", min=0, help="Write every record to this partition."),
+    compression: Compression = typer.Option(Compression.none, "--compression", "-z", help="Batch compression codec."),
+    acks: Acks = typer.Option(Acks.all, "--acks", help="0, 1 or all."),
+    producer_property: Optional[List[str]] = typer.Option(
+        None, "--producer-property", "-X", help="Producer config NAME=VALUE, Kafka names (e.g. linger.ms=10)."),
+) -> None:
+    """Write lines from stdin (or --file) to TOPIC, one record per line."""
+    if key_separator == "":
+        raise CliError("--key-separator must not be empty")
+    headers = [(k, v.encode()) for k, v in parse_pairs(header, "header").items()]
+    props = parse_properties(producer_property, "producer property")
+    if file is not None and not file.is_file():
+        raise CliError(f"cannot read {file}: no such file")
+    sep = key_separator.encode() if key_separator is not None else None
+    with admin_client(ctx) as admin:
+        meta = require_topics(admin, [topic])[topic]
+    if partition is not None and partition not in meta.partitions:
+        raise CliError(f"topic {topic} has no partition {partition} (it has {len(meta.partitions)})", EXIT_CLUSTER)
+
+    futures = []
+    fmt = output_format(ctx)
+    stream = open(file, "rb") if file is not None else sys.stdin.buffer
+    with cluster_errors(ctx):
+        producer = Producer(props, **client_config(ctx, compression_type=compression.value, acks=acks.value))
+        try:
+            for number, line in enumerate(_lines(stream), 1):
+                key = None
+                if sep is not None:
+                    key, found, value = line.partition(sep)
+                    if not found:
+                        raise CliError(f"line {number} has no key separator {key_separator!r}")
+                else:
+                    value = line
+                futures.append(producer.send(topic, value, key, partition=partition, headers=headers or None))
+            producer.flush()
+        finally:
+            if file is not None:
+                stream.close()
+            producer.close()
+        results = [f.result() for f in futures]
+    if fmt is OutputFormat.json:
+        emit_lines({"topic": m.topic, "partition": m.partition, "offset": m.offset, "timestamp": m.timestamp}
+                   for m in results)
+    elif fmt is OutputFormat.yaml:
+        emit([{"topic": m.topic, "partition": m.partition, "offset": m.offset, "timestamp": m.timestamp}
+              for m in results], fmt)
+    else:
+        parts = sorted({m.partition for m in results})
+        where = f" (partition{'s' if len(parts) > 1 else ''} {','.join(map(str, parts))})" if parts else ""
+        print(f"produced {len(results)} record(s) to {topic}{where}", file=sys.stderr)

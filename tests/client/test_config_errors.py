@@ -1,0 +1,55 @@
+"""Configuration styles and the exception tree, without a broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.client import errors
+from broker.client._config import ConsumerConfig, ProducerConfig, build_config
+
+
+def test_dotted_names_and_keywords_merge_with_keywords_winning():
+    cfg = build_config(ProducerConfig, {"bootstrap.servers": "h1:1,h2:2", "linger.ms": 7, "acks": "all"},
+                       {"linger_ms": 9})
+    assert cfg.linger_ms == 9 and cfg.acks == -1
+    assert cfg.bootstrap_list() == [("h1", 1), ("h2", 2)]
+
+
+def test_bootstrap_forms():
+    cfg = build_config(ConsumerConfig, None, {"bootstrap_servers": ["PLAINTEXT://a:9093", "b"]})
+    assert cfg.bootstrap_list() == [("a", 9093), ("b", 9092)]
+    with pytest.raises(errors.ConfigError):
+        build_config(ConsumerConfig, None, {"bootstrap_servers": "a:notaport"}).bootstrap_list()
+
+
+@pytest.mark.parametrize("bad", [{"compression.type": "brotli"}, {"acks": 2}, {"nonsense": 1},
+                                 {"max.in.flight.requests.per.connection": 0}])
+def test_bad_producer_config(bad):
+    with pytest.raises(errors.ConfigError):
+        build_config(ProducerConfig, bad, {})
+
+
+def test_consumer_reset_names():
+    assert build_config(ConsumerConfig, {"auto.offset.reset": "smallest"}, {}).auto_offset_reset == "earliest"
+    with pytest.raises(errors.ConfigError, match="auto_offset_reset"):
+        build_config(ConsumerConfig, {"auto.offset.reset": "sometimes"}, {})
+
+
+def test_error_for_code_carries_code_name_and_class():
+    err = errors.error_for_code(6, "stale", context="Produce to t-0")
+    assert isinstance(err, errors.NotLeaderOrFollowerError) and isinstance(err, errors.RetriableError)
+    assert err.retriable and err.error_code == 6 and err.error_name == "NOT_LEADER_OR_FOLLOWER"
+    assert str(err) == "NOT_LEADER_OR_FOLLOWER (6) in Produce to t-0: stale"
+    other = errors.error_for_code(87)  # a code without its own class
+    assert type(other) is errors.BrokerResponseError and not other.retriable
+    assert other.error_name == "INVALID_RECORD"
+    assert isinstance(errors.error_for_code(22), errors.GroupError)
+    errors.raise_for_code(0)
+    with pytest.raises(errors.TopicAlreadyExistsError):
+        errors.raise_for_code(36)
+
+
+def test_our_misuse_is_kept_apart_from_peer_errors():
+    assert issubclass(errors.ConfigError, ValueError) and not issubclass(errors.ConfigError, errors.BrokerResponseError)
+    assert errors.KafkaTimeoutError().error_code == 7
+    assert errors.UnsupportedApiError("x").error_code == 35

@@ -1,0 +1,85 @@
+"""Keyed records land where Apache Kafka's Java client and librdkafka's murmur2_random put them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from broker.client import DefaultPartitioner, Producer, RoundRobinPartitioner, murmur2, murmur2_partition
+from broker.client._partitioner import as_partitioner
+
+from .conftest import create_topic
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@pytest.mark.parametrize("key, expected", [
+    # Apache Kafka's Utils.murmur2 results (signed Java ints) for these keys
+    ("21", -973932308), ("foobar", -790332482), ("a-little-bit-long-string", -985981536),
+    ("a-little-bit-longer-string", -1486304829), ("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+    ("abc", 479470107),
+])
+def test_murmur2_matches_java_vectors(key, expected):
+    assert _signed(murmur2(key.encode())) == expected
+
+
+def random_keys(n: int, seed: int = 5) -> list[bytes]:
+    rnd = random.Random(seed)
+    return [rnd.randbytes(rnd.randint(0, 40)) for _ in range(n)]
+
+
+def test_murmur2_matches_kafka_python_for_10000_keys():
+    default = pytest.importorskip("kafka.partitioner.default")
+    for key in random_keys(10_000):
+        assert murmur2(key) == default.murmur2(key) & 0xFFFFFFFF
+
+
+def test_partitions_match_librdkafka_murmur2_random(kafka):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    partitions = 7
+    topic = create_topic(kafka, partitions=partitions)
+    keys = [k or b"\x00" for k in random_keys(10_000, seed=11)]  # librdkafka treats b"" as a key too
+    landed: dict[bytes, int] = {}
+    errors = []
+
+    def report(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            landed[msg.key()] = msg.partition()
+
+    p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "partitioner": "murmur2_random",
+                                  "linger.ms": 20})
+    for key in keys:
+        p.produce(topic, b"v", key, on_delivery=report)
+        p.poll(0)
+    assert p.flush(60) == 0 and not errors
+    assert len(landed) == len(set(keys))
+    mismatches = [k for k, part in landed.items() if murmur2_partition(k, partitions) != part]
+    assert mismatches == []
+    # and our producer puts every key on the same partition
+    with Producer(bootstrap_servers=kafka.bootstrap, linger_ms=20) as ours:
+        futures = {k: ours.send(topic, b"v", k) for k in list(landed)[:2000]}
+        ours.flush()
+    assert all(f.result().partition == landed[k] for k, f in futures.items())
+
+
+def test_sticky_partitioner_for_null_keys():
+    part = DefaultPartitioner()
+    parts = list(range(5))
+    first = part.partition("t", None, parts, parts)
+    assert all(part.partition("t", None, parts, parts) == first for _ in range(100))
+    part.on_new_batch("t", first)
+    second = part.partition("t", None, parts, parts)
+    assert second != first  # moved on after the batch closed
+    assert part.partition("t", None, parts, [3]) in (second, 3)
+
+
+def test_round_robin_and_custom_partitioners():
+    rr = RoundRobinPartitioner()
+    assert [rr.partition("t", b"k", [0, 1, 2], [0, 1, 2]) for _ in range(4)] == [0, 1, 2, 0]
+    custom = as_partitioner(lambda topic, key, parts, avail: parts[-1])
+    assert custom.partition("t", b"k", [0, 1, 2], [0, 1, 2]) == 2
