@@ -12,12 +12,15 @@ It stops after ``--max-messages`` records, when ``--timeout`` seconds pass with
 no record, or on Ctrl-C or SIGTERM; then it prints ``Processed a total of N messages`` on
 stderr and exits 0.
 
-Output (``--output table``, the default): one line per record, the raw value
-bytes, preceded by the fields asked for, tab-separated (``--separator``)::
+Output (``--output table``, the default): one line per record, the value
+preceded by the fields asked for, tab-separated (``--separator``)::
 
     [CreateTime:TS]  [Partition:P  Offset:O]  [h1:v1,h2:v2|NO_HEADERS]  [KEY]  VALUE
 
-A null key or value prints as ``null``. ``--output json``: one object per line,
+Keys, values and header values that are valid UTF-8 print as that text; other
+bytes print as ``base64:`` followed by their base64 form, so a terminal never
+gets raw binary and the exact bytes can be recovered. A null key or value
+prints as ``null``. ``--output json``: one object per line,
 ``{"topic", "partition", "offset", "timestamp", "timestamp_type", "key",
 "value", "headers": [{"key", "value"}]}``; keys and values are text when valid
 UTF-8, else base64 with ``key_encoding``/``value_encoding`` set to ``"base64"``.
@@ -37,9 +40,8 @@ import typer
 import yaml
 
 from broker.client import Consumer, TopicPartition
-from kafkactl._common import (admin_client, client_config, cluster_errors, output_format, parse_properties,
-                              require_topics)
-from kafkactl.encoding import put_bytes
+from kafkactl._common import admin_client, client_config, cluster_errors, output_format, parse_pairs, require_topics
+from kafkactl.encoding import as_text, put_bytes
 from kafkactl.errors import EXIT_CLUSTER, CliError
 from kafkactl.output import OutputFormat
 
@@ -61,8 +63,12 @@ def record_as_json(rec) -> dict:
     return obj
 
 
-def _raw(data) -> bytes:
-    return b"null" if data is None else bytes(data)
+def _shown(data) -> bytes:
+    """The table form of a key or value: its text, ``base64:...`` for non-UTF-8 bytes, ``null``."""
+    if data is None:
+        return b"null"
+    shown, encoding = as_text(data)
+    return (shown if encoding == "utf-8" else f"base64:{shown}").encode("utf-8")
 
 
 class _TextFormatter:
@@ -81,11 +87,11 @@ class _TextFormatter:
             fields.append(f"Partition:{rec.partition}".encode())
             fields.append(f"Offset:{rec.offset}".encode())
         if self.headers:
-            fields.append(b",".join(k.encode() + b":" + _raw(v) for k, v in rec.headers) if rec.headers
+            fields.append(b",".join(k.encode() + b":" + _shown(v) for k, v in rec.headers) if rec.headers
                           else b"NO_HEADERS")
         if self.key:
-            fields.append(_raw(rec.key))
-        fields.append(_raw(rec.value))
+            fields.append(_shown(rec.key))
+        fields.append(_shown(rec.value))
         return self.sep.join(fields) + b"\n"
 
 
@@ -125,7 +131,7 @@ def consume(
         raise CliError("--offset and --partition cannot be used with --group")
     if start is not None and from_beginning:
         raise CliError("--offset and --from-beginning exclude each other")
-    props = parse_properties(consumer_property, "consumer property")
+    props = parse_pairs(consumer_property, "consumer property")  # text: the client converts it
     with admin_client(ctx) as admin:
         meta = require_topics(admin, [topic])[topic]
     if partition is not None and partition not in meta.partitions:

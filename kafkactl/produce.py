@@ -8,6 +8,11 @@ on every record. ``--partition`` pins the partition, else keys go where
 murmur2 sends them and null keys use the sticky partitioner. ``--compression``,
 ``--acks`` and any ``--producer-property NAME=VALUE`` configure the producer.
 
+An unknown TOPIC is asked for the way Kafka's producers ask (Metadata allowing
+auto topic creation), so a broker with ``auto.create.topics.enable`` creates
+it; the command waits up to ``max.block.ms`` (default here
+:data:`MAX_BLOCK_MS`) for it to appear, else fails with "unknown topic" (exit 3).
+
 Output: a summary line, or with ``--output json`` one object per record:
 ``{"topic", "partition", "offset", "timestamp"}`` (offset -1 with ``--acks 0``).
 """
@@ -21,11 +26,12 @@ from typing import BinaryIO, Iterator, List, Optional
 
 import typer
 
-from broker.client import Producer
-from kafkactl._common import (admin_client, client_config, cluster_errors, output_format, parse_pairs,
-                              parse_properties, require_topics)
+from broker.client import Producer, errors
+from kafkactl._common import client_config, cluster_errors, output_format, parse_pairs
 from kafkactl.errors import EXIT_CLUSTER, CliError
 from kafkactl.output import OutputFormat, emit, emit_lines
+
+MAX_BLOCK_MS = 10_000  # how long to wait for an unknown topic to be auto-created
 
 
 class Compression(str, enum.Enum):
@@ -68,21 +74,26 @@ def produce(
     if key_separator == "":
         raise CliError("--key-separator must not be empty")
     headers = [(k, v.encode()) for k, v in parse_pairs(header, "header").items()]
-    props = parse_properties(producer_property, "producer property")
+    props = dict(parse_pairs(producer_property, "producer property"))  # text: the client converts it
+    props.setdefault("max.block.ms", str(MAX_BLOCK_MS))
     if file is not None and not file.is_file():
         raise CliError(f"cannot read {file}: no such file")
     sep = key_separator.encode() if key_separator is not None else None
-    with admin_client(ctx) as admin:
-        meta = require_topics(admin, [topic])[topic]
-    if partition is not None and partition not in meta.partitions:
-        raise CliError(f"topic {topic} has no partition {partition} (it has {len(meta.partitions)})", EXIT_CLUSTER)
 
     futures = []
     fmt = output_format(ctx)
-    stream = open(file, "rb") if file is not None else sys.stdin.buffer
     with cluster_errors(ctx):
         producer = Producer(props, **client_config(ctx, compression_type=compression.value, acks=acks.value))
+        stream = None
         try:
+            try:
+                partitions = producer.partitions_for(topic)  # may have the broker create it
+            except errors.UnknownTopicOrPartitionError:
+                raise CliError(f"unknown topic: {topic} (UNKNOWN_TOPIC_OR_PARTITION, 3)", EXIT_CLUSTER) from None
+            if partition is not None and partition not in partitions:
+                raise CliError(f"topic {topic} has no partition {partition} (it has {len(partitions)})",
+                               EXIT_CLUSTER)
+            stream = open(file, "rb") if file is not None else sys.stdin.buffer
             for number, line in enumerate(_lines(stream), 1):
                 key = None
                 if sep is not None:
@@ -94,7 +105,7 @@ def produce(
                 futures.append(producer.send(topic, value, key, partition=partition, headers=headers or None))
             producer.flush()
         finally:
-            if file is not None:
+            if file is not None and stream is not None:
                 stream.close()
             producer.close()
         results = [f.result() for f in futures]

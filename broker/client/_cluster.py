@@ -43,6 +43,7 @@ class Cluster:
         self.controller_id: int = -1
         self.cluster_id: str | None = None
         self._conns: dict[int, BrokerConnection] = {}
+        self._fetch_conns: dict[int, BrokerConnection] = {}  # the consumer's Fetches: see fetch_connection
         self._connecting: dict[int, asyncio.Task] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_lock: asyncio.Lock | None = None
@@ -85,11 +86,55 @@ class Cluster:
             if task.done():
                 self._connecting.pop(node_id, None)
 
+    async def fetch_connection(self, node_id: int) -> BrokerConnection:
+        """A connection to ``node_id`` that carries only Fetch requests.
+
+        A Fetch may wait ``fetch_max_wait_ms`` in the broker, and a broker answers
+        a connection's requests in order; on its own connection a long poll never
+        delays commits or offset lookups, and it can be abandoned
+        (:meth:`drop_fetch_connection`) without failing them.
+        """
+        conn = self._fetch_conns.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        if self.closed:
+            raise IllegalStateError("client is closed")
+        broker = self.brokers.get(node_id)
+        if broker is None:
+            await self.refresh_metadata()
+            broker = self.brokers.get(node_id)
+            if broker is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        conn = self._new_conn(broker.host, broker.port, broker.node_id)
+        await conn.connect()
+        old = self._fetch_conns.get(node_id)
+        if old is not None and not old.closed:  # opened concurrently: keep one
+            conn.close()
+            return old
+        if self.closed:
+            conn.close()
+            raise IllegalStateError("client is closed")
+        self._fetch_conns[node_id] = conn
+        return conn
+
+    def drop_fetch_connection(self, node_id: int) -> None:
+        """Close the Fetch connection to ``node_id``, abandoning the Fetch it carries."""
+        conn = self._fetch_conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
     async def _open(self, broker: BrokerMetadata) -> BrokerConnection:
         conn = self._new_conn(broker.host, broker.port, broker.node_id)
         await conn.connect()
         self._conns[broker.node_id] = conn
         return conn
+
+    def drop_connection(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (its in-flight requests fail); the next
+        request opens a new one."""
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
 
     async def any_connection(self) -> BrokerConnection:
         """A connection to any broker: a known live one, else the bootstrap list in random order."""
@@ -165,11 +210,12 @@ class Cluster:
         brokers = {}
         for b in resp["brokers"]:
             brokers[b["node_id"]] = BrokerMetadata(b["node_id"], b["host"], b["port"], b.get("rack"))
-        for node_id, conn in list(self._conns.items()):
-            new = brokers.get(node_id)
-            if new is None or (new.host, new.port) != (conn.host, conn.port):
-                conn.close()
-                del self._conns[node_id]
+        for conns in (self._conns, self._fetch_conns):
+            for node_id, conn in list(conns.items()):
+                new = brokers.get(node_id)
+                if new is None or (new.host, new.port) != (conn.host, conn.port):
+                    conn.close()
+                    del conns[node_id]
         self.brokers = brokers
         self.controller_id = resp.get("controller_id", -1)
         self.cluster_id = resp.get("cluster_id")
@@ -199,22 +245,33 @@ class Cluster:
             p.leader < 0 for tm in topics.values() for p in tm.partitions.values()
         )
 
-    async def ensure_topics(self, topics: Iterable[str], timeout_ms: int | None = None) -> None:
+    async def ensure_topics(self, topics: Iterable[str], timeout_ms: int | None = None, *,
+                            allow_auto_topic_creation: bool = False) -> None:
         """Refresh until every topic in ``topics`` is known with leaders, or time out
-        with UnknownTopicOrPartitionError."""
+        with UnknownTopicOrPartitionError.
+
+        With ``allow_auto_topic_creation`` (the producer, as Kafka's Java client
+        does) the Metadata requests let a broker with ``auto.create.topics.enable``
+        create missing topics; this waits for them to appear.
+        """
         topics = set(topics)
         self.watch(topics)
-        deadline = time.monotonic() + (timeout_ms or self.config.request_timeout_ms) / 1000
+        timeout_ms = timeout_ms or self.config.request_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
         while True:
             missing = [t for t in topics if t not in self.topics]
             if not missing and not self.stale():
                 return
-            await self.refresh_metadata(topics)
+            await self.refresh_metadata(topics, allow_auto_topic_creation=allow_auto_topic_creation)
             missing = [t for t in topics if t not in self.topics]
             if not missing:
                 return
             if time.monotonic() >= deadline:
-                raise error_for_code(3, f"topic(s) {', '.join(sorted(missing))} not found")
+                names = ", ".join(sorted(missing))
+                if allow_auto_topic_creation:
+                    raise error_for_code(3, f"topic(s) {names} not present in metadata after {timeout_ms} ms "
+                                            "(not found, and the broker did not create them)")
+                raise error_for_code(3, f"topic(s) {names} not found")
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
 
     def partitions_for(self, topic: str) -> list[int]:
@@ -268,9 +325,10 @@ class Cluster:
         self.closed = True
         for task in self._connecting.values():
             task.cancel()
-        for conn in self._conns.values():
+        for conn in [*self._conns.values(), *self._fetch_conns.values()]:
             conn.close()
         self._conns.clear()
+        self._fetch_conns.clear()
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
 

@@ -10,13 +10,18 @@ files carry over unchanged; both may be mixed and keywords win::
 
     Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
 
-Unknown names raise :class:`~broker.client.errors.ConfigError`.
+Values may be given as text, as in a Kafka properties file: a string for a
+numeric or boolean property is converted (``{"linger.ms": "2"}``,
+``{"enable.auto.commit": "false"}``); text that is not a number (or not
+``true``/``false``) raises :class:`~broker.client.errors.ConfigError` naming
+the property. Unknown names raise ConfigError too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import socket
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -79,9 +84,12 @@ class ProducerConfig(CommonConfig):
     value_serializer: Callable | None = None
 
     def __post_init__(self) -> None:
-        if self.acks in ("all", "-1"):
+        if isinstance(self.acks, str) and self.acks.strip().lower() == "all":
             self.acks = -1
-        self.acks = int(self.acks)
+        try:
+            self.acks = int(self.acks)
+        except (TypeError, ValueError):
+            raise ConfigError(f"acks must be 0, 1 or all, not {self.acks!r}") from None
         if self.acks not in (-1, 0, 1):
             raise ConfigError(f"acks must be 0, 1 or all, not {self.acks!r}")
         ct = (self.compression_type or "none").lower()
@@ -136,19 +144,68 @@ class AdminConfig(CommonConfig):
 
 
 def build_config(cls, config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]):
-    """Merge a dotted-name mapping and keyword arguments into ``cls``."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    """Merge a dotted-name mapping and keyword arguments into ``cls``, converting
+    text values of numeric and boolean properties (see the module docstring)."""
+    kinds = _field_kinds(cls)
     values: dict[str, Any] = {}
     for source in (config or {}), kwargs:
         for key, value in source.items():
             name = key.replace(".", "_").replace("-", "_")
-            if name not in names:
+            if name not in kinds:
                 raise ConfigError(f"unknown configuration {key!r} for {cls.__name__}")
+            if isinstance(value, str) and kinds[name] is not None:
+                value = _from_text(key, value, kinds[name])
             values[name] = value
     try:
         return cls(**values)
-    except TypeError as exc:  # pragma: no cover - defensive
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
         raise ConfigError(str(exc)) from None
+
+
+_KINDS_CACHE: dict[type, dict[str, type | None]] = {}
+
+
+def _field_kinds(cls) -> dict[str, type | None]:
+    """``{field: bool | int | float | None}``: the type text converts to (None: keep text).
+
+    A field whose type admits ``str`` (``acks: int | str``) keeps text: its own
+    ``__post_init__`` reads it.
+    """
+    kinds = _KINDS_CACHE.get(cls)
+    if kinds is None:
+        hints = typing.get_type_hints(cls)
+        kinds = {}
+        for f in dataclasses.fields(cls):
+            args = set(typing.get_args(hints[f.name])) or {hints[f.name]}
+            args.discard(type(None))
+            kind = None
+            if str not in args and Any not in args:
+                for candidate in (bool, int, float):
+                    if candidate in args:
+                        kind = candidate
+                        break
+            kinds[f.name] = kind
+        _KINDS_CACHE[cls] = kinds
+    return kinds
+
+
+def _from_text(key: str, text: str, kind: type):
+    t = text.strip()
+    if kind is bool:
+        if t.lower() in ("true", "false"):
+            return t.lower() == "true"
+        raise ConfigError(f"configuration {key!r} must be true or false, not {text!r}")
+    if kind is int:
+        try:
+            return int(t)
+        except ValueError:
+            raise ConfigError(f"configuration {key!r} must be an integer, not {text!r}") from None
+    try:
+        return float(t)
+    except ValueError:
+        raise ConfigError(f"configuration {key!r} must be a number, not {text!r}") from None
 
 
 def default_client_id() -> str:

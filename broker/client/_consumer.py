@@ -23,6 +23,7 @@ import inspect
 import logging
 import queue
 import re
+import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
@@ -34,9 +35,12 @@ from ._group import GroupMember
 from ._serde import bytes_deserializer
 from ._sync import LoopThread, wait_event
 from ._types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from .errors import ConfigError, IllegalStateError, KafkaError
+from .errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
 
 log = logging.getLogger("broker.client")
+
+CANCEL_GRACE_S = 2.0  # how long an interrupted blocking call waits for its coroutine to unwind
+_WAKE_S = 0.1  # blocking calls wake this often to notice a dead loop thread or a deadline
 
 
 def _as_tp(tp) -> TopicPartition:
@@ -148,6 +152,7 @@ class AsyncConsumer:
             for tp in list(self._fetcher.buffer):
                 if tp not in self._subs.assignment:
                     self._fetcher.drop_buffered(tp)
+            self._fetcher.abandon_fetches()  # fetch the new assignment now, not after a long poll
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._subs.assignment)
@@ -167,6 +172,8 @@ class AsyncConsumer:
                 self._fetcher.drop_buffered(tp)
         for tp in added:
             self._subs.assignment.setdefault(tp, PartitionState())
+        if revoked or added:
+            self._fetcher.abandon_fetches()
         self._cluster.watch({tp.topic for tp in added})
         if self._listeners["assign"] is not None and (added or not revoked):
             await self._call_listener(self._listeners["assign"], list(added))
@@ -293,7 +300,9 @@ class AsyncConsumer:
             raise ConfigError("offset must be >= 0")
         st.position = offset
         st.reset_to = None
-        self._fetcher.drop_buffered(tp)
+        if self._fetcher is not None:
+            self._fetcher.drop_buffered(tp)
+            self._fetcher.abandon_fetches([tp])
 
     async def seek_to_beginning(self, *partitions) -> None:
         await self._seek_to(partitions, EARLIEST_TIMESTAMP)
@@ -341,6 +350,8 @@ class AsyncConsumer:
         for p in partitions:
             tp, st = self._state(p)
             st.paused = False
+            if self._fetcher is not None:
+                self._fetcher.abandon_fetches()  # a Fetch without it may be waiting out a long poll
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._subs.assignment.items() if st.paused}
@@ -357,26 +368,41 @@ class AsyncConsumer:
     def member_id(self) -> str | None:
         return self._group.member_id if self._group else None
 
-    async def close(self) -> None:
-        """Commit (with auto commit), leave the group, and close connections."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Commit (with auto commit), leave the group, and close connections.
+
+        The commit and LeaveGroup are abandoned after ``timeout`` seconds
+        (default ``request_timeout_ms``); connections are closed in every case.
+        """
         if self._closed:
             return
         self._closed = True
         if not self._started:
             return
+        limit = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         try:
-            if self._commit_task is not None:
-                await asyncio.gather(self._commit_task, return_exceptions=True)
-            if self._group is not None and self.config.enable_auto_commit and self._group.generation >= 0:
-                try:
-                    await self._commit_positions(list(self._subs.assignment))
-                except KafkaError as exc:
-                    log.warning("final commit failed: %s", exc)
-            if self._group is not None:
-                await self._group.leave()
+            graceful = asyncio.ensure_future(self._close_gracefully())
+            try:
+                done, _ = await asyncio.wait((graceful,), timeout=limit)
+            finally:
+                if not graceful.done():
+                    graceful.cancel()
+                    await asyncio.gather(graceful, return_exceptions=True)
+                    log.warning("consumer close: commit/leave abandoned after %s s", limit)
         finally:
             await self._fetcher.close()
             await self._cluster.close()
+
+    async def _close_gracefully(self) -> None:
+        if self._commit_task is not None:
+            await asyncio.gather(self._commit_task, return_exceptions=True)
+        if self._group is not None and self.config.enable_auto_commit and self._group.generation >= 0:
+            try:
+                await self._commit_positions(list(self._subs.assignment))
+            except KafkaError as exc:
+                log.warning("final commit failed: %s", exc)
+        if self._group is not None:
+            await self._group.leave()
 
 
 class Consumer:
@@ -402,25 +428,65 @@ class Consumer:
         return self._core.config
 
     def _run(self, coro, timeout: float | None = None):
-        """Run ``coro`` on the loop; meanwhile execute rebalance callbacks it sends us here."""
+        """Run ``coro`` on the loop; meanwhile execute rebalance callbacks it sends us here.
+
+        Interruptible: a KeyboardInterrupt (or any BaseException) raised in this
+        thread while waiting, or by a rebalance callback, cancels the coroutine,
+        waits up to :data:`CANCEL_GRACE_S` for it to unwind, and propagates. With
+        ``timeout`` (seconds) the coroutine is cancelled likewise when it runs
+        longer, and :class:`KafkaTimeoutError` raised.
+        """
+        loop = self._thread.loop
+        if loop.is_closed() or not self._thread.thread.is_alive():
+            coro.close()
+            raise IllegalStateError("consumer is closed")
         q: queue.SimpleQueue = queue.SimpleQueue()
-        fut = asyncio.run_coroutine_threadsafe(coro, self._thread.loop)
+        unwound = threading.Event()
+        fut = asyncio.run_coroutine_threadsafe(_guarded(coro, unwound), loop)
         fut.add_done_callback(lambda _: q.put(None))
         self._waiting.append(q)
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
-                item = q.get()
+                try:
+                    item = q.get(timeout=_WAKE_S)
+                except queue.Empty:
+                    if not self._thread.thread.is_alive():
+                        raise IllegalStateError("the consumer's event loop thread has died") from None
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise KafkaTimeoutError(f"operation did not finish within {timeout} s") from None
+                    continue
                 if item is None:
                     return fut.result()
                 fn, partitions, reply = item
                 try:
                     fn(partitions)
-                except BaseException as exc:  # hand it to the loop side, which re-raises in poll
-                    self._thread.loop.call_soon_threadsafe(_set_exc, reply, exc)
+                except Exception as exc:  # hand it to the loop side, which re-raises in poll
+                    loop.call_soon_threadsafe(_set_exc, reply, exc)
                 else:
-                    self._thread.loop.call_soon_threadsafe(_set_result, reply)
+                    loop.call_soon_threadsafe(_set_result, reply)
+        except BaseException:
+            if not fut.done():
+                fut.cancel()
+                self._await_unwind(q, unwound)
+            raise
         finally:
             self._waiting.pop()
+
+    def _await_unwind(self, q: queue.SimpleQueue, unwound: threading.Event) -> None:
+        """After cancelling: wait (bounded) until the coroutine has unwound, refusing the
+        rebalance callbacks it still asks for meanwhile."""
+        deadline = time.monotonic() + CANCEL_GRACE_S
+        while not unwound.is_set() and self._thread.thread.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                item = q.get(timeout=min(left, _WAKE_S))
+            except queue.Empty:
+                continue
+            if item is not None:
+                self._thread.loop.call_soon_threadsafe(_cancel_future, item[2])
 
     async def _call_listener_in_caller(self, fn: Callable, partitions: list[TopicPartition]) -> None:
         if not self._waiting:
@@ -508,13 +574,36 @@ class Consumer:
     def member_id(self) -> str | None:
         return self._core.member_id
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """Commit (with auto commit), leave the group and close connections.
+
+        Always returns: the graceful part is abandoned after ``timeout`` seconds
+        (default ``request_timeout_ms``), a KeyboardInterrupt cancels it, and the
+        loop thread stops in every case. Idempotent.
+        """
         if self._thread.loop.is_closed():
             return
+        limit = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         try:
-            self._run(self._core.close())
+            if self._thread.thread.is_alive():
+                self._run(self._core.close(limit), timeout=limit + CANCEL_GRACE_S)
+        except KafkaTimeoutError:
+            log.warning("consumer close did not finish within %s s; connections dropped", limit)
         finally:
+            self._core._closed = True
             self._thread.stop()
+
+
+async def _guarded(coro, unwound: threading.Event):
+    try:
+        return await coro
+    finally:
+        unwound.set()
+
+
+def _cancel_future(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.cancel()
 
 
 async def _call(fn, *args, **kwargs):

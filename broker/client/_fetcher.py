@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from broker.records.batch import iter_records
+from broker.records.batch import iter_fetched
 
 from ._cluster import Cluster
 from ._config import ConsumerConfig
@@ -92,6 +92,7 @@ class Fetcher:
         self.value_de = value_deserializer
         self.buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
         self.in_flight: dict[int, asyncio.Task] = {}
+        self._fetching: dict[int, frozenset[TopicPartition]] = {}  # partitions of each in-flight Fetch
         self.data_ready = asyncio.Event()
         self.errors: list[KafkaError] = []
         self.isolation = 1 if config.isolation_level == "read_committed" else 0
@@ -153,6 +154,21 @@ class Fetcher:
     def drop_buffered(self, tp: TopicPartition) -> None:
         self.buffer.pop(tp, None)
 
+    def abandon_fetches(self, tps=None) -> None:
+        """Abandon in-flight Fetches covering any of ``tps`` (all when None).
+
+        Called when positions or the assignment change: the answer to such a
+        Fetch would be thrown away, and waiting for it (a long poll of up to
+        ``fetch_max_wait_ms``) would delay the Fetch for the new positions. Its
+        connection is dropped, so the broker's answer cannot hold up the next one.
+        """
+        for node, task in list(self.in_flight.items()):
+            if tps is None or not self._fetching.get(node, frozenset()).isdisjoint(tps):
+                task.cancel()
+                del self.in_flight[node]
+                self._fetching.pop(node, None)
+                self.cluster.drop_fetch_connection(node)
+
     def has_data(self) -> bool:
         return any(self.buffer.values())
 
@@ -175,6 +191,7 @@ class Fetcher:
         for node, tps in self.fetchable().items():
             task = asyncio.ensure_future(self._fetch(node, tps))
             self.in_flight[node] = task
+            self._fetching[node] = frozenset(tps)
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
         c = self.config
@@ -192,9 +209,11 @@ class Fetcher:
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
             "forgotten_topics_data": [], "rack_id": "",
         }
+        me = asyncio.current_task()
         try:
-            resp = await self.cluster.request(node, Api.FETCH, body,
-                                              timeout=c.request_timeout_ms / 1000 + c.fetch_max_wait_ms / 1000)
+            conn = await self.cluster.fetch_connection(node)
+            resp = await conn.request(Api.FETCH, body,
+                                      timeout=c.request_timeout_ms / 1000 + c.fetch_max_wait_ms / 1000)
             self._handle(resp, positions)
         except KafkaError as exc:
             log.debug("fetch from broker %s failed: %s", node, exc)
@@ -205,7 +224,9 @@ class Fetcher:
         except Exception as exc:  # a decoding failure must surface, not kill the loop silently
             self.errors.append(exc if isinstance(exc, KafkaError) else KafkaError(str(exc)))
         finally:
-            self.in_flight.pop(node, None)
+            if self.in_flight.get(node) is me:  # not abandoned and replaced meanwhile
+                del self.in_flight[node]
+                self._fetching.pop(node, None)
             self.data_ready.set()
 
     def _handle(self, resp: dict, positions: dict[TopicPartition, int]) -> None:
@@ -243,23 +264,26 @@ class Fetcher:
                 append = out.append
                 identity_key = key_de is bytes_deserializer
                 identity_value = value_de is bytes_deserializer
-                for e in iter_records(records):
-                    offset = e.offset
-                    if offset < fetch_offset or e.batch.is_control:
+                last = None
+                for fb in iter_fetched(records, 0, fetch_offset):
+                    last = fb.last_offset
+                    if fb.is_control or not fb.records:
                         continue
-                    append(ConsumerRecord(
-                        topic, partition, offset, e.timestamp, e.timestamp_type,
-                        e.key if identity_key else key_de(e.key),
-                        e.value if identity_value else value_de(e.value),
-                        [(h.key, h.value) for h in e.headers] if e.headers else [],
-                    ))
+                    tstype = fb.timestamp_type
+                    if identity_key and identity_value:
+                        for offset, ts, key, value, headers in fb.records:
+                            append(ConsumerRecord(topic, partition, offset, ts, tstype, key, value, headers))
+                    else:
+                        for offset, ts, key, value, headers in fb.records:
+                            append(ConsumerRecord(
+                                topic, partition, offset, ts, tstype,
+                                key if identity_key else key_de(key),
+                                value if identity_value else value_de(value), headers))
                 if out:
                     self.buffer[tp] = out
-                elif len(records) > 0:
+                elif last is not None and last >= fetch_offset:
                     # Only records before the position (or control records): skip past them.
-                    last = _last_offset(records)
-                    if last is not None and last >= fetch_offset:
-                        st.position = last + 1
+                    st.position = last + 1
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Take up to ``max_records`` buffered records and advance positions past them."""
@@ -288,14 +312,3 @@ class Fetcher:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
         self.in_flight.clear()
 
-
-def _last_offset(records) -> int | None:
-    from broker.records.view import iter_batch_views
-
-    last = None
-    try:
-        for v in iter_batch_views(records):
-            last = v.last_offset
-    except Exception:
-        return None
-    return last

@@ -85,6 +85,13 @@ class GroupMember:
         except (KafkaConnectionError, KafkaTimeoutError):
             self.coordinator_dead()
             raise
+        except asyncio.CancelledError:
+            if api in (Api.JOIN_GROUP, Api.SYNC_GROUP):
+                # The coordinator holds a JoinGroup until the rebalance completes and
+                # answers a connection's requests in order: drop the connection so that
+                # LeaveGroup and commits do not queue behind the abandoned request.
+                self.cluster.drop_connection(node)
+            raise
 
     # -- membership -------------------------------------------------------------
     async def ensure_active(self) -> None:

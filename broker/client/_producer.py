@@ -133,7 +133,7 @@ class AsyncProducer:
 
     # -- sending ---------------------------------------------------------------
     async def partitions_for(self, topic: str) -> list[int]:
-        await self._cluster.ensure_topics([topic], self.config.max_block_ms)
+        await self._cluster.ensure_topics([topic], self.config.max_block_ms, allow_auto_topic_creation=True)
         return self._cluster.partitions_for(topic)
 
     async def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
@@ -145,7 +145,7 @@ class AsyncProducer:
         metadata)`` runs on the client's event loop when the record's batch completes.
         """
         if topic not in self._cluster.topics:
-            await self._cluster.ensure_topics([topic], self.config.max_block_ms)
+            await self._cluster.ensure_topics([topic], self.config.max_block_ms, allow_auto_topic_creation=True)
         while self._acc.buffered >= self.config.buffer_memory and not self._closed:
             self._wakeup()
             await asyncio.sleep(0.001)
@@ -376,7 +376,8 @@ class Producer:
         topic metadata is unknown or the buffer is full (up to ``max_block_ms``)."""
         core = self._core
         if topic not in core._cluster.topics:
-            self._thread.run(core._cluster.ensure_topics([topic], core.config.max_block_ms))
+            self._thread.run(core._cluster.ensure_topics([topic], core.config.max_block_ms,
+                                                         allow_auto_topic_creation=True))
         if core._acc.buffered >= core.config.buffer_memory:
             core._wakeup()
             if not core._acc.wait_for_space(core.config.max_block_ms / 1000):

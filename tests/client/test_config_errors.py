@@ -53,3 +53,32 @@ def test_our_misuse_is_kept_apart_from_peer_errors():
     assert issubclass(errors.ConfigError, ValueError) and not issubclass(errors.ConfigError, errors.BrokerResponseError)
     assert errors.KafkaTimeoutError().error_code == 7
     assert errors.UnsupportedApiError("x").error_code == 35
+
+
+def test_text_values_are_converted_as_in_a_properties_file():
+    cfg = build_config(ProducerConfig, {"linger.ms": "2", "batch.size": " 1000 ", "acks": "1",
+                                        "compression.level": "3", "enable.idempotence": "false"}, {})
+    assert (cfg.linger_ms, cfg.batch_size, cfg.acks, cfg.compression_level, cfg.enable_idempotence) == (
+        2.0, 1000, 1, 3, False)
+    cfg = build_config(ConsumerConfig, {"enable.auto.commit": "FALSE", "max.poll.records": "7",
+                                        "client.id": "123", "group.id": "42"}, {})
+    assert cfg.enable_auto_commit is False and cfg.max_poll_records == 7
+    assert cfg.client_id == "123" and cfg.group_id == "42"  # text properties stay text
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"linger.ms": "soon"}, "'linger.ms' must be a number"),
+    ({"batch.size": "1.5"}, "'batch.size' must be an integer"),
+    ({"enable.idempotence": "maybe"}, "'enable.idempotence' must be true or false"),
+    ({"acks": "most"}, "acks must be 0, 1 or all"),
+])
+def test_bad_text_values_name_the_property(bad, words):
+    with pytest.raises(errors.ConfigError, match=words):
+        build_config(ProducerConfig, bad, {})
+
+
+def test_a_client_accepts_text_properties():
+    from broker.client import Consumer
+
+    with pytest.raises(errors.ConfigError, match="max.poll.records"):
+        Consumer({"max.poll.records": "many"})

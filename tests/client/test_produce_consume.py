@@ -196,7 +196,8 @@ def test_unknown_topic_and_bad_config_errors(kafka):
         Producer(bootstrap_servers=kafka.bootstrap, no_such_option=1)
     with pytest.raises(ConfigError):
         Producer({"bootstrap.servers": kafka.bootstrap, "acks": 7})
-    with Producer(bootstrap_servers=kafka.bootstrap, max_block_ms=500) as p:
+    # A producer has the broker auto-create topics (test_auto_create.py); a consumer never does.
+    with Consumer(bootstrap_servers=kafka.bootstrap, request_timeout_ms=500) as c:
         with pytest.raises(UnknownTopicOrPartitionError) as info:
-            p.send(kafka.topic("missing"), b"x")
+            c.partitions_for(kafka.topic("missing"))
         assert info.value.error_code == 3 and info.value.error_name == "UNKNOWN_TOPIC_OR_PARTITION"

@@ -56,9 +56,13 @@ def test_binary_values_are_base64_in_json(ctl: Ctl, topic: str) -> None:
     assert rec["partition"] == 2 and rec["offset"] == 0
     assert rec["value_encoding"] == "base64" and base64.b64decode(rec["value"]) == raw
     assert rec["key_encoding"] == "base64" and base64.b64decode(rec["key"]) == b"k\x80"
-    # the text form writes the exact bytes
-    res = ctl("consume", topic, "--partition", "2", "--from-beginning", "--max-messages", "1", input=b"")
-    assert res.stdout == raw + b"\n"
+    # the table form never writes raw binary: non-UTF-8 bytes are shown as base64
+    res = ctl("consume", topic, "--partition", "2", "--from-beginning", "--max-messages", "1", "--print-key",
+              input=b"")
+    assert res.stdout == b"base64:" + base64.b64encode(b"k\x80") + b"\tbase64:" + base64.b64encode(raw) + b"\n"
+    ctl("produce", topic, "--partition", "2", input="caf\u00e9 \u2615\n".encode())
+    res = ctl("consume", topic, "--partition", "2", "--offset", "1", "--max-messages", "1", input=b"")
+    assert res.stdout.decode("utf-8") == "caf\u00e9 \u2615\n"  # UTF-8 text prints as text
 
 
 def test_produce_from_file_with_compression_read_by_confluent(ctl: Ctl, topic: str, broker, tmp_path) -> None:
@@ -116,9 +120,23 @@ def test_consume_with_group_commits(ctl: Ctl, topic: str) -> None:
     assert [r["value"] for r in rest] == ["late"]
 
 
+def test_produce_to_a_new_topic_the_broker_auto_creates(ctl: Ctl) -> None:
+    res = ctl("produce", "fresh", "-X", "linger.ms=2", input="a\nb\n")
+    assert res.returncode == 0, res.stderr
+    assert "produced 2 record(s) to fresh" in res.stderr
+    assert [r["value"] for r in ctl.lines("consume", "fresh", "--from-beginning", "--max-messages", "2")] == ["a", "b"]
+
+
+def test_produce_to_an_unknown_topic_without_auto_creation(broker_factory) -> None:
+    ctl = Ctl(broker_factory(auto_create_topics_enable=False).bootstrap)
+    unknown = "kafkactl: unknown topic: nope (UNKNOWN_TOPIC_OR_PARTITION, 3)"
+    assert one_line_error(ctl("produce", "nope", "-X", "max.block.ms=500", input="x\n"), 3) == unknown
+    assert one_line_error(ctl("produce", "nope", "-X", "max.block.ms=soon", input="x\n"), 2).endswith(
+        "configuration 'max.block.ms' must be an integer, not 'soon'")
+
+
 def test_produce_consume_errors(ctl: Ctl, topic: str) -> None:
     unknown = "kafkactl: unknown topic: nope (UNKNOWN_TOPIC_OR_PARTITION, 3)"
-    assert one_line_error(ctl("produce", "nope", input="x\n"), 3) == unknown
     assert one_line_error(ctl("consume", "nope", "--max-messages", "1"), 3) == unknown
     assert "line 2 has no key separator ':'" in one_line_error(
         ctl("produce", topic, "--key-separator", ":", input="a:1\nb\n"), 2)
