@@ -162,6 +162,24 @@ class BrokerMetrics:
         self._server = None
         self._thread = None
         self.port: int | None = None
+        self._api_instruments: dict[str, tuple] = {}
+        self._topic_in: dict[str, tuple] = {}
+
+    # Labelled children cached per label value: ``labels()`` costs a lock and a
+    # tuple build each call, and these run once or twice per request.
+    def api_instruments(self, api: str) -> tuple:
+        """``(requests_total, request_duration_seconds)`` children for one API name."""
+        pair = self._api_instruments.get(api)
+        if pair is None:
+            pair = self._api_instruments[api] = (self.requests.labels(api), self.request_duration.labels(api))
+        return pair
+
+    def topic_in(self, topic: str) -> tuple:
+        """``(bytes_in_total, messages_in_total)`` children for one topic."""
+        pair = self._topic_in.get(topic)
+        if pair is None:
+            pair = self._topic_in[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
+        return pair
 
     def watch_logs(self, logs: Callable[[], Iterable]) -> None:
         """Report per-partition log gauges from ``logs()`` -> iterable of ((topic, partition), log)."""

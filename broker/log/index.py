@@ -30,6 +30,7 @@ crash loses only entries of segments that recovery rebuilds anyway.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from array import array
@@ -124,8 +125,13 @@ class _Index:
 
     def flush(self) -> None:
         self.sync()
-        if self._fd is not None:
-            os.fsync(self._fd)
+        fd = self._fd
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # closed by the writer's thread (roll, close) since we read it
+                if exc.errno != errno.EBADF:
+                    raise
 
     def close(self) -> None:
         if self._fd is not None:

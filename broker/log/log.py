@@ -12,13 +12,20 @@ Invariants:
 - ``recovery_point <= log_end_offset``: data below it has been fsynced.
 
 Thread-safety: writers (``append``, ``roll``, ``truncate_to``,
-``delete_records``, retention, the cleaner's swap) serialise on ``self.lock``.
-Readers (``read``, ``offset_for_timestamp``, properties) take no lock: they use
-the segment tuple snapshot, which writers replace atomically (copy-on-write), so
-a reader racing a deletion keeps working on the old snapshot; deleted
-segments' files are renamed ``*.deleted`` and only closed and unlinked after
-``file.delete.delay.ms`` (see :meth:`purge_deleted`). ``flush`` runs outside
-the writer lock (fsync must never stall appends) under its own lock.
+``delete_records``, retention's deletion, the cleaner's swap) serialise on
+``self.lock``, and nothing slow happens under it: retention chooses its
+segments (reading indexes) on a snapshot first, and files are unlinked after
+the lock is released. Readers (``read``, ``offset_for_timestamp``, properties)
+take no lock: they use the segment tuple snapshot, which writers replace
+atomically (copy-on-write), so a reader racing a deletion keeps working on the
+old snapshot; deleted segments' files are renamed ``*.deleted`` and only closed
+and unlinked after ``file.delete.delay.ms`` (see :meth:`purge_deleted`).
+``flush`` runs outside the writer lock (fsync must never stall appends) under
+its own lock; a handle closed under it by a roll, a deletion or ``close`` is
+skipped, and a closed log's flush does nothing.
+
+Split out: opening and recovery in :mod:`broker.log.recovery`, the retention
+policy in :mod:`broker.log.retention`.
 """
 
 from __future__ import annotations
@@ -42,18 +49,12 @@ from broker.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport, RecoveryCut
+from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport
 from broker.log.records_adapter import record_offsets_and_timestamps, set_log_append_time
-from broker.log.scan import INT32_MAX, read_header, scan_file
-from broker.log.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-)
+from broker.log.recovery import recover_segments, remove_stray_files
+from broker.log.retention import segments_to_delete
+from broker.log.scan import INT32_MAX, read_header
+from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from broker.records.view import LOG_OVERHEAD, V2_HEADER_SIZE, BatchView
 
 _I32 = struct.Struct(">i")
@@ -112,82 +113,10 @@ class Log:
                                  max_index_bytes=c.segment_index_bytes, now_ms=self._now_ms(),
                                  preallocate_bytes=c.segment_bytes if c.preallocate else 0)
 
-    def _remove_stray_files(self) -> None:
-        names = os.listdir(self.dir)
-        for name in names:
-            p = self.dir / name
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
-                p.unlink(missing_ok=True)
-        for name in sorted(os.listdir(self.dir)):
-            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                # A compaction swap was under way: the swap file replaces every segment it covers.
-                base = int(name[:20])
-                path = self.dir / name
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    res = scan_file(fd, base, verify=False)
-                finally:
-                    os.close(fd)
-                end = res.next_offset if res.next_offset is not None else base
-                for other in os.listdir(self.dir):
-                    if other.endswith(LOG_SUFFIX) and other[:20].isdigit():
-                        ob = int(other[:20])
-                        if base <= ob < end or ob == base:
-                            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                                (self.dir / f"{ob:020d}{suf}").unlink(missing_ok=True)
-                for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    src = self.dir / f"{base:020d}{suf}{SWAP_SUFFIX}"
-                    if src.exists():
-                        os.replace(src, self.dir / f"{base:020d}{suf}")
-            elif name.endswith(SWAP_SUFFIX) and not (self.dir / name).exists():
-                continue
-        for name in os.listdir(self.dir):
-            if name.endswith(SWAP_SUFFIX):
-                (self.dir / name).unlink(missing_ok=True)
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and name[:20].isdigit():
-                if not (self.dir / (name[:20] + LOG_SUFFIX)).exists():
-                    (self.dir / name).unlink(missing_ok=True)
-
     def _recover(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
-        self._remove_stray_files()
-        c = self.config
-        bases = sorted(int(n[:20]) for n in os.listdir(self.dir)
-                       if n.endswith(LOG_SUFFIX) and len(n) == 24 and n[:20].isdigit())
-        report = LogRecoveryReport(dir=str(self.dir), recovery_point=recovery_point)
-        segments = [LogSegment.open_existing(self.dir, b, index_interval_bytes=c.index_interval_bytes,
-                                             max_index_bytes=c.segment_index_bytes) for b in bases]
-        if not segments:
-            segments = [self._new_segment(log_start_offset or 0)]
-        else:
-            start = max(0, bisect_right(bases, recovery_point) - 1)
-            if clean:
-                start = len(segments)
-            expected = None
-            for i in range(start, len(segments)):
-                seg = segments[i]
-                report.segments_checked.append(seg.log_path.name)
-                res = seg.recover(expected_offset=expected)
-                report.bytes_checked += res.valid_bytes
-                report.indexes_rebuilt.append(seg.log_path.name)
-                if res.cut_reason is not None:
-                    removed = seg.truncate_to_position(res.valid_bytes)
-                    report.cuts.append(RecoveryCut(seg.log_path.name, res.valid_bytes, removed, res.cut_reason))
-                    for later in segments[i + 1:]:
-                        report.cuts.append(RecoveryCut(later.log_path.name, 0, later.size,
-                                                       "segment after the first corruption"))
-                        later.delete_files()
-                    del segments[i + 1:]
-                    break
-                if res.batches:
-                    expected = res.next_offset
-            # drop empty non-active segments left at the tail by a cut (keep the first)
-            while len(segments) > 1 and segments[-1].size == 0 and segments[-2].size > 0 and \
-                    segments[-1].base_offset < (segments[-2].next_offset or 0):
-                segments.pop().delete_files()
-            last = segments[-1]
-            if clean or start >= len(segments):
-                last.load_tail()
-            last.open_indexes_for_append()
+        remove_stray_files(self.dir)
+        segments, report = recover_segments(self.dir, self.config, recovery_point, clean,
+                                            lambda: self._new_segment(log_start_offset or 0))
         last = segments[-1]
         leo = last.next_offset if last.next_offset is not None else last.base_offset
         self._set_segments(segments)
@@ -523,6 +452,8 @@ class Log:
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding ``[recovery_point, up_to)`` and move the recovery point to ``up_to``."""
         with self._flush_lock:
+            if self.closed:  # closed (and maybe deleted) since the caller looked: nothing to sync
+                return
             target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
             unflushed = self.unflushed_messages
             if target <= self.recovery_point and unflushed == 0:
@@ -554,9 +485,7 @@ class Log:
             seg.deleted = True
             seg.rename_suffix("", DELETED_SUFFIX)
             self._pending_deletes.append((due, seg))
-        if self.config.file_delete_delay_ms == 0:
-            self.purge_deleted()
-        return len(doomed)
+        return len(doomed)  # the caller purges once it has let go of the lock
 
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> bool:
         """Swap the cleaner's ``new`` segment (files ``*.cleaned``) in for ``old`` (consecutive).
@@ -601,47 +530,28 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(offset)
 
     def delete_retention_segments(self, now_ms: int | None = None) -> int:
-        """Delete old segments by retention.ms / retention.bytes / log start offset; never the active one."""
+        """Delete old segments by retention.ms / retention.bytes / log start offset; never the active one.
+
+        The choice (:func:`~broker.log.retention.segments_to_delete`, which may read
+        indexes from disk) is made on a snapshot without the writer lock, so
+        appends never wait for it; if the segments changed meanwhile (a roll is
+        fine, a cleaner swap or a truncation is not) nothing happens this round.
+        """
         now_ms = self._now_ms() if now_ms is None else now_ms
-        cfg = self.config
+        doomed = segments_to_delete(self._view[1], self.log_start_offset, self.high_watermark, self.config, now_ms)
+        if not doomed:
+            return 0
         with self.lock:
             segs = self._view[1]
-            candidates = segs[:-1]
-            upper = self.high_watermark
-            doomed: list[LogSegment] = []
-
-            def next_base(i: int) -> int:
-                return segs[i + 1].base_offset
-
-            # segments wholly below the log start offset (DeleteRecords)
-            i = 0
-            while i < len(candidates) and next_base(i) <= self.log_start_offset:
-                doomed.append(candidates[i])
-                i += 1
-            if cfg.delete:
-                if cfg.retention_ms >= 0:
-                    j = i
-                    while j < len(candidates) and next_base(j) <= upper:
-                        seg = candidates[j]
-                        seg.load_indexes()
-                        ts = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.stat(seg.log_path).st_mtime * 1000)
-                        if now_ms - ts <= cfg.retention_ms:
-                            break
-                        j += 1
-                    doomed.extend(candidates[i:j])
-                    i = max(i, j)
-                if cfg.retention_bytes >= 0:
-                    diff = sum(s.size for s in segs) - sum(s.size for s in doomed) - cfg.retention_bytes
-                    j = i
-                    while j < len(candidates) and next_base(j) <= upper and diff - candidates[j].size >= 0:
-                        diff -= candidates[j].size
-                        j += 1
-                    doomed.extend(candidates[i:j])
-            if doomed:
-                # move the start first: a reader never sees a segment list that starts above it
-                ids = {id(s) for s in doomed}
-                self._advance_log_start_offset(next(s for s in segs if id(s) not in ids).base_offset)
-            return self._delete_segments_locked(doomed)
+            n = len(doomed)
+            if len(segs) <= n or any(a is not b for a, b in zip(segs, doomed)):
+                return 0
+            # move the start first: a reader never sees a segment list that starts above it
+            self._advance_log_start_offset(segs[n].base_offset)
+            deleted = self._delete_segments_locked(doomed)
+        if self.config.file_delete_delay_ms == 0:
+            self.purge_deleted()
+        return deleted
 
     def delete_records(self, new_log_start_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the high watermark. Returns it."""
@@ -653,7 +563,10 @@ class Log:
             segs = self._view[1]
             doomed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base_offset <= self.log_start_offset]
             self._delete_segments_locked(doomed)
-            return self.log_start_offset
+            log_start_offset = self.log_start_offset
+        if doomed and self.config.file_delete_delay_ms == 0:
+            self.purge_deleted()
+        return log_start_offset
 
     # -- truncation (replication) ---------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:

@@ -67,13 +67,15 @@ class LogManager:
     def __init__(self, log_dirs: list[Path], default_config: LogConfig, clock: Callable[[], float] = time.time,
                  *, retention_check_interval_ms: int = 300_000, checkpoint_interval_ms: int = 60_000,
                  cleaner_backoff_ms: int = 15_000, cleaner_offset_map_bytes: int = 64 * 1024 * 1024,
-                 topic_config: Callable[[str], LogConfig | None] | None = None) -> None:
+                 topic_config: Callable[[str], LogConfig | None] | None = None,
+                 flush_timer: Callable[[float], None] | None = None) -> None:
         if not log_dirs:
             raise ValueError("log.dirs: at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
         self.clock = clock
         self.topic_config = topic_config
+        self.flush_timer = flush_timer  # called with the seconds each scheduled flush took (metrics)
         self.retention_check_interval_ms = retention_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.cleaner_backoff_ms = cleaner_backoff_ms
@@ -193,13 +195,27 @@ class LogManager:
         self._wake.set()
 
     def flush_dirty_logs(self) -> int:
-        """Flush every log whose flush.messages / flush.ms is due; returns how many were flushed."""
+        """Flush every log whose flush.messages / flush.ms is due; returns how many were flushed.
+
+        A log that fails (its dir went bad, or it was closed by a topic deletion
+        while we flushed it) is logged and skipped: the others still get flushed.
+        """
         now_ms = int(self.clock() * 1000)
+        timer = self.flush_timer
         n = 0
-        for log in self.logs().values():
-            if not log.closed and log.flush_needed(now_ms):
+        for tp, log in self.logs().items():
+            if log.closed or not log.flush_needed(now_ms):
+                continue
+            started = time.perf_counter()
+            try:
                 log.flush()
-                n += 1
+            except (OSError, ValueError) as exc:
+                if not log.closed:
+                    logger.error("flushing %s-%d failed: %s", tp[0], tp[1], exc)
+                continue
+            if timer is not None:
+                timer(time.perf_counter() - started)
+            n += 1
         return n
 
     def cleanup_logs(self) -> int:

@@ -291,8 +291,18 @@ class LogSegment:
         self.time_index.trim()
 
     def flush(self) -> None:
-        if self.file is not None:
-            os.fsync(self.file.fileno())
+        """fsync the log file and both indexes.
+
+        Runs in the flusher thread without the log's writer lock, so the loop may
+        roll, truncate or delete this segment meanwhile; a handle closed under us
+        is skipped (what it held is deleted, or was made durable by whoever closed it).
+        """
+        f = self.file
+        if f is not None:
+            try:
+                os.fsync(f.fileno())
+            except ValueError:  # closed by another thread since we read self.file
+                pass
         self.index.flush()
         self.time_index.flush()
 
@@ -363,14 +373,10 @@ class LogSegment:
         return end
 
     def close(self) -> None:
+        """Trim both indexes to their entries, then close every handle."""
         self.index.trim()
         self.time_index.trim()
-        self.index.close()
-        self.time_index.close()
-        if self.file is not None:
-            self.fileno = -1
-            self.file.close()
-            self.file = None
+        self.close_handles()
 
     def close_handles(self) -> None:
         self.index.close()

@@ -24,13 +24,13 @@ its name in ``ApiKey``.
 """
 
 from .errors import (EncodeError, ErrorCode, FrameTooLargeError, InvalidRequestError,
-                     InvalidResponseError, ProtocolError, UnsupportedVersionError)
+                     InvalidResponseError, ProtocolError, UnsupportedVersionError, error_name)
 from .framing import FrameDecoder
 from .messages import (ApiKey, RequestHeader, api_versions_table, decode_request,
                        decode_response, encode_request, encode_response)
 
 __all__ = [
-    "ApiKey", "ErrorCode", "RequestHeader", "FrameDecoder",
+    "ApiKey", "ErrorCode", "RequestHeader", "FrameDecoder", "error_name",
     "decode_request", "encode_response", "encode_request", "decode_response",
     "api_versions_table",
     "ProtocolError", "UnsupportedVersionError", "InvalidRequestError", "InvalidResponseError",

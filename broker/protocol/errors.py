@@ -152,6 +152,14 @@ class ErrorCode(enum.IntEnum):
         return self in _RETRIABLE
 
 
+def error_name(code: int) -> str:
+    """Kafka's name of an error code (``NOT_ENOUGH_REPLICAS``), or the number for one we do not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
 _RETRIABLE = frozenset((
     ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT,

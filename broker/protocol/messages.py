@@ -155,29 +155,43 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
     return header, body
 
 
-def _join(parts: list) -> list:
-    """Merge runs of bytes-like parts; keep other objects (file slices) as parts of their own."""
-    merged = []
-    run = []
+def _frame(parts: list) -> list:
+    """Put the size prefix in ``parts[0]`` (a placeholder) and merge runs of bytes-like parts.
+
+    Other objects (file slices, with an int ``length``) stay parts of their own. Sizes are
+    summed before anything is joined, so each byte of the frame is copied once.
+    """
+    groups: list = []
+    run: list = []
+    size = 0
     for part in parts:
-        if isinstance(part, (bytes, bytearray, memoryview)):
+        kind = type(part)
+        if kind is bytes or kind is bytearray:
+            size += len(part)
+            run.append(part)
+        elif isinstance(part, (bytes, bytearray, memoryview)):
+            size += memoryview(part).nbytes
             run.append(part)
         else:
+            size += part.length
             if run:
-                merged.append(b"".join(run))
+                groups.append(run)
                 run = []
-            merged.append(part)
+            groups.append(part)
     if run:
-        merged.append(b"".join(run))
-    return merged
+        groups.append(run)
+    groups[0][0] = _I32.pack(size - len(parts[0]))
+    return [b"".join(g) if type(g) is list else g for g in groups]
 
 
-def _part_size(part) -> int:
-    if isinstance(part, (bytes, bytearray)):
-        return len(part)
-    if isinstance(part, memoryview):
-        return part.nbytes
-    return part.length
+@lru_cache(maxsize=None)
+def _response_plan(api_key: int, version: int) -> tuple[int, bool, object]:
+    """(version answered at, tagged response header?, body writer) for one request version."""
+    if api_key == ApiKey.API_VERSIONS and not _in_range(api_key, version):
+        version = 0
+    if not _in_range(api_key, version):
+        raise EncodeError(f"no schema for api key {api_key} version {version}")
+    return version, response_header_version(api_key, version) == 1, body_codec(api_key, version, True)[1]
 
 
 def encode_response(header: RequestHeader, body: dict) -> list:
@@ -188,24 +202,17 @@ def encode_response(header: RequestHeader, body: dict) -> list:
     length is counted in the prefix. An ApiVersions request of a version above our range is
     answered at v0, as the protocol requires.
     """
-    api_key, version = header.api_key, header.api_version
-    if api_key == ApiKey.API_VERSIONS and not _in_range(api_key, version):
-        version = 0
-    if not _in_range(api_key, version):
-        raise EncodeError(f"no schema for api key {api_key} version {version}")
+    api_key = header.api_key
+    version, tagged_header, write = _response_plan(api_key, header.api_version)
     parts = [b"", _I32.pack(header.correlation_id)]
-    if response_header_version(api_key, version) == 1:
+    if tagged_header:
         parts.append(b"\x00")
-    _, write = body_codec(api_key, version, True)
     try:
         write(parts, body)
     except _ENCODE_ERRORS as exc:
         name = SCHEMAS[api_key].name
         raise EncodeError(f"cannot encode {name} v{version} response: {exc!r}") from None
-    merged = _join(parts)
-    size = sum(_part_size(p) for p in merged)
-    merged[0] = _I32.pack(size) + merged[0]
-    return merged
+    return _frame(parts)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int,

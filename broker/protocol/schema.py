@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field as dc_field
+from functools import cached_property
 
 PRIMITIVES = frozenset((
     "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "uuid",
@@ -136,10 +137,15 @@ class Api:
     request: list[Field] = dc_field(default_factory=list)
     response: list[Field] = dc_field(default_factory=list)
 
-    @property
+    # Both are read for every request and response: parse the version strings once.
+    @cached_property
     def version_range(self) -> tuple[int, int]:
         vr = VersionRange.parse(self.versions)
         return vr.low, vr.high
 
+    @cached_property
+    def _flexible_versions(self) -> VersionRange:
+        return VersionRange.parse(self.flexible)
+
     def is_flexible(self, version: int) -> bool:
-        return version in VersionRange.parse(self.flexible)
+        return version in self._flexible_versions

@@ -36,25 +36,6 @@ from broker.server.topics import TopicManager
 log = logging.getLogger("broker")
 
 
-class InstrumentedLogManager(LogManager):
-    """The log manager with its scheduled flushes timed into ``log_flush_duration_seconds``."""
-
-    def __init__(self, *args, flush_timer: Callable[[float], None], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._flush_timer = flush_timer
-
-    def flush_dirty_logs(self) -> int:
-        now_ms = int(self.clock() * 1000)
-        flushed = 0
-        for plog in self.logs().values():
-            if not plog.closed and plog.flush_needed(now_ms):
-                started = time.perf_counter()
-                plog.flush()
-                self._flush_timer(time.perf_counter() - started)
-                flushed += 1
-        return flushed
-
-
 class Broker:
     """One broker: see the module docstring. Use ``await start()`` then ``await stop()``."""
 
@@ -112,7 +93,7 @@ class Broker:
         self.metadata.start()
         self.cluster_id = self.metadata.ensure_cluster_id()
         cfg = self.config
-        self.log_manager = InstrumentedLogManager(
+        self.log_manager = LogManager(
             cfg.log_dirs,
             self.default_log_config,
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,

@@ -3,13 +3,20 @@
 One event loop serves every connection. Per connection:
 
 * bytes go through a :class:`~broker.protocol.FrameDecoder` (limit
-  ``socket.request.max.bytes``); each complete frame is decoded and handed to
-  its API handler as a task, so requests are pipelined;
-* the tasks sit in a FIFO (``_pending``) and one writer task sends their
-  responses strictly in request order. A response is a list of parts: bytes
-  are written to the transport, a file slice (an object with ``file``,
-  ``position`` and ``length``, e.g. the log's ``FetchSlice``) is sent with
-  ``loop.sendfile`` straight from the segment file (``os.sendfile``: zero copy);
+  ``socket.request.max.bytes``); each complete frame is decoded and its API
+  handler is started at once, inside ``data_received`` (the first step of its
+  coroutine runs eagerly, as Python 3.12's eager tasks do). A handler that
+  finishes without suspending (Produce with acks 0/1, Metadata, ApiVersions,
+  most Fetches with data) costs no task and no extra pass of the event loop;
+  one that suspends (long poll, acks=all, a group join, executor work) goes on
+  in a task, so requests are pipelined;
+* responses leave strictly in request order. While nothing is queued and the
+  writer is idle, an all-bytes response is written straight to the transport;
+  otherwise it waits in a FIFO (``_pending``, futures and tasks) that one
+  writer task drains. A response is a list of parts: bytes are written to the
+  transport, a file slice (an object with ``file``, ``position`` and
+  ``length``, e.g. the log's ``FetchSlice``) is sent with ``loop.sendfile``
+  straight from the segment file (``os.sendfile``: zero copy);
 * back-pressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests
   wait for their responses, and the writer waits while the transport's send
   buffer is above its high-water mark (a slow reader cannot grow our memory).
@@ -28,6 +35,7 @@ import collections
 import logging
 import os
 import socket
+import types
 from typing import TYPE_CHECKING
 
 from broker.protocol import (
@@ -56,6 +64,33 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 class _CloseConnection(Exception):
     """Raised inside a request task to close its connection (after logging once)."""
+
+
+@types.coroutine
+def _resume(coro, awaiting):
+    """Finish, inside a task, a coroutine whose first step already ran outside one.
+
+    ``awaiting`` is what that step yielded (the future it waits for, or None
+    for a bare yield). The task driving this generator sees that same object
+    first, so it waits exactly as it would have for ``coro`` itself; values and
+    exceptions (cancellation) the task sends in are passed through to ``coro``.
+    """
+    while True:
+        try:
+            sent = yield awaiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: B036 - cancellation must reach the handler
+            try:
+                awaiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                awaiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 class _SliceFile:
@@ -104,6 +139,7 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._closing_after_drain = False
         self._writer: asyncio.Task | None = None
+        self._writer_idle = False  # the writer waits for work and nothing is being sent
         self.closed = self.loop.create_future()
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -126,9 +162,7 @@ class Connection(asyncio.Protocol):
         self._closing = True
         self.server.connections.discard(self)
         self.broker.metrics.active_connections.dec()
-        for task in self._pending:
-            task.cancel()
-        self._pending.clear()
+        self._drop_pending()
         self._can_write.set()
         self._wakeup.set()
         if not self.closed.done():
@@ -174,8 +208,33 @@ class Connection(asyncio.Protocol):
             self._unsupported(header)
             return
         ctx = RequestContext(self.broker, header, self.peer, self.loop.time())
-        task = self.loop.create_task(self._run(entry, ctx, body))
-        self._enqueue(task)
+        coro = self._run(entry, ctx, body)
+        try:
+            awaiting = coro.send(None)
+        except StopIteration as done:
+            self._respond(done.value)
+            return
+        except (_CloseConnection, asyncio.CancelledError):
+            # Close in request order: earlier responses still go out first.
+            failed = self.loop.create_future()
+            failed.set_exception(_CloseConnection())
+            self._enqueue(failed)
+            return
+        self._enqueue(self.loop.create_task(_resume(coro, awaiting)))
+
+    def _respond(self, parts: list | None) -> None:
+        """Send a finished response now if nothing is ahead of it, else queue it for the writer."""
+        if parts is None:  # no response (acks=0): nothing to keep in order
+            return
+        if (self._writer_idle and not self._pending and not self._closing and not self._closing_after_drain
+                and self._can_write.is_set() and all(isinstance(p, _BYTES_LIKE) for p in parts)):
+            write = self.transport.write
+            for part in parts:
+                write(part)
+            return
+        done = self.loop.create_future()
+        done.set_result(parts)
+        self._enqueue(done)
 
     def _unsupported(self, header: RequestHeader | None) -> None:
         if header is not None and header.api_key == ApiKey.API_VERSIONS:
@@ -188,9 +247,7 @@ class Connection(asyncio.Protocol):
                 ],
             }
             v0 = RequestHeader(header.api_key, 0, header.correlation_id, header.client_id)
-            future = self.loop.create_future()
-            future.set_result(encode_response(v0, body))
-            self._enqueue(future)
+            self._respond(encode_response(v0, body))
             return
         if header is None:
             self.close_for("unsupported_version", "request for an unknown api")
@@ -208,7 +265,6 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     async def _run(self, entry, ctx: RequestContext, body: dict):
-        metrics = self.broker.metrics
         name = entry.name
         try:
             response = await entry.handler(ctx, body)
@@ -216,18 +272,19 @@ class Connection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:
-            metrics.request_errors.labels(name, "CloseConnection").inc()
+            self.broker.metrics.request_errors.labels(name, "CloseConnection").inc()
             log.info("closing connection from %s: %s", self.peer, exc)
             raise _CloseConnection() from exc
         except Exception as exc:
-            metrics.request_errors.labels(name, type(exc).__name__).inc()
+            self.broker.metrics.request_errors.labels(name, type(exc).__name__).inc()
             log.error(
                 "closing connection from %s: %s v%d handler failed: %r",
                 self.peer, name, ctx.api_version, exc, exc_info=log.isEnabledFor(logging.DEBUG),
             )
             raise _CloseConnection() from exc
-        metrics.requests.labels(name).inc()
-        metrics.request_duration.labels(name).observe(self.loop.time() - ctx.received_at)
+        requests, duration = self.broker.metrics.api_instruments(name)
+        requests.inc()
+        duration.observe(self.loop.time() - ctx.received_at)
         return parts
 
     # -- responses --------------------------------------------------------------------
@@ -238,7 +295,11 @@ class Connection(asyncio.Protocol):
                     if self._closing or self._closing_after_drain:
                         break
                     self._wakeup.clear()
-                    await self._wakeup.wait()
+                    self._writer_idle = True
+                    try:
+                        await self._wakeup.wait()
+                    finally:
+                        self._writer_idle = False
                     continue
                 head = self._pending[0]
                 try:
@@ -295,11 +356,18 @@ class Connection(asyncio.Protocol):
         log.warning("closing connection from %s: %s", self.peer, detail)
         self._abort()
 
+    def _drop_pending(self) -> None:
+        """Cancel what is still running; mark failures of finished ones as seen (no GC warning)."""
+        for future in self._pending:
+            if not future.done():
+                future.cancel()
+            elif not future.cancelled():
+                future.exception()
+        self._pending.clear()
+
     def _abort(self) -> None:
         self._closing = True
-        for task in self._pending:
-            task.cancel()
-        self._pending.clear()
+        self._drop_pending()
         self._wakeup.set()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()

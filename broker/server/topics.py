@@ -93,6 +93,20 @@ def validate_topic_name(name: str | None) -> None:
         )
 
 
+def _check_assignment(assignment: Mapping[int, list[int]], live: list[int], factor: int) -> None:
+    """INVALID_REPLICA_ASSIGNMENT unless every partition names ``factor`` distinct live brokers."""
+    for p, replicas in assignment.items():
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {p} has an empty or duplicated replica list")
+        unknown = [b for b in replicas if b not in live]
+        if unknown:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {p} names unknown brokers {unknown}")
+        if len(replicas) != factor:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {p} has {len(replicas)} replicas; every partition must have {factor}")
+
+
 def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
@@ -113,6 +127,12 @@ class TopicManager:
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         info = self.topics.get(topic)
         return None if info is None else info.partitions.get(partition)
+
+    def _existing(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return info
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         """The broker's log defaults with a topic's overrides; TopicError(INVALID_CONFIG) if bad."""
@@ -201,14 +221,7 @@ class TopicManager:
             assignment = {int(p): [int(b) for b in r] for p, r in assignments.items()}
             if sorted(assignment) != list(range(len(assignment))):
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1")
-            for p, replicas in assignment.items():
-                if not replicas or len(set(replicas)) != len(replicas):
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"partition {p} has an empty or duplicated replica list")
-                unknown = [b for b in replicas if b not in live]
-                if unknown:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"partition {p} names unknown brokers {unknown}")
+            _check_assignment(assignment, live, len(assignment[0]))
         else:
             partitions = cfg_broker.num_partitions if num_partitions == -1 else num_partitions
             factor = cfg_broker.default_replication_factor if replication_factor == -1 else replication_factor
@@ -227,8 +240,7 @@ class TopicManager:
             return None
         states = {p: PartitionState(replicas[0], 0, tuple(replicas)) for p, replicas in assignment.items()}
         info = TopicInfo(name, config=overrides)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._create_blocking, name, assignment, overrides, states, cfg, info)
+        await self.broker.run_blocking(self._create_blocking, name, assignment, overrides, states, cfg, info)
         self.topics[name] = info
         log.info("created topic %s with %d partition(s)", name, len(assignment))
         return info
@@ -264,7 +276,13 @@ class TopicManager:
         if pending is None:
             pending = asyncio.ensure_future(self.create_topic(name))
             self._creating[name] = pending
-            pending.add_done_callback(lambda _f: self._creating.pop(name, None))
+
+            def done(future: asyncio.Future) -> None:
+                self._creating.pop(name, None)
+                if not future.cancelled():
+                    future.exception()  # seen: every waiter may have gone (connections closed)
+
+            pending.add_done_callback(done)
         try:
             return await asyncio.shield(pending)
         except TopicError as exc:
@@ -277,9 +295,7 @@ class TopicManager:
                                 validate_only: bool = False) -> None:
         """Grow ``name`` to ``count`` partitions (INVALID_PARTITIONS if not larger)."""
         async with self._lock:
-            info = self.topics.get(name)
-            if info is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            info = self._existing(name)
             current = len(info.partitions)
             if count <= current:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
@@ -292,9 +308,7 @@ class TopicManager:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      f"{len(assignments)} assignments for {len(new_ids)} new partitions")
                 new = {p: [int(b) for b in r] for p, r in zip(new_ids, assignments)}
-                for p, replicas in new.items():
-                    if not replicas or any(b not in live for b in replicas) or len(set(replicas)) != len(replicas):
-                        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"bad assignment for partition {p}")
+                _check_assignment(new, live, factor)
             else:
                 if factor > len(live):
                     raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -310,38 +324,23 @@ class TopicManager:
                 self.broker.metadata.add_partitions(name, full, states)
                 self._open_partitions(name, full, states, cfg, info)
 
-            await asyncio.get_running_loop().run_in_executor(None, blocking)
+            await self.broker.run_blocking(blocking)
 
     async def alter_topic_config(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
         """Replace a topic's config overrides and apply them to its logs at once."""
-        async with self._lock:
-            info = self.topics.get(name)
-            if info is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            overrides = {str(k): str(v) for k, v in overrides.items()}
-            cfg = self.log_config(overrides)
-            if validate_only:
-                return
-            await asyncio.get_running_loop().run_in_executor(None, self.broker.metadata.set_topic_config,
-                                                             name, overrides)
-            info.config = overrides
-            for p in info.partitions.values():
-                if p.log is not None:
-                    p.log.update_config(cfg)
+        await self.update_topic_config(name, lambda _current: overrides, validate_only)
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic: mark, remove the logs, remove the metadata (resumed at restart if cut short)."""
         async with self._lock:
-            info = self.topics.get(name)
-            if info is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            info = self._existing(name)
             if not self.broker.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "topic deletion is disabled")
             del self.topics[name]
             for p in info.partitions.values():
                 self.broker.purgatory.notify((name, p.partition))
             assignment = {p: pi.replicas for p, pi in info.partitions.items()}
-            await asyncio.get_running_loop().run_in_executor(None, self._delete_blocking, name, assignment)
+            await self.broker.run_blocking(self._delete_blocking, name, assignment)
             log.info("deleted topic %s", name)
 
     def _delete_blocking(self, name: str, assignment: dict[int, list[int]]) -> None:
@@ -366,15 +365,12 @@ class TopicManager:
         Returns the new overrides.
         """
         async with self._lock:
-            info = self.topics.get(name)
-            if info is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            info = self._existing(name)
             overrides = {str(k): str(v) for k, v in change(dict(info.config)).items()}
             cfg = self.log_config(overrides)
             if validate_only:
                 return overrides
-            await asyncio.get_running_loop().run_in_executor(None, self.broker.metadata.set_topic_config,
-                                                             name, overrides)
+            await self.broker.run_blocking(self.broker.metadata.set_topic_config, name, overrides)
             info.config = overrides
             for p in info.partitions.values():
                 if p.log is not None:

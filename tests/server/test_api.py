@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from broker.protocol import ApiKey, ErrorCode, api_versions_table
+from broker.protocol import ApiKey, ErrorCode, api_versions_table, encode_request
 from broker.records import decode_batch, decode_message_set, encode_message_set, iter_records
 from broker.records.legacy import LegacyMessage
 from broker.server.registry import load_apis
@@ -255,6 +255,23 @@ def test_pipelined_requests_answer_in_order(broker):
         assert [cid for cid, _ in got] == ids
         offsets = [b["responses"][0]["partition_responses"][0]["base_offset"] for _, b in got[4:]]
         assert offsets == list(range(1, 21))
+
+
+def test_failing_acks_zero_closes_only_after_the_answers_ahead_of_it(broker):
+    # One write: a long poll that parks, a metadata request answered at once, then an acks=0
+    # produce that fails. The connection closes, but only after both earlier answers went out.
+    with Wire(broker.bootstrap) as w:
+        produce(w, "close-order", make_batch([b"v"]))
+        w.correlation_id = 100
+        w.send_raw(encode_request(F, 11, 101, "wire", fetch_body("close-order", 1, max_wait_ms=200, min_bytes=1))
+                   + encode_request(MD, 9, 102, "wire", {"topics": [{"name": "close-order"}]})
+                   + encode_request(P, 8, 103, "wire", {"acks": 0, "timeout_ms": 1, "topic_data": [
+                       {"name": "close-order", "partition_data": [{"index": 7, "records": make_batch([b"x"])}]}]}))
+        cid, body = w.receive(F, 11)
+        assert cid == 101 and body["responses"][0]["partitions"][0]["records"] in (b"", None)
+        cid, body = w.receive(MD, 9)
+        assert cid == 102 and body["topics"][0]["error_code"] == 0
+        assert w.is_closed_by_peer()
 
 
 def test_list_offsets_earliest_latest_and_by_time(broker):

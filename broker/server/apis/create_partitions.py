@@ -15,9 +15,8 @@ nothing. ``timeout_ms`` <= 0: done, but answered REQUEST_TIMED_OUT, as Kafka doe
 
 from __future__ import annotations
 
-from collections import Counter
-
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
 
@@ -39,18 +38,11 @@ async def _grow(ctx: RequestContext, topic: dict, validate_only: bool, timeout_m
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    counts = Counter(t["name"] for t in request["topics"])
-    results = []
-    reported = set()
-    for topic in request["topics"]:
-        name = topic["name"]
-        if counts[name] > 1:
-            if name not in reported:
-                reported.add(name)
-                results.append({"name": name, "error_code": ErrorCode.INVALID_REQUEST,
-                                "error_message": f"topic {name!r} appears more than once in the request"})
-            continue
-        results.append(await _grow(ctx, topic, request["validate_only"], request["timeout_ms"]))
+    results = await answer_each_once(
+        request["topics"],
+        lambda topic: _grow(ctx, topic, request["validate_only"], request["timeout_ms"]),
+        lambda name: {"name": name, "error_code": ErrorCode.INVALID_REQUEST, "error_message": duplicate_message(name)},
+    )
     return {"throttle_time_ms": 0, "results": results}
 
 

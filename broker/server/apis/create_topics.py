@@ -23,9 +23,8 @@ Each topic is created on its own (the others carry on after a failure):
 
 from __future__ import annotations
 
-from collections import Counter
-
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.apis.describe_configs import topic_config_entries
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
@@ -73,18 +72,11 @@ async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     validate_only = ctx.api_version >= 1 and request["validate_only"]
-    counts = Counter(t["name"] for t in request["topics"])
-    results = []
-    reported = set()
-    for topic in request["topics"]:
-        name = topic["name"]
-        if counts[name] > 1:
-            if name not in reported:
-                reported.add(name)
-                results.append(_error(name, ErrorCode.INVALID_REQUEST,
-                                      f"topic {name!r} appears more than once in the request"))
-            continue
-        results.append(await _create(ctx, topic, validate_only, request["timeout_ms"]))
+    results = await answer_each_once(
+        request["topics"],
+        lambda topic: _create(ctx, topic, validate_only, request["timeout_ms"]),
+        lambda name: _error(name, ErrorCode.INVALID_REQUEST, duplicate_message(name)),
+    )
     return {"throttle_time_ms": 0, "topics": results}
 
 

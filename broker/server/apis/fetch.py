@@ -31,19 +31,12 @@ from __future__ import annotations
 import asyncio
 
 from broker.log import OffsetOutOfRange
-from broker.protocol import ApiKey, ErrorCode
+from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import UnsupportedCompressionTypeError, downconvert
 from broker.server.apis.list_offsets import leader_epoch_error
 from broker.server.context import RequestContext
 
 INT32_MAX = 2**31 - 1
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
 
 
 def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list, bool, dict]:
@@ -139,7 +132,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         for t in responses:
             for p in t["partitions"]:
                 if p["error_code"]:
-                    metrics.fetch_errors.labels(_error_name(p["error_code"])).inc()
+                    metrics.fetch_errors.labels(error_name(p["error_code"])).inc()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
 

@@ -8,6 +8,10 @@ timestamp, or offset -1 when no record is that late. v0 answers in
 ``timestamp``/``offset``; v4+ adds ``leader_epoch`` and checks
 ``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; other partitions carry on.
+
+A lookup by timestamp reads time indexes and record headers from disk (each
+segment's index is loaded on first use), so it runs in the executor; EARLIEST
+and LATEST are answered from memory on the loop.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ def leader_epoch_error(current: int, ours: int) -> int:
     return ErrorCode.FENCED_LEADER_EPOCH if current < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
+async def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
     index = p["partition_index"]
     result = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": [],
               "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -45,7 +49,11 @@ def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
     elif timestamp == LATEST:
         offset, found_ts = plog.high_watermark, -1
     else:
-        found = plog.offset_for_timestamp(timestamp)
+        try:
+            found = await ctx.broker.run_blocking(plog.offset_for_timestamp, timestamp)
+        except (OSError, ValueError):  # the log was closed (topic deleted) or its disk failed meanwhile
+            result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            return result
         offset, found_ts = found if found is not None and found[0] < plog.high_watermark else (-1, -1)
     result.update(offset=offset, timestamp=found_ts, leader_epoch=pinfo.leader_epoch)
     if offset >= 0 and p["max_num_offsets"] > 0:
@@ -57,7 +65,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     return {
         "throttle_time_ms": 0,
         "topics": [
-            {"name": t["name"], "partitions": [_partition(ctx, t["name"], p) for p in t["partitions"]]}
+            {"name": t["name"], "partitions": [await _partition(ctx, t["name"], p) for p in t["partitions"]]}
             for t in request["topics"]
         ],
     }

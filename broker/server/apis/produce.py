@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 
 from broker.log import CorruptRecordError, LogError
-from broker.protocol import ApiKey, ErrorCode
+from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import BatchView, UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
 from broker.records.view import LOG_OVERHEAD, MAGIC_OFFSET
 from broker.server.context import CloseConnection, RequestContext
@@ -171,13 +171,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                     raise _PartitionError(exc.error_code, str(exc)) from None
                 result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
                               log_start_offset=appended.log_start_offset)
-                metrics.bytes_in.labels(name).inc(appended.valid_bytes)
-                metrics.messages_in.labels(name).inc(appended.num_records)
+                bytes_in, messages_in = metrics.topic_in(name)
+                bytes_in.inc(appended.valid_bytes)
+                messages_in.inc(appended.num_records)
             except _PartitionError as exc:
                 failed = True
                 result["error_code"] = exc.error_code
                 result["error_message"] = exc.message
-                metrics.produce_errors.labels(_error_name(exc.error_code)).inc()
+                metrics.produce_errors.labels(error_name(exc.error_code)).inc()
             partitions.append(result)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
@@ -185,13 +186,6 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             raise CloseConnection("acks=0 produce failed; closing so the producer notices")
         return None
     return {"responses": responses, "throttle_time_ms": 0}
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
 
 
 def register(registry) -> None:
