@@ -15,40 +15,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from enum import IntEnum
 from typing import Any
+
+from broker.protocol import ApiKey, FrameDecoder, api_versions_table, decode_response, encode_request
 
 from .errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedApiError, error_for_code
 
 log = logging.getLogger("broker.client")
 
 
-class Api(IntEnum):
-    """Kafka API keys used by the client."""
-
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    DELETE_RECORDS = 21
-    DESCRIBE_CONFIGS = 32
-    ALTER_CONFIGS = 33
-    CREATE_PARTITIONS = 37
-    DELETE_GROUPS = 42
-    INCREMENTAL_ALTER_CONFIGS = 44
-    OFFSET_DELETE = 47
+# The client speaks the same API keys the protocol package declares.
+Api = ApiKey
 
 
 # (min, max) versions whose request/response fields this client fills and reads.
@@ -82,32 +59,6 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 
 UNSUPPORTED_VERSION = 35
 _correlation = itertools.count(1)
-
-
-def _codec():
-    import broker.protocol as protocol  # noqa: PLC0415
-
-    return protocol
-
-
-def _codec_versions() -> dict[int, tuple[int, int]]:
-    """Version ranges the codec has schemas for, as {api_key: (min, max)}."""
-    table = _codec().api_versions_table
-    table = table() if callable(table) else table
-    out: dict[int, tuple[int, int]] = {}
-    items = table.items() if hasattr(table, "items") else table
-    for item in items:
-        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], tuple):
-            key, (lo, hi) = item
-        elif isinstance(item, tuple) and len(item) == 3:
-            key, lo, hi = item
-        elif isinstance(item, dict):
-            key, lo, hi = item["api_key"], item["min_version"], item["max_version"]
-        else:
-            key, rng = item
-            lo, hi = rng.min_version, rng.max_version
-        out[int(key)] = (lo, hi)
-    return out
 
 
 class _ReaderProtocol(asyncio.Protocol):
@@ -161,7 +112,7 @@ class BrokerConnection:
 
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
-        self._decoder = _codec().FrameDecoder(self._max_frame_bytes)
+        self._decoder = FrameDecoder(self._max_frame_bytes)
         try:
             await asyncio.wait_for(
                 loop.create_connection(lambda: _ReaderProtocol(self), self.host, self.port),
@@ -178,7 +129,7 @@ class BrokerConnection:
             resp = await self.request(Api.API_VERSIONS, {}, version=0)
         if resp["error_code"]:
             raise error_for_code(resp["error_code"], context="ApiVersions")
-        codec = _codec_versions()
+        codec = api_versions_table()
         for entry in resp["api_keys"]:
             key = entry["api_key"]
             self.broker_versions[key] = (entry["min_version"], entry["max_version"])
@@ -226,7 +177,7 @@ class BrokerConnection:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed: {self._closed_exc}")
         v = self.version(api_key) if version is None else version
         cid = next(_correlation) & 0x7FFFFFFF
-        frame = _codec().encode_request(int(api_key), v, cid, self.client_id, body)
+        frame = encode_request(int(api_key), v, cid, self.client_id, body)
         self._transport.write(frame)
         if not expect_response:
             return None
@@ -240,7 +191,7 @@ class BrokerConnection:
         except Exception as exc:
             self.close(ProtocolError(f"bad frame from {self.host}:{self.port}: {exc}"))
             return
-        decode = _codec().decode_response
+        decode = decode_response
         for frame in frames:
             cid = int.from_bytes(bytes(frame[:4]), "big", signed=True)
             entry = self._in_flight.pop(cid, None)
