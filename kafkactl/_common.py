@@ -107,22 +107,6 @@ def parse_pairs(items: list[str] | None, what: str = "config") -> dict[str, str]
     return out
 
 
-def parse_properties(items: list[str] | None, what: str) -> dict[str, Any]:
-    """Client properties given as ``NAME=VALUE`` text, with values typed the way the
-    client expects them: integers, decimals, ``true``/``false``, else the string."""
-    out: dict[str, Any] = {}
-    for name, text in parse_pairs(items, what).items():
-        value: Any = text
-        if re.fullmatch(r"-?\d+", text):
-            value = int(text)
-        elif re.fullmatch(r"-?\d+\.\d*", text):
-            value = float(text)
-        elif text.lower() in ("true", "false"):
-            value = text.lower() == "true"
-        out[name] = value
-    return out
-
-
 def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
     """``"orders"`` -> ``("orders", None)`` (all partitions); ``"orders:0,2"`` -> ``("orders", [0, 2])``."""
     topic, sep, parts = spec.rpartition(":")

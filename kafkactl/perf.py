@@ -27,7 +27,7 @@ from typing import List, Optional
 import typer
 
 from broker.client import Consumer, Producer, TopicPartition
-from kafkactl._common import (admin_client, client_config, cluster_errors, output_format, parse_properties,
+from kafkactl._common import (admin_client, client_config, cluster_errors, output_format, parse_pairs,
                               require_topics)
 from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
@@ -67,7 +67,7 @@ def perf_produce(
         None, "--producer-property", "-X", help="Producer config NAME=VALUE, Kafka names (repeatable)."),
 ) -> None:
     """Send records as fast as allowed and report throughput and latency."""
-    props = parse_properties(producer_property, "producer property")
+    props = parse_pairs(producer_property, "producer property")
     with admin_client(ctx) as admin:
         require_topics(admin, [topic])
     payload = "".join(random.choices(string.ascii_uppercase, k=record_size)).encode()
@@ -131,7 +131,7 @@ def perf_consume(
         None, "--consumer-property", "-X", help="Consumer config NAME=VALUE, Kafka names (repeatable)."),
 ) -> None:
     """Read records as fast as possible and report throughput."""
-    props = parse_properties(consumer_property, "consumer property")
+    props = parse_pairs(consumer_property, "consumer property")
     with admin_client(ctx) as admin:
         meta = require_topics(admin, [topic])[topic]
     count = size = 0
