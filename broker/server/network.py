@@ -93,6 +93,15 @@ def _resume(coro, awaiting):
                 return stop.value
 
 
+async def _finish(coro, awaiting):
+    """The task body for a handler whose first step ran inline (see :meth:`Connection._dispatch`).
+
+    ``loop.create_task`` takes only native coroutines from Python 3.12 on, so the
+    generator-based :func:`_resume` is awaited from this one rather than given to it.
+    """
+    return await _resume(coro, awaiting)
+
+
 class _SliceFile:
     """A file-like view for ``loop.sendfile`` that never moves the shared file's position.
 
@@ -220,7 +229,7 @@ class Connection(asyncio.Protocol):
             failed.set_exception(_CloseConnection())
             self._enqueue(failed)
             return
-        self._enqueue(self.loop.create_task(_resume(coro, awaiting)))
+        self._enqueue(self.loop.create_task(_finish(coro, awaiting)))
 
     def _respond(self, parts: list | None) -> None:
         """Send a finished response now if nothing is ahead of it, else queue it for the writer."""
