@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from broker.records.batch import iter_fetched
+from broker.records.fetched import iter_fetched
 
 from ._cluster import Cluster
 from ._config import ConsumerConfig

@@ -39,6 +39,7 @@ from broker.records.control import (
     end_txn_marker_of,
 )
 from broker.records.convert import downconvert, upconvert_to_v2
+from broker.records.fetched import FetchedBatch, iter_fetched
 from broker.records.legacy import (
     LegacyMessage,
     decode_message,
@@ -58,4 +59,4 @@ from broker.records.view import (
     iter_batch_views,
 )
 
-__all__ = [name for name in dir() if not name.startswith("_") and name not in {"batch", "compression", "control", "convert", "legacy", "varint", "view"}]
+__all__ = [name for name in dir() if not name.startswith("_") and name not in {"batch", "compression", "control", "convert", "legacy", "varint", "view", "fetched"}]

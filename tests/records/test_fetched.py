@@ -1,4 +1,4 @@
-"""The consumer's fast record decoding (``broker.records.batch.iter_fetched``)
+"""The consumer's fast record decoding (``broker.records.fetched.iter_fetched``)
 agrees with the reference decoder (``iter_records``) and rejects what it rejects."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from broker.records.batch import (BatchBuilder, TimestampType, decode_record_tuples, iter_fetched, iter_records,
-                                  set_log_append_time)
+from broker.records.batch import BatchBuilder, TimestampType, iter_records, set_log_append_time
+from broker.records.fetched import decode_record_tuples, iter_fetched
 from broker.records.view import BatchView, CorruptRecordError
 
 
