@@ -281,6 +281,24 @@ def _decode_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int
     return bytes(buf[pos : pos + length]), pos + length
 
 
+def decode_headers(buf, pos: int, end: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's headers (varint count, then key/value pairs) as ``(key, value)`` tuples."""
+    count, pos = decode_varint(buf, pos)
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}", pos)
+    headers = []
+    for _ in range(count):
+        hkey, pos = _decode_bytes(buf, pos, end, "header key")
+        if hkey is None:
+            raise CorruptRecordError("null header key", pos)
+        hvalue, pos = _decode_bytes(buf, pos, end, "header value")
+        try:
+            headers.append((hkey.decode("utf-8"), hvalue))
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not UTF-8", pos) from None
+    return headers, pos
+
+
 def decode_record(buf, pos: int) -> tuple[Record, int]:
     """Decode the record starting at ``buf[pos]``; returns ``(record, next_pos)``."""
     length, pos = decode_varint(buf, pos)
@@ -292,19 +310,8 @@ def decode_record(buf, pos: int) -> tuple[Record, int]:
     offset_delta, pos = decode_varint(buf, pos)
     key, pos = _decode_bytes(buf, pos, end, "key")
     value, pos = _decode_bytes(buf, pos, end, "value")
-    count, pos = decode_varint(buf, pos)
-    if count < 0:
-        raise CorruptRecordError(f"negative header count {count}", pos)
-    headers = []
-    for _ in range(count):
-        hkey, pos = _decode_bytes(buf, pos, end, "header key")
-        if hkey is None:
-            raise CorruptRecordError("null header key", pos)
-        hvalue, pos = _decode_bytes(buf, pos, end, "header value")
-        try:
-            headers.append(Header(hkey.decode("utf-8"), hvalue))
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not UTF-8", pos) from None
+    pairs, pos = decode_headers(buf, pos, end)
+    headers = [Header(k, v) for k, v in pairs]
     if pos != end:
         raise CorruptRecordError(f"record declares {length} bytes but its fields span {length + pos - end}", pos)
     return Record(offset_delta, timestamp_delta, key, value, headers, attributes), pos

@@ -18,7 +18,7 @@ from typing import Iterator, NamedTuple
 
 import crc32c as _crc32c
 
-from broker.records.batch import _HEADER, _decode_bytes
+from broker.records.batch import _HEADER, decode_headers
 from broker.records.compression import CompressionError, codec_of, decompress
 from broker.records.legacy import iter_legacy_entries
 from broker.records.varint import decode_varint, decode_varlong
@@ -147,7 +147,7 @@ def decode_record_tuples(payload: bytes, count: int, base_offset: int, base_time
                 headers = []
                 pos += 1
             else:
-                headers, pos = _decode_header_tuples(buf, pos, end)
+                headers, pos = decode_headers(buf, pos, end)
             if pos != end:
                 raise CorruptRecordError(
                     f"record declares {length} bytes but its fields span {length + pos - end}", pos)
@@ -162,23 +162,6 @@ def decode_record_tuples(payload: bytes, count: int, base_offset: int, base_time
     if pos != plen:
         raise CorruptRecordError(f"{plen - pos} bytes after the {count} declared records", pos)
     return out
-
-
-def _decode_header_tuples(buf, pos: int, end: int) -> tuple[list[tuple[str, bytes | None]], int]:
-    count, pos = decode_varint(buf, pos)
-    if count < 0:
-        raise CorruptRecordError(f"negative header count {count}", pos)
-    headers = []
-    for _ in range(count):
-        hkey, pos = _decode_bytes(buf, pos, end, "header key")
-        if hkey is None:
-            raise CorruptRecordError("null header key", pos)
-        hvalue, pos = _decode_bytes(buf, pos, end, "header value")
-        try:
-            headers.append((hkey.decode("utf-8"), hvalue))
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not UTF-8", pos) from None
-    return headers, pos
 
 
 class FetchedBatch(NamedTuple):
