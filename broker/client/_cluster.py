@@ -72,12 +72,7 @@ class Cluster:
             return conn
         task = self._connecting.get(node_id)
         if task is None:
-            broker = self.brokers.get(node_id)
-            if broker is None:
-                await self.refresh_metadata()
-                broker = self.brokers.get(node_id)
-                if broker is None:
-                    raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            broker = await self._known_broker(node_id)
             task = asyncio.ensure_future(self._open(broker))
             self._connecting[node_id] = task
         try:
@@ -85,6 +80,16 @@ class Cluster:
         finally:
             if task.done():
                 self._connecting.pop(node_id, None)
+
+    async def _known_broker(self, node_id: int):
+        """The metadata of broker ``node_id``, refreshing the cluster metadata once if unknown."""
+        broker = self.brokers.get(node_id)
+        if broker is None:
+            await self.refresh_metadata()
+            broker = self.brokers.get(node_id)
+            if broker is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        return broker
 
     async def fetch_connection(self, node_id: int) -> BrokerConnection:
         """A connection to ``node_id`` that carries only Fetch requests.
@@ -99,12 +104,7 @@ class Cluster:
             return conn
         if self.closed:
             raise IllegalStateError("client is closed")
-        broker = self.brokers.get(node_id)
-        if broker is None:
-            await self.refresh_metadata()
-            broker = self.brokers.get(node_id)
-            if broker is None:
-                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        broker = await self._known_broker(node_id)
         conn = self._new_conn(broker.host, broker.port, broker.node_id)
         await conn.connect()
         old = self._fetch_conns.get(node_id)
