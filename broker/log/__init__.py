@@ -6,15 +6,17 @@ nothing of the network or the cluster (ARCHITECTURE decision 5).
 Public names::
 
     Log, LogConfig, LogManager, AppendInfo, FetchSlice, OffsetOutOfRange,
-    LogRecoveryReport, RecoveryCut, LogSegment, LeaderEpochCache,
-    RecordTooLargeError, CorruptRecordError
+    LogRecoveryReport, RecoveryCut, LogSegment, LeaderEpochCache, LogAppender,
+    RecordTooLargeError, CorruptRecordError, KafkaStorageError, LogClosedError
 """
 
+from broker.log.appender import LogAppender
 from broker.log.checkpoint import LeaderEpochCache
 from broker.log.config import LogConfig
 from broker.log.errors import (
     CorruptRecordError,
     KafkaStorageError,
+    LogClosedError,
     LogError,
     OffsetOutOfRange,
     RecordTooLargeError,
@@ -32,6 +34,8 @@ __all__ = [
     "KafkaStorageError",
     "LeaderEpochCache",
     "Log",
+    "LogClosedError",
+    "LogAppender",
     "LogConfig",
     "LogError",
     "LogManager",

@@ -65,3 +65,14 @@ class UnexpectedAppendOffsetError(LogError):
     """A follower append (offsets kept) starts below the log end offset or is not increasing."""
 
     error_code = -1
+
+
+class LogClosedError(LogError, ValueError):
+    """The log was closed (its partition deleted or moved, or the broker stopping).
+
+    Maps to NOT_LEADER_OR_FOLLOWER (6), which makes a client refresh its
+    metadata and retry where the partition lives now. A ``ValueError`` too, as
+    operations on a closed log have always raised.
+    """
+
+    error_code = 6

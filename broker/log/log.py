@@ -45,6 +45,9 @@ from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from broker.log.config import LogConfig
 from broker.log.errors import (
     CorruptRecordError,
+    KafkaStorageError,
+    LogClosedError,
+    LogError,
     OffsetOutOfRange,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
@@ -66,6 +69,14 @@ _V2_APPEND = struct.Struct(">qiiBI2xi8xq14xi")
 _ENTRY_HEAD = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes append patches
 _crc32c = crc32c.crc32c
 _new_tuple = tuple.__new__  # AppendInfo without NamedTuple.__new__'s Python-level call
+
+
+class _RunFailed(Exception):
+    """A group write failed; ``error`` is what the items of the group that were not written get."""
+
+    def __init__(self, error: KafkaStorageError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Log:
@@ -196,67 +207,180 @@ class Log:
                append_time_ms: int | None = None) -> AppendInfo:
         """Validate and append one or more whole v2 batches; see the brief in the package docstring.
 
-        Most produce requests carry one batch per partition, so a buffer holding
-        exactly one valid batch takes a lean path (same checks, same effects, same
-        errors as :meth:`_append_batches`, which handles everything else): one
-        header unpack, no per-batch lists, the roll conditions of
-        :meth:`LogSegment.should_roll` evaluated inline, the clock read only when
-        a roll decision needs it, and a read-only buffer written with a patched
-        16-byte head instead of being copied.
+        One write per call: this is :meth:`append_group` with a single item, and
+        raises the item's error instead of returning it.
         """
-        mv = memoryview(records)
-        if mv.ndim != 1 or mv.itemsize != 1:
-            mv = mv.cast("B")
+        result = self.append_group(((records, leader_epoch),), assign_offsets=assign_offsets,
+                                   append_time_ms=append_time_ms)[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def append_group(self, items, *, assign_offsets: bool = True,
+                     append_time_ms: int | None = None) -> list:
+        """Append several independent buffers in order, writing them together (group write).
+
+        ``items`` is a sequence of ``(records, leader_epoch)``; each ``records`` is
+        a buffer of one or more whole v2 batches, as :meth:`append` takes. The
+        result has one entry per item, in order: its :class:`AppendInfo`, or the
+        error it failed with (a :class:`LogError` or :class:`CorruptRecordError`;
+        :class:`KafkaStorageError` when the write itself failed). An item that
+        fails changes nothing and does not affect the others.
+
+        Effects are exactly those of calling :meth:`append` once per item, in
+        order (same offsets, same segment rolls, same index entries, same
+        files), but every run of consecutive single-batch items that land in
+        the same segment goes to the file in one ``pwritev``: the kernel's
+        per-call cost is paid once per run instead of once per batch.
+
+        Each item's buffer must stay untouched until this returns and must not
+        appear twice in ``items``: a writable buffer is patched in place
+        (``baseOffset``, ``partitionLeaderEpoch``) and written from there; a
+        read-only one is written with a patched copy of its 16-byte head.
+
+        The log end offset, the segment sizes and the leader-epoch cache move
+        only after the bytes are written, so a reader never sees offsets whose
+        bytes are not in the file yet.
+        """
         settings = self._settings
         if settings is None or settings[0] is not self.config:
             settings = self._append_settings()
         _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, flush_messages = settings
-        n = len(mv)
-        if log_append_time or n < V2_HEADER_SIZE:
-            return self._append_batches(mv, leader_epoch, assign_offsets, append_time_ms)
-        bo, length, ple, magic, crc, lod, mts, count = _V2_APPEND.unpack_from(mv)
-        if LOG_OVERHEAD + length != n or n > max_message_bytes or magic != 2 or lod < 0 or count < 0:
-            return self._append_batches(mv, leader_epoch, assign_offsets, append_time_ms)
-        if _crc32c(mv[21:]) != crc:
-            raise CorruptRecordError("CRC-32C mismatch", 0)
-        head = None
+        results: list = [None] * len(items)
         with self.lock:
             if self.closed:
-                raise ValueError(f"log {self.dir} is closed")
-            nxt = self._log_end_offset
+                return [LogClosedError(f"log {self.dir} is closed")] * len(items)
+            try:
+                self._place_locked(items, results, settings, assign_offsets, append_time_ms)
+            except _RunFailed as failed:  # the disk failed: nothing after the failed write is tried
+                for j, r in enumerate(results):
+                    if r is None:
+                        results[j] = failed.error
+        if flush_messages is not None and self.flush_hook is not None and self.unflushed_messages >= flush_messages:
+            self.flush_hook(self)
+        return results
+
+    def _place_locked(self, items, results: list, settings: tuple, assign_offsets: bool,
+                      append_time_ms: int | None) -> None:
+        """:meth:`append_group`'s work under the lock: check, place and write each item, in order."""
+        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, _flush = settings
+        # The run: batches placed but not yet written, all for ``seg``. ``run`` holds
+        # LogSegment.append_run's entries, ``run_items`` their item indexes, ``run_state`` what
+        # is published with them: their records count and the leader epochs they start.
+        run: list = []
+        run_items: list = []
+        run_state = [0, []]  # records count, [(leader epoch, base offset)]
+        nxt = self._log_end_offset
+        seg = self._view[1][-1]
+        size = seg.size  # the active segment's size once the run is written
+        room = seg.index_room()  # a batch adds at most one index entry
+        log_start = self.log_start_offset
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        if latest_epoch is None:
+            latest_epoch = -1
+        i = -1
+        for records, epoch in items:
+            i += 1
+            mv = memoryview(records)
+            if mv.ndim != 1 or mv.itemsize != 1:
+                mv = mv.cast("B")
+            n = len(mv)
+            if not log_append_time and n >= V2_HEADER_SIZE:
+                bo, length, ple, magic, crc, lod, mts, count = _V2_APPEND.unpack_from(mv)
+                fast = (LOG_OVERHEAD + length == n and n <= max_message_bytes and magic == 2
+                        and lod >= 0 and count >= 0)
+            else:
+                fast = False
+            if not fast:  # several batches, LogAppendTime or a bad header: the general path
+                self._write_run_locked(seg, run, run_items, run_state, results)
+                try:
+                    results[i] = self._append_batches(mv, epoch, assign_offsets, append_time_ms)
+                except (LogError, CorruptRecordError) as exc:
+                    results[i] = exc
+                except OSError as exc:
+                    results[i] = KafkaStorageError(f"write to {self.dir} failed: {exc}")
+                nxt = self._log_end_offset
+                seg = self._view[1][-1]
+                size = seg.size
+                room = seg.index_room()
+                latest_epoch = self.leader_epoch_cache.latest_epoch
+                if latest_epoch is None:
+                    latest_epoch = -1
+                continue
+            if _crc32c(mv[21:]) != crc:
+                results[i] = CorruptRecordError("CRC-32C mismatch", 0)
+                continue
+            head = None
             if assign_offsets:
-                bo, ple = nxt, leader_epoch
+                bo, ple = nxt, epoch
                 if mv.readonly:
                     head = _ENTRY_HEAD.pack(bo, length, ple)
                 else:
                     _ENTRY_HEAD.pack_into(mv, 0, bo, length, ple)
             elif bo < nxt:
-                raise UnexpectedAppendOffsetError(f"batch base offset {bo} is below the expected offset {nxt}")
+                results[i] = UnexpectedAppendOffsetError(
+                    f"batch base offset {bo} is below the expected offset {nxt}")
+                continue
             last = bo + lod
-            seg = self._view[1][-1]
+            if len(run) + 1 >= room:
+                # the run could fill an index: write it, so the roll check below sees the real state
+                self._write_run_locked(seg, run, run_items, run_state, results)
+                size = seg.size
+                room = seg.index_room()
             # LogSegment.should_roll's conditions, plus a new segment when an empty one's base is too far below
-            size = seg.size
             if size:
                 t = seg.rolling_based_timestamp
+                if t is None and run:
+                    t = run[0][3]  # what the run's first batch will set
                 if (size > segment_bytes - n or seg.indexes_full or last - seg.base_offset > INT32_MAX
                         or (mts - t if t is not None and t >= 0 else self._now_ms() - seg.created_ms) > segment_ms):
+                    self._write_run_locked(seg, run, run_items, run_state, results)
                     seg = self._roll_locked(bo)
+                    size = 0
+                    room = seg.index_room()
             elif bo != seg.base_offset and last - seg.base_offset > INT32_MAX:
                 seg = self._roll_locked(bo)
-            seg.append_batch(mv, last, mts, head)
-            if ple >= 0:
-                epochs = self.leader_epoch_cache.entries
-                if not epochs or ple > epochs[-1][0]:
-                    self.leader_epoch_cache.assign(ple, bo)
-            self._log_end_offset = last + 1
-            self.unflushed_messages += count
+                room = seg.index_room()
+            run.append((mv, head, last, mts))
+            run_items.append(i)
+            run_state[0] += count
+            if ple > latest_epoch:
+                run_state[1].append((ple, bo))
+                latest_epoch = ple
             if mts > -1:
-                info = _new_tuple(AppendInfo, (bo, last, mts, last, -1, 1, count, n, self.log_start_offset))
+                results[i] = _new_tuple(AppendInfo, (bo, last, mts, last, -1, 1, count, n, log_start))
             else:
-                info = _new_tuple(AppendInfo, (bo, last, -1, bo, -1, 1, count, n, self.log_start_offset))
-        if flush_messages is not None and self.flush_hook is not None and self.unflushed_messages >= flush_messages:
-            self.flush_hook(self)
-        return info
+                results[i] = _new_tuple(AppendInfo, (bo, last, -1, bo, -1, 1, count, n, log_start))
+            size += n
+            nxt = last + 1
+        self._write_run_locked(seg, run, run_items, run_state, results)
+
+    def _write_run_locked(self, seg: LogSegment, run: list, run_items: list, run_state: list,
+                          results: list) -> None:
+        """Write the placed batches with one ``pwritev``, then publish them; empties the run.
+
+        ``results`` already holds each run item's AppendInfo. On a failed write
+        nothing is published: those items get a :class:`KafkaStorageError`
+        instead, the log end offset stays where it was, and :class:`_RunFailed`
+        ends the group (the items not tried yet get the same error).
+        """
+        if not run:
+            return
+        try:
+            seg.append_run(run)
+        except OSError as exc:
+            error = KafkaStorageError(f"write to {seg.log_path} failed: {exc}")
+            for i in run_items:
+                results[i] = error
+            raise _RunFailed(error) from exc
+        for epoch, base in run_state[1]:
+            self.leader_epoch_cache.assign(epoch, base)
+        self._log_end_offset = run[-1][2] + 1
+        self.unflushed_messages += run_state[0]
+        run.clear()
+        run_items.clear()
+        run_state[0] = 0
+        run_state[1] = []
 
     def _append_batches(self, mv: memoryview, leader_epoch: int, assign_offsets: bool,
                         append_time_ms: int | None) -> AppendInfo:
@@ -273,7 +397,7 @@ class Log:
                 b[3] = now
         with self.lock:
             if self.closed:
-                raise ValueError(f"log {self.dir} is closed")
+                raise LogClosedError(f"log {self.dir} is closed")
             nxt = self._log_end_offset
             pack_offset, pack_epoch = _I64.pack_into, _I32.pack_into
             for b in batches:  # b = [position, size, base_offset, max_timestamp, last_offset_delta, records, epoch]
