@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 Done = Callable[[Any], None]
 
+MAX_GROUP = 512  # appends taken per wake-up: bounds the time a log's lock is held and a group's latency
+
 
 def _call_each(pairs: list[tuple[Done, Any]]) -> None:
     for done, result in pairs:
@@ -95,8 +97,11 @@ class LogAppender:
                     if self._closed:
                         return
                     cond.wait()
-                taken = list(queue)
-                queue.clear()
+                if len(queue) <= MAX_GROUP:
+                    taken = list(queue)
+                    queue.clear()
+                else:
+                    taken = [queue.popleft() for _ in range(MAX_GROUP)]
             try:
                 self._write(taken)
             except BaseException:  # pragma: no cover - _write hands every error to its caller

@@ -17,6 +17,10 @@ every ``retention_check_interval_ms``, writes checkpoints every
 ``checkpoint_interval_ms``, removes deleted segments and directories; and a
 cleaner thread that compacts ``cleanup.policy=compact`` logs.
 
+Appends that should not run on the caller's thread go through a
+:class:`~broker.log.appender.LogAppender`, one writer thread per log dir
+(``appender_for``); shutdown writes what they hold before closing the logs.
+
 Thread-safety: the log table is guarded by ``self._lock``; every method may be
 called from any thread. The per-log work is serialised by each Log's own locks.
 """
@@ -32,6 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from broker.log.appender import LogAppender
 from broker.log.checkpoint import (
     CLEANER_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -89,6 +94,9 @@ class LogManager:
         self._first_dirty: dict[TopicPartition, int] = {}
         self._cleaner_lock = threading.Lock()
         self.recovery_reports = []
+        self._appenders: dict[Path, LogAppender] = {}
+        #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
+        self.append_deliver: Callable[[list], None] | None = None
 
     # -- startup -------------------------------------------------------------------
     def startup(self) -> None:
@@ -304,9 +312,35 @@ class LogManager:
             except Exception:
                 logger.exception("log cleaner pass failed")
 
+    # -- group writes -------------------------------------------------------------------
+    def appender_for(self, log: Log) -> LogAppender:
+        """The writer thread of the log dir holding ``log`` (started on first use).
+
+        One per log dir: a slow or failing disk holds up only its own partitions,
+        and the disks are written in parallel.
+        """
+        log_dir = log.dir.parent
+        appender = self._appenders.get(log_dir)
+        if appender is None:
+            with self._lock:
+                appender = self._appenders.get(log_dir)
+                if appender is None:
+                    appender = LogAppender(str(log_dir), self.append_deliver)
+                    self._appenders[log_dir] = appender
+        return appender
+
+    def appender_stats(self) -> dict[Path, tuple[int, int, int]]:
+        """Per log dir: (appends queued now, groups written, appends written)."""
+        with self._lock:
+            return {d: (a.queued, a.groups, a.appends) for d, a in self._appenders.items()}
+
     # -- shutdown ---------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop background threads, flush and checkpoint everything, close logs, mark a clean shutdown."""
+        """Write what is queued, stop background threads, flush and checkpoint, close logs, mark a clean shutdown."""
+        with self._lock:
+            appenders = list(self._appenders.values())
+        for appender in appenders:
+            appender.close()
         self._stop.set()
         self._wake.set()
         for t in self._threads:

@@ -101,9 +101,17 @@ class Broker:
             topic_config=self._topic_log_config,
             flush_timer=self.metrics.log_flush_duration.observe,
         )
+        self.log_manager.append_deliver = self._deliver_appends
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         self.log_manager.startup()
         self.topics.load()
+
+    def _deliver_appends(self, results: list) -> None:
+        """Hand a log appender's results (``[(future, result), ...]``) to the loop: one wake-up per group."""
+        try:
+            self.loop.call_soon_threadsafe(_settle_appends, results)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
         overrides = self.metadata.topic_config(topic)
@@ -137,3 +145,14 @@ class Broker:
         await self.run_blocking(self.metadata.close)
         self.metrics.stop_http()
         log.info("broker %d stopped", self.broker_id)
+
+
+def _settle_appends(results: list) -> None:
+    """On the loop: complete each append's future with its AppendInfo or error (skipping cancelled ones)."""
+    for fut, result in results:
+        if fut.done():
+            continue
+        if isinstance(result, BaseException):
+            fut.set_exception(result)
+        else:
+            fut.set_result(result)

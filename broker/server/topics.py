@@ -142,18 +142,40 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
     def append_as_leader(self, pinfo: PartitionInfo, records) -> "AppendInfo":
-        """Append batches to a partition we lead, move the high watermark, wake long polls.
+        """Append batches to a partition we lead, on this thread; move the high watermark, wake long polls.
 
-        Single node: the ISR is this broker alone, so the high watermark follows
-        the log end offset at once. Raises the log's errors (CorruptRecordError,
+        For the coordinator's small writes to ``__consumer_offsets``, which its
+        state machine needs done before it moves on. Produce uses
+        :meth:`submit_append`. Raises the log's errors (CorruptRecordError,
         RecordTooLargeError, ...), each with its Kafka ``error_code``.
         """
+        info = pinfo.log.append(records, leader_epoch=pinfo.leader_epoch)
+        self.appended(pinfo)
+        return info
+
+    def submit_append(self, pinfo: PartitionInfo, records) -> "asyncio.Future":
+        """Queue an append to a partition we lead on its log dir's writer thread.
+
+        The future gets the ``AppendInfo`` or the log's error once the bytes are
+        written (or failed); the event loop never waits on the disk. ``records``
+        must stay untouched until then (it is patched in place). Call
+        :meth:`appended` after a successful append.
+        """
+        fut = self.broker.loop.create_future()
         plog = pinfo.log
-        info = plog.append(records, leader_epoch=pinfo.leader_epoch)
+        self.broker.log_manager.appender_for(plog).submit(plog, records, pinfo.leader_epoch, fut)
+        return fut
+
+    def appended(self, pinfo: PartitionInfo) -> None:
+        """After an append: move the high watermark and wake the partition's long polls.
+
+        Single node: the ISR is this broker alone, so the high watermark follows
+        the log end offset at once.
+        """
+        plog = pinfo.log
         if pinfo.isr == [self.broker.broker_id]:
             plog.high_watermark = plog.log_end_offset
         self.broker.purgatory.notify((pinfo.topic, pinfo.partition))
-        return info
 
     # -- startup (blocking, before the loop serves) ----------------------------------------
     def load(self) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
+
 from broker.log import Log, LogConfig
 from broker.records.batch import BatchBuilder, iter_batches, iter_records
 
@@ -29,3 +32,45 @@ def read_all(log: Log, start: int | None = None) -> list:
         out.extend(e for e in iter_records(data) if e.offset >= offset)
         offset = list(iter_batches(data))[-1].next_offset
     return out
+
+
+def log_state(log: Log) -> dict:
+    """Everything an append can change, for comparing two logs fed the same appends.
+
+    Segment files are read whole (not just up to ``size``), so bytes left past the
+    end by a failed write show up too.
+    """
+    segs = log.segments
+    return {
+        "bytes": [Path(s.log_path).read_bytes() for s in segs],
+        "bases": [s.base_offset for s in segs],
+        "sizes": [(s.size, s.next_offset) for s in segs],
+        "index": [(list(s.index.relative_offsets), list(s.index.positions)) for s in segs],
+        "time": [(list(s.time_index.timestamps), list(s.time_index.relative_offsets)) for s in segs],
+        "max_ts": [(s.max_timestamp, s.offset_of_max_timestamp, s.rolling_based_timestamp) for s in segs],
+        "since_index": [(s.bytes_since_last_index_entry, s.indexes_full) for s in segs],
+        "leo": log.log_end_offset,
+        "log_start_offset": log.log_start_offset,
+        "epochs": list(log.leader_epoch_cache.entries),
+        "unflushed": log.unflushed_messages,
+    }
+
+
+def dir_files(path) -> dict[str, bytes]:
+    """``{file name: bytes}`` of every file in a partition directory."""
+    return {p.name: p.read_bytes() for p in sorted(Path(path).iterdir()) if p.is_file()}
+
+
+def with_head(batch, base_offset: int, leader_epoch: int = 0) -> bytes:
+    """``batch`` with baseOffset and partitionLeaderEpoch set (both lie outside the CRC)."""
+    out = bytearray(batch)
+    struct.pack_into(">q", out, 0, base_offset)
+    struct.pack_into(">i", out, 12, leader_epoch)
+    return bytes(out)
+
+
+def with_bad_crc(batch) -> bytes:
+    """``batch`` with its last byte flipped: the CRC-32C no longer matches."""
+    out = bytearray(batch)
+    out[-1] ^= 0xFF
+    return bytes(out)

@@ -1,7 +1,10 @@
 """Produce (key 0), versions 0-9 (v9 is the first flexible version).
 
-Each partition's records are checked, then appended by the partition's log,
-which verifies every batch's CRC-32C and size and patches ``baseOffset`` and
+Each partition's records are checked on the loop, then queued for the writer
+thread of the partition's log dir (:class:`~broker.log.LogAppender`); the
+handler waits for all of them together, so the loop never waits on a disk and
+the partitions of one request are written in parallel across disks. The log
+verifies every batch's CRC-32C and size and patches ``baseOffset`` and
 ``partitionLeaderEpoch`` in place (no record is decoded on this path, except
 for compacted topics, whose records must all have keys). Errors are per
 partition and never fail the whole request:
@@ -17,6 +20,8 @@ partition and never fail the whole request:
 * CreateTime further than message.timestamp.      INVALID_TIMESTAMP (32)
   difference.max.ms from the broker clock
 * acks=-1 with ISR below min.insync.replicas      NOT_ENOUGH_REPLICAS (19)
+* the partition's log closed meanwhile            NOT_LEADER_OR_FOLLOWER (6)
+* the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
 
 Versions 0-2 carry legacy message sets (magic 0/1): they are up-converted to
 RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
@@ -133,11 +138,13 @@ async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
 
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     broker = ctx.broker
+    topics = broker.topics
     metrics = broker.metrics
     version = ctx.api_version
     acks = request["acks"]
-    failed = False
     responses = []
+    submitted = []  # (result dict, topic name, partition info, future): every partition's append is queued first
+    errors = []  # (result dict, _PartitionError)
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
         partitions = []
@@ -154,6 +161,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             index = pd["index"]
             result = {"index": index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1,
                       "log_start_offset": -1, "record_errors": [], "error_message": None}
+            partitions.append(result)
             try:
                 if topic_error is not None:
                     raise _PartitionError(topic_error.error_code, topic_error.message)
@@ -165,24 +173,32 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                     raise _PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                           f"ISR {pinfo.isr} is smaller than min.insync.replicas")
                 batches = _prepare(version, pd["records"], plog.config)
-                try:
-                    appended = broker.topics.append_as_leader(pinfo, batches)
-                except (LogError, CorruptRecordError) as exc:
-                    raise _PartitionError(exc.error_code, str(exc)) from None
-                result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
-                              log_start_offset=appended.log_start_offset)
-                bytes_in, messages_in = metrics.topic_in(name)
-                bytes_in.inc(appended.valid_bytes)
-                messages_in.inc(appended.num_records)
             except _PartitionError as exc:
-                failed = True
-                result["error_code"] = exc.error_code
-                result["error_message"] = exc.message
-                metrics.produce_errors.labels(error_name(exc.error_code)).inc()
-            partitions.append(result)
+                errors.append((result, exc))
+                continue
+            submitted.append((result, name, pinfo, topics.submit_append(pinfo, batches)))
         responses.append({"name": name, "partition_responses": partitions})
+    for result, name, pinfo, fut in submitted:
+        try:
+            appended = await fut
+        except (LogError, CorruptRecordError) as exc:
+            errors.append((result, _PartitionError(exc.error_code, str(exc))))
+            continue
+        except OSError as exc:  # pragma: no cover - the log turns write failures into KafkaStorageError
+            errors.append((result, _PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))))
+            continue
+        topics.appended(pinfo)
+        result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
+                      log_start_offset=appended.log_start_offset)
+        bytes_in, messages_in = metrics.topic_in(name)
+        bytes_in.inc(appended.valid_bytes)
+        messages_in.inc(appended.num_records)
+    for result, exc in errors:
+        result["error_code"] = exc.error_code
+        result["error_message"] = exc.message
+        metrics.produce_errors.labels(error_name(exc.error_code)).inc()
     if acks == 0:
-        if failed:
+        if errors:
             raise CloseConnection("acks=0 produce failed; closing so the producer notices")
         return None
     return {"responses": responses, "throttle_time_ms": 0}

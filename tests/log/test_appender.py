@@ -1,0 +1,274 @@
+"""``LogAppender``: a writer thread that groups queued appends per log.
+
+Real logs in tmp_path, real threads. The writer is held (where a test needs
+appends to queue up) by a ``deliver`` function that waits on an event: it runs
+on the writer thread, so while it waits nothing else is taken from the queue.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from broker.log import AppendInfo, Log, LogClosedError, LogConfig
+from broker.log.appender import MAX_GROUP, LogAppender
+
+from log_helpers import dir_files, log_state, make_batch, read_all
+
+CONFIG = LogConfig(segment_bytes=8000, segment_index_bytes=80, index_interval_bytes=200)
+
+
+def _clock() -> float:
+    return 1_700_000_000.0
+
+
+class _HeldWriter:
+    """A ``deliver`` that records each call and holds the writer in its first call until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[list] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, pairs: list) -> None:
+        self.calls.append(list(pairs))
+        self.entered.set()
+        self.release.wait()
+        for done, result in pairs:
+            done(result)
+
+
+def test_threads_and_logs_concurrently(tmp_path):
+    logs = [Log.open(tmp_path / f"t-{p}", CONFIG, clock=_clock) for p in range(3)]
+    appender = LogAppender("d0")
+    results: list = []  # (thread, log, seq, result); list.append is atomic
+    per_thread = 150
+
+    def producer(t: int) -> None:
+        for i in range(per_thread):
+            p = (t + i) % len(logs)
+            data = make_batch(1 + i % 3, ts=10_000 + i, value=f"{t}:{i}".encode())
+            buf = bytearray(data) if i % 2 else data
+            appender.submit(logs[p], buf, t, lambda r, t=t, p=p, i=i: results.append((t, p, i, r)))
+
+    threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        appender.close()
+        # every done exactly once, every result a success
+        submitted = Counter((t, i) for t in range(4) for i in range(per_thread))
+        assert Counter((t, i) for t, _p, i, _r in results) == submitted
+        assert all(isinstance(r, AppendInfo) for *_x, r in results)
+        assert appender.appends == 4 * per_thread
+        assert 3 <= appender.groups <= appender.appends
+        for p, log in enumerate(logs):
+            mine = sorted((r.first_offset, t, i) for t, q, i, r in results if q == p)
+            # offsets: disjoint, consecutive, and in submit order within each thread
+            nxt = 0
+            for first, t, i in mine:
+                assert first == nxt
+                nxt = first + 1 + i % 3
+            assert log.log_end_offset == nxt
+            for t in range(4):
+                seq = [i for _f, u, i in mine if u == t]
+                assert seq == sorted(seq)
+            values = [r.value.decode() for r in read_all(log)]
+            assert Counter(values) == Counter(f"{t}:{i}" for _f, t, i in mine for _k in range(1 + i % 3))
+    finally:
+        appender.close()
+        for log in logs:
+            log.close()
+
+
+def test_single_submitter_matches_sequential_appends(tmp_path):
+    """With one submitting thread the order per log is fixed: files equal plain ``Log.append`` calls."""
+    names = [f"t-{p}" for p in range(3)]
+    grouped = [Log.open(tmp_path / "grouped" / n, CONFIG, clock=_clock) for n in names]
+    reference = [Log.open(tmp_path / "reference" / n, CONFIG, clock=_clock) for n in names]
+    appender = LogAppender("d0")
+    got: list = []
+    try:
+        for i in range(600):
+            p = i * 7 % 3
+            data = make_batch(1 + i % 4, ts=10_000 + i * 10, size=i % 150)
+            epoch = i // 200
+            appender.submit(grouped[p], bytearray(data) if i % 3 else data, epoch, got.append)
+            reference[p].append(bytearray(data), leader_epoch=epoch)
+        appender.close()
+        assert len(got) == 600 and all(isinstance(r, AppendInfo) for r in got)
+        for g, r in zip(grouped, reference):
+            assert log_state(g) == log_state(r)
+    finally:
+        appender.close()
+        for log in grouped + reference:
+            log.close()
+    for n in names:
+        assert dir_files(tmp_path / "grouped" / n) == dir_files(tmp_path / "reference" / n)
+
+
+def test_close_drains_the_queue(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    appender = LogAppender("d0")
+    got: list = []
+    try:
+        for i in range(3000):
+            appender.submit(log, make_batch(1, ts=i), 0, got.append)
+        appender.close()  # returns only once all 3000 are written and delivered
+        assert len(got) == 3000
+        assert sorted(r.first_offset for r in got) == list(range(3000))
+        assert [r.first_offset for r in got] == list(range(3000))  # delivered in submit order
+        assert log.log_end_offset == 3000
+        assert appender.queued == 0
+    finally:
+        log.close()
+
+
+def test_submit_after_close(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    appender = LogAppender("d0")
+    appender.close()
+    got: list = []
+    appender.submit(log, make_batch(1), 0, lambda r: got.append((threading.current_thread(), r)))
+    try:
+        assert len(got) == 1
+        thread, error = got[0]
+        assert thread is threading.current_thread()  # at once, on the caller's thread
+        assert isinstance(error, LogClosedError) and error.error_code == 6
+        assert log.log_end_offset == 0
+    finally:
+        log.close()
+
+
+def test_log_closed_while_queued(tmp_path):
+    keep = Log.open(tmp_path / "keep-0", LogConfig(), clock=_clock)
+    gone = Log.open(tmp_path / "gone-0", LogConfig(), clock=_clock)
+    held = _HeldWriter()
+    appender = LogAppender("d0", deliver=held)
+    got: dict = {}
+    try:
+        appender.submit(keep, make_batch(1), 0, lambda r: got.setdefault("first", r))
+        held.entered.wait()  # the writer is inside deliver: what follows queues up
+        for i in range(5):
+            appender.submit(gone, make_batch(1, ts=i), 0, lambda r, i=i: got.setdefault(("gone", i), r))
+            appender.submit(keep, make_batch(1, ts=i), 0, lambda r, i=i: got.setdefault(("keep", i), r))
+        assert appender.queued == 10
+        gone.close()
+    finally:
+        held.release.set()
+        appender.close()
+    try:
+        assert len(got) == 11
+        for i in range(5):
+            error = got[("gone", i)]
+            assert isinstance(error, LogClosedError) and error.error_code == 6
+            assert got[("keep", i)].first_offset == i + 1
+        assert gone.log_end_offset == 0
+        assert (gone.dir / "00000000000000000000.log").stat().st_size == 0  # nothing written
+        assert keep.log_end_offset == 6
+        # one deliver call per wake-up: the first append alone, then both logs' groups together
+        assert [len(c) for c in held.calls] == [1, 10]
+        assert (appender.groups, appender.appends) == (3, 11)
+    finally:
+        keep.close()
+
+
+def test_wake_up_takes_at_most_max_group(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    held = _HeldWriter()
+    appender = LogAppender("d0", deliver=held)
+    got: list = []
+    extra = 2 * MAX_GROUP + 100
+    try:
+        appender.submit(log, make_batch(1), 0, got.append)
+        held.entered.wait()
+        for i in range(extra):
+            appender.submit(log, make_batch(1, ts=i), 0, got.append)
+    finally:
+        held.release.set()
+        appender.close()
+    try:
+        assert [len(c) for c in held.calls] == [1, MAX_GROUP, MAX_GROUP, 100]
+        assert [r.first_offset for r in got] == list(range(extra + 1))
+        assert (appender.groups, appender.appends) == (4, extra + 1)
+    finally:
+        log.close()
+
+
+def test_errors_go_to_their_own_callers(tmp_path):
+    """A bad item in a group fails alone; the others in the same group are written."""
+    log = Log.open(tmp_path / "t-0", LogConfig(max_message_bytes=2000), clock=_clock)
+    held = _HeldWriter()
+    appender = LogAppender("d0", deliver=held)
+    got: list = []
+    bad_crc = bytearray(make_batch(1))
+    bad_crc[-1] ^= 0xFF
+    try:
+        appender.submit(log, make_batch(1), 0, got.append)
+        held.entered.wait()
+        for data in (make_batch(1), bad_crc, make_batch(1, size=3000), make_batch(2)):
+            appender.submit(log, data, 0, got.append)
+    finally:
+        held.release.set()
+        appender.close()
+    try:
+        assert [type(r).__name__ for r in got] == ["AppendInfo", "AppendInfo", "CorruptRecordError",
+                                                   "RecordTooLargeError", "AppendInfo"]
+        assert [got[i].first_offset for i in (0, 1, 4)] == [0, 1, 2]
+        assert [got[i].error_code for i in (2, 3)] == [2, 10]
+        assert log.log_end_offset == 4
+    finally:
+        log.close()
+
+
+def test_unexpected_exception_reaches_every_caller_and_writer_survives(tmp_path):
+    """``append_group`` raising (here: something that is not a buffer) fails that log's group; later ones work."""
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    other = Log.open(tmp_path / "t-1", LogConfig(), clock=_clock)
+    held = _HeldWriter()
+    appender = LogAppender("d0", deliver=held)
+    got: list = []
+    second_group_done = threading.Event()
+    try:
+        appender.submit(log, make_batch(1), 0, got.append)
+        held.entered.wait()
+        appender.submit(log, make_batch(1), 0, lambda r: got.append(("a", r)))
+        appender.submit(log, None, 0, lambda r: got.append(("b", r)))
+        appender.submit(other, make_batch(1), 0, lambda r: (got.append(("c", r)), second_group_done.set()))
+    finally:
+        held.release.set()
+    try:
+        second_group_done.wait()  # the next submit is a wake-up of its own
+        after: list = []
+        appender.submit(log, make_batch(1), 0, after.append)
+        appender.close()
+        results = dict(got[1:])
+        assert isinstance(results["a"], TypeError) and isinstance(results["b"], TypeError)
+        assert results["c"].first_offset == 0
+        assert log.log_end_offset == 2 and after[0].first_offset == 1  # nothing of the failed group was written
+    finally:
+        appender.close()
+        log.close()
+        other.close()
+
+
+def test_failing_deliver_does_not_stop_the_writer(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    seen: list = []
+
+    def deliver(pairs):
+        seen.append(len(pairs))
+        raise RuntimeError("callback bug")
+
+    appender = LogAppender("d0", deliver=deliver)
+    try:
+        for i in range(3):
+            appender.submit(log, make_batch(1), 0, lambda r: None)
+        appender.close()
+        assert sum(seen) == 3
+        assert log.log_end_offset == 3
+    finally:
+        appender.close()
+        log.close()
