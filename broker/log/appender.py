@@ -21,10 +21,11 @@ Guarantees:
 - :meth:`close` stops taking appends and returns once everything queued
   before it has been written and delivered.
 
-Results are handed to ``deliver`` on the writer thread, one call per group
-with ``[(done, result), ...]``: the broker passes a function that moves them
-to its event loop with a single ``call_soon_threadsafe``. The default calls
-each ``done(result)`` right there.
+Results are handed to ``deliver`` on the writer thread, one call per wake-up
+(covering every log's group from it) with ``[(done, result), ...]``: the
+broker passes a function that moves them to its event loop with a single
+``call_soon_threadsafe``, and its ``done`` tokens are futures. The default
+calls each ``done(result)`` right there.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ policy in :mod:`broker.log.retention`.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import struct
@@ -68,6 +69,7 @@ _V2 = struct.Struct(">qiiBIhiqqqhii")  # the whole 61-byte v2 header
 _V2_APPEND = struct.Struct(">qiiBI2xi8xq14xi")
 _ENTRY_HEAD = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes append patches
 _crc32c = crc32c.crc32c
+logger = logging.getLogger(__name__)
 _new_tuple = tuple.__new__  # AppendInfo without NamedTuple.__new__'s Python-level call
 
 
@@ -298,7 +300,8 @@ class Log:
                 except (LogError, CorruptRecordError) as exc:
                     results[i] = exc
                 except OSError as exc:
-                    results[i] = KafkaStorageError(f"write to {self.dir} failed: {exc}")
+                    results[i] = error = KafkaStorageError(f"write to {self.dir} failed: {exc}")
+                    raise _RunFailed(error) from exc
                 nxt = self._log_end_offset
                 seg = self._view[1][-1]
                 size = seg.size
@@ -741,7 +744,10 @@ class Log:
                 return
             self.closed = True
             for seg in self._view[1]:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as exc:  # e.g. a full disk while trimming an index: indexes are rebuilt on open
+                    logger.warning("closing segment %s failed: %s", seg.log_path, exc)
         self.purge_deleted(float("inf"))
 
     def delete(self) -> None:

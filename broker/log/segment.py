@@ -202,10 +202,14 @@ class LogSegment:
         """Write ``data`` (whole batches) at the end; add index entries as Kafka does."""
         position = self.size
         fd = self.fd
-        written = os.pwrite(fd, data, position)
         n = len(data)
-        while written < n:  # pragma: no cover - short writes are rare on regular files
-            written += os.pwrite(fd, memoryview(data)[written:], position + written)
+        try:
+            written = os.pwrite(fd, data, position)
+            while written < n:  # pragma: no cover - short writes are rare on regular files
+                written += os.pwrite(fd, memoryview(data)[written:], position + written)
+        except OSError:
+            _cut_quietly(fd, position)
+            raise
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = first_batch_max_timestamp
         if max_timestamp > self.max_timestamp:
@@ -267,9 +271,13 @@ class LogSegment:
         if fd < 0:
             fd = self.fd
         total = pos - position
-        written = os.pwritev(fd, buffers, position) if len(buffers) <= _IOV_MAX else 0
-        if written < total:
-            _write_rest(fd, buffers, position, written)
+        try:
+            written = os.pwritev(fd, buffers, position) if len(buffers) <= _IOV_MAX else 0
+            if written < total:
+                _write_rest(fd, buffers, position, written)
+        except OSError:
+            _cut_quietly(fd, position)
+            raise
         if entries:
             index_append, time_append = self.index.append, self.time_index.maybe_append
             for last, at, ts, om in entries:
@@ -393,10 +401,12 @@ class LogSegment:
         return end
 
     def close(self) -> None:
-        """Trim both indexes to their entries, then close every handle."""
-        self.index.trim()
-        self.time_index.trim()
-        self.close_handles()
+        """Trim both indexes to their entries, then close every handle (even when trimming fails)."""
+        try:
+            self.index.trim()
+            self.time_index.trim()
+        finally:
+            self.close_handles()
 
     def close_handles(self) -> None:
         self.index.close()
@@ -456,3 +466,15 @@ def _write_rest(fd: int, buffers: list, position: int, written: int) -> None:
             i += 1
         if done:
             buffers[i] = memoryview(buffers[i])[done:]
+
+
+def _cut_quietly(fd: int, size: int) -> None:
+    """After a failed write, cut the file back to ``size`` so the unpublished bytes never come back.
+
+    Best effort: on a failing disk this may fail too, and recovery then finds
+    whatever whole batches made it (written, never acknowledged).
+    """
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
