@@ -36,12 +36,14 @@ from collections import deque
 from typing import Any, Callable
 
 from broker.log.errors import LogClosedError
+from broker.log.log import check_single_batch
+from broker.records.view import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
 Done = Callable[[Any], None]
 
-MAX_GROUP = 512  # appends taken per wake-up: bounds the time a log's lock is held and a group's latency
+MAX_GROUP = 128  # appends taken per wake-up: bounds how long the writer holds the GIL and a log's lock
 
 
 def _call_each(pairs: list[tuple[Done, Any]]) -> None:
@@ -55,28 +57,43 @@ class LogAppender:
     def __init__(self, name: str, deliver: Callable[[list[tuple[Done, Any]]], None] | None = None) -> None:
         self.name = name
         self._deliver = deliver or _call_each
-        self._queue: deque = deque()  # (log, records, leader_epoch, done)
+        self._queue: deque = deque()  # (records, leader_epoch, done, log)
         self._cond = threading.Condition(threading.Lock())
         self._closed = False
+        self._idle = False  # set by the writer, under the condition's lock, before it waits
         self.groups = 0  # groups written (one per log per wake-up); with ``appends``, the mean group size
         self.appends = 0
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
         self._thread.start()
 
     def submit(self, log, records, leader_epoch: int, done: Done) -> None:
-        """Queue ``records`` (a buffer of whole v2 batches) for ``log``; ``done(result)`` follows.
+        """Queue ``records`` (a buffer of whole v2 batches) for ``log``; ``done`` gets the result later.
 
-        The buffer must stay untouched until ``done`` is called (a writable one
-        is patched in place). After :meth:`close`, ``done`` gets a
-        :class:`LogClosedError` at once, on the caller's thread.
+        The buffer must stay untouched until then (a writable one is patched in
+        place). After :meth:`close`, ``done`` gets a :class:`LogClosedError` at
+        once, through ``deliver`` on the caller's thread.
+
+        A buffer holding one v2 batch has its CRC-32C checked here, on the
+        caller's thread (a mismatch is delivered at once): the writer thread
+        then only places and writes, and the checks of the next appends
+        overlap with the writes of the previous ones.
+
+        No lock on the way in: ``deque.append`` is atomic, and the writer only
+        needs waking when it said it is idle (it re-checks the queue under the
+        condition's lock after saying so, so no append is missed).
         """
-        with self._cond:
-            if not self._closed:
-                self._queue.append((log, records, leader_epoch, done))
-                if len(self._queue) == 1:
-                    self._cond.notify()
-                return
-        done(LogClosedError(f"log appender {self.name} is closed"))
+        if self._closed:
+            self._deliver([(done, LogClosedError(f"log appender {self.name} is closed"))])
+            return
+        try:
+            check_single_batch(records)
+        except CorruptRecordError as exc:
+            self._deliver([(done, exc)])
+            return
+        self._queue.append((records, leader_epoch, done, log))
+        if self._idle:
+            with self._cond:
+                self._cond.notify()
 
     @property
     def queued(self) -> int:
@@ -89,41 +106,55 @@ class LogAppender:
             self._closed = True
             self._cond.notify()
         self._thread.join(timeout)
+        while self._queue:  # appends that raced close (queued after the writer's last look): refuse them
+            _records, _epoch, done, _log = self._queue.popleft()
+            self._deliver([(done, LogClosedError(f"log appender {self.name} is closed"))])
 
     def _run(self) -> None:
         queue, cond = self._queue, self._cond
         while True:
-            with cond:
-                while not queue:
-                    if self._closed:
-                        return
-                    cond.wait()
-                if len(queue) <= MAX_GROUP:
-                    taken = list(queue)
-                    queue.clear()
-                else:
-                    taken = [queue.popleft() for _ in range(MAX_GROUP)]
+            if not queue:
+                with cond:
+                    self._idle = True
+                    while not queue and not self._closed:
+                        cond.wait()
+                    self._idle = False
+                    if not queue:
+                        return  # closed and drained
+            if len(queue) <= MAX_GROUP:
+                taken = list(queue)
+                for _ in range(len(taken)):
+                    queue.popleft()
+            else:
+                taken = [queue.popleft() for _ in range(MAX_GROUP)]
             try:
                 self._write(taken)
             except BaseException:  # pragma: no cover - _write hands every error to its caller
                 log.exception("log appender %s failed", self.name)
 
     def _write(self, taken: list) -> None:
-        by_log: dict[int, list] = {}
-        for entry in taken:
-            by_log.setdefault(id(entry[0]), []).append(entry)
+        """Append what was taken, one group per log (each log's entries in order), then deliver."""
+        first = taken[0][3]
+        groups = [taken] if all(entry[3] is first for entry in taken) else self._by_log(taken)
         delivered: list[tuple[Done, Any]] = []
-        for entries in by_log.values():
-            target = entries[0][0]
+        for entries in groups:
+            target = entries[0][3]
             try:
-                results = target.append_group([(records, epoch) for _log, records, epoch, _done in entries])
+                results = target.append_group(entries, crc_checked=True)
             except Exception as exc:  # noqa: BLE001 - a bug or an unexpected error: every caller hears of it
                 log.exception("append to %s failed", getattr(target, "dir", target))
                 results = [exc] * len(entries)
-            delivered.extend((entry[3], result) for entry, result in zip(entries, results))
+            delivered += [(entry[2], result) for entry, result in zip(entries, results)]
             self.groups += 1
         self.appends += len(taken)
         try:
             self._deliver(delivered)
         except Exception:  # noqa: BLE001 - a failing callback must not stop the writer
             log.exception("delivering append results of %s failed", self.name)
+
+    @staticmethod
+    def _by_log(taken: list) -> list[list]:
+        by_log: dict[int, list] = {}
+        for entry in taken:
+            by_log.setdefault(id(entry[3]), []).append(entry)
+        return list(by_log.values())

@@ -73,6 +73,28 @@ logger = logging.getLogger(__name__)
 _new_tuple = tuple.__new__  # AppendInfo without NamedTuple.__new__'s Python-level call
 
 
+def check_single_batch(records) -> bool:
+    """Verify the CRC-32C of ``records`` if it is exactly one v2 batch; False if it is anything else.
+
+    Raises :class:`CorruptRecordError` on a mismatch. True means the CRC was
+    checked and holds: :meth:`Log.append_group` with ``crc_checked=True`` then
+    skips it. Every buffer the log's single-batch path accepts passes the
+    shape test here, so none reaches the disk unchecked.
+    """
+    mv = memoryview(records)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    n = len(mv)
+    if n < V2_HEADER_SIZE:
+        return False
+    _bo, length, _ple, magic, crc, _lod, _mts, _count = _V2_APPEND.unpack_from(mv)
+    if LOG_OVERHEAD + length != n or magic != 2:
+        return False
+    if _crc32c(mv[21:], 0, 1) != crc:  # GIL released meanwhile: a writer thread can run
+        raise CorruptRecordError("CRC-32C mismatch", 0)
+    return True
+
+
 class _RunFailed(Exception):
     """A group write failed; ``error`` is what the items of the group that were not written get."""
 
@@ -218,11 +240,12 @@ class Log:
             raise result
         return result
 
-    def append_group(self, items, *, assign_offsets: bool = True,
-                     append_time_ms: int | None = None) -> list:
+    def append_group(self, items, *, assign_offsets: bool = True, append_time_ms: int | None = None,
+                     crc_checked: bool = False) -> list:
         """Append several independent buffers in order, writing them together (group write).
 
-        ``items`` is a sequence of ``(records, leader_epoch)``; each ``records`` is
+        ``items`` is a sequence of ``(records, leader_epoch, ...)`` (further fields
+        are ignored: the appender passes its queue entries); each ``records`` is
         a buffer of one or more whole v2 batches, as :meth:`append` takes. The
         result has one entry per item, in order: its :class:`AppendInfo`, or the
         error it failed with (a :class:`LogError` or :class:`CorruptRecordError`;
@@ -243,6 +266,11 @@ class Log:
         The log end offset, the segment sizes and the leader-epoch cache move
         only after the bytes are written, so a reader never sees offsets whose
         bytes are not in the file yet.
+
+        ``crc_checked`` says the caller already ran :func:`check_single_batch`
+        on every item that holds exactly one v2 batch (the appender does, on
+        the submitting thread, so CRC work and writes overlap); the CRC of
+        other items is checked here as always.
         """
         settings = self._settings
         if settings is None or settings[0] is not self.config:
@@ -253,7 +281,7 @@ class Log:
             if self.closed:
                 return [LogClosedError(f"log {self.dir} is closed")] * len(items)
             try:
-                self._place_locked(items, results, settings, assign_offsets, append_time_ms)
+                self._place_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked)
             except _RunFailed as failed:  # the disk failed: nothing after the failed write is tried
                 for j, r in enumerate(results):
                     if r is None:
@@ -263,7 +291,7 @@ class Log:
         return results
 
     def _place_locked(self, items, results: list, settings: tuple, assign_offsets: bool,
-                      append_time_ms: int | None) -> None:
+                      append_time_ms: int | None, crc_checked: bool) -> None:
         """:meth:`append_group`'s work under the lock: check, place and write each item, in order."""
         _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, _flush = settings
         # The run: batches placed but not yet written, all for ``seg``. ``run`` holds
@@ -281,9 +309,10 @@ class Log:
         if latest_epoch is None:
             latest_epoch = -1
         i = -1
-        for records, epoch in items:
+        for item in items:
             i += 1
-            mv = memoryview(records)
+            epoch = item[1]
+            mv = memoryview(item[0])
             if mv.ndim != 1 or mv.itemsize != 1:
                 mv = mv.cast("B")
             n = len(mv)
@@ -310,7 +339,7 @@ class Log:
                 if latest_epoch is None:
                     latest_epoch = -1
                 continue
-            if _crc32c(mv[21:]) != crc:
+            if not crc_checked and _crc32c(mv[21:]) != crc:
                 results[i] = CorruptRecordError("CRC-32C mismatch", 0)
                 continue
             head = None

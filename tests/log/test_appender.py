@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+import pytest
+
 from broker.log import AppendInfo, Log, LogClosedError, LogConfig
 from broker.log.appender import MAX_GROUP, LogAppender
 
@@ -31,10 +33,11 @@ class _HeldWriter:
         self.release = threading.Event()
 
     def __call__(self, pairs: list) -> None:
-        self.calls.append(list(pairs))
-        self.entered.set()
-        self.release.wait()
-        for done, result in pairs:
+        if threading.current_thread().name.startswith("log-appender"):
+            self.calls.append(list(pairs))
+            self.entered.set()
+            self.release.wait()
+        for done, result in pairs:  # what submit refuses at once comes on the caller's thread, unheld
             done(result)
 
 
@@ -198,34 +201,66 @@ def test_wake_up_takes_at_most_max_group(tmp_path):
 
 
 def test_errors_go_to_their_own_callers(tmp_path):
-    """A bad item in a group fails alone; the others in the same group are written."""
+    """A bad item fails alone; the others in the same group are written.
+
+    A CRC mismatch is found by ``submit`` itself, on the caller's thread, and
+    answered at once; an oversize batch is refused by the log inside the group.
+    """
     log = Log.open(tmp_path / "t-0", LogConfig(max_message_bytes=2000), clock=_clock)
     held = _HeldWriter()
     appender = LogAppender("d0", deliver=held)
-    got: list = []
+    got: dict = {}
     bad_crc = bytearray(make_batch(1))
     bad_crc[-1] ^= 0xFF
     try:
-        appender.submit(log, make_batch(1), 0, got.append)
+        appender.submit(log, make_batch(1), 0, lambda r: got.__setitem__("first", r))
         held.entered.wait()
-        for data in (make_batch(1), bad_crc, make_batch(1, size=3000), make_batch(2)):
-            appender.submit(log, data, 0, got.append)
+        items = {"ok1": make_batch(1), "bad_crc": bad_crc, "too_large": make_batch(1, size=3000), "ok2": make_batch(2)}
+        for name, data in items.items():
+            appender.submit(log, data, 0, lambda r, name=name: got.__setitem__(name, r))
+        assert list(got) == ["bad_crc"]  # answered before the writer was even released
     finally:
         held.release.set()
         appender.close()
     try:
-        assert [type(r).__name__ for r in got] == ["AppendInfo", "AppendInfo", "CorruptRecordError",
-                                                   "RecordTooLargeError", "AppendInfo"]
-        assert [got[i].first_offset for i in (0, 1, 4)] == [0, 1, 2]
-        assert [got[i].error_code for i in (2, 3)] == [2, 10]
+        assert {k: type(r).__name__ for k, r in got.items()} == {
+            "first": "AppendInfo", "ok1": "AppendInfo", "bad_crc": "CorruptRecordError",
+            "too_large": "RecordTooLargeError", "ok2": "AppendInfo"}
+        assert [got[k].first_offset for k in ("first", "ok1", "ok2")] == [0, 1, 2]
+        assert (got["bad_crc"].error_code, got["too_large"].error_code) == (2, 10)
         assert log.log_end_offset == 4
+        assert len(held.calls) == 2  # the refused one never reached the writer
     finally:
         log.close()
 
 
-def test_unexpected_exception_reaches_every_caller_and_writer_survives(tmp_path):
-    """``append_group`` raising (here: something that is not a buffer) fails that log's group; later ones work."""
+def test_submit_refuses_what_is_not_a_buffer(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    appender = LogAppender("d0")
+    try:
+        with pytest.raises(TypeError):
+            appender.submit(log, None, 0, lambda r: None)
+        got: list = []
+        appender.submit(log, make_batch(1), 0, got.append)
+        appender.close()
+        assert got[0].first_offset == 0
+    finally:
+        appender.close()
+        log.close()
+
+
+class _FailingLog(Log):
+    """A real log whose group append raises, as an unexpected bug would (fault injection)."""
+
+    def append_group(self, items, **kw):
+        if any(item[0] == b"boom" for item in items):
+            raise RuntimeError("injected failure")
+        return super().append_group(items, **kw)
+
+
+def test_unexpected_exception_reaches_every_caller_and_writer_survives(tmp_path):
+    """``append_group`` raising fails that log's group (every caller hears of it); later groups work."""
+    log = _FailingLog.open(tmp_path / "t-0", LogConfig(), clock=_clock)
     other = Log.open(tmp_path / "t-1", LogConfig(), clock=_clock)
     held = _HeldWriter()
     appender = LogAppender("d0", deliver=held)
@@ -235,7 +270,7 @@ def test_unexpected_exception_reaches_every_caller_and_writer_survives(tmp_path)
         appender.submit(log, make_batch(1), 0, got.append)
         held.entered.wait()
         appender.submit(log, make_batch(1), 0, lambda r: got.append(("a", r)))
-        appender.submit(log, None, 0, lambda r: got.append(("b", r)))
+        appender.submit(log, b"boom", 0, lambda r: got.append(("b", r)))
         appender.submit(other, make_batch(1), 0, lambda r: (got.append(("c", r)), second_group_done.set()))
     finally:
         held.release.set()
@@ -245,7 +280,7 @@ def test_unexpected_exception_reaches_every_caller_and_writer_survives(tmp_path)
         appender.submit(log, make_batch(1), 0, after.append)
         appender.close()
         results = dict(got[1:])
-        assert isinstance(results["a"], TypeError) and isinstance(results["b"], TypeError)
+        assert isinstance(results["a"], RuntimeError) and isinstance(results["b"], RuntimeError)
         assert results["c"].first_offset == 0
         assert log.log_end_offset == 2 and after[0].first_offset == 1  # nothing of the failed group was written
     finally:
