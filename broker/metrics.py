@@ -28,7 +28,14 @@ kafkapy_offsets_cached                                 gauge      -      (on scr
 kafkapy_group_rebalances_total                         counter    -      (rebalances completed)
 kafkapy_offset_commits_total                           counter    -      (partition offsets stored)
 kafkapy_coordinator_load_duration_seconds              histogram  -      (per __consumer_offsets partition)
+kafkapy_log_appender_queued                            gauge      log_dir (appends waiting; on scrape)
+kafkapy_log_appender_groups_total                      counter    log_dir (group writes; on scrape)
+kafkapy_log_appender_appends_total                     counter    log_dir (appends written; on scrape)
 =====================================================  =========  ==========================
+
+appends / groups is the mean group size: near 1 on a quiet broker, larger when
+appends queue up behind a busy disk. A queue that keeps growing on one log dir
+is a slow or stalled disk.
 
 The per-partition gauges come from a collector that asks the log manager when
 ``/metrics`` is scraped (in the HTTP server's thread; it only reads plain
@@ -46,7 +53,7 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -90,6 +97,32 @@ class _LogCollector(Collector):
             except Exception:  # a log being deleted while we look at it
                 continue
         yield from (size, segments, end, start)
+
+
+class _AppenderCollector(Collector):
+    """Per log dir appender figures from ``stats()`` -> {log dir: (queued, groups, appends)} at scrape time."""
+
+    def __init__(self, stats: Callable[[], dict]) -> None:
+        self._stats = stats
+
+    def collect(self):
+        queued = GaugeMetricFamily(PREFIX + "log_appender_queued", "Appends waiting for the log dir's writer.",
+                                   labels=["log_dir"])
+        groups = CounterMetricFamily(PREFIX + "log_appender_groups", "Group writes by the log dir's writer.",
+                                     labels=["log_dir"])
+        appends = CounterMetricFamily(PREFIX + "log_appender_appends", "Appends written by the log dir's writer.",
+                                      labels=["log_dir"])
+        try:
+            stats = self._stats()
+        except Exception:  # a scrape must never take anything down
+            log.exception("collecting appender metrics failed")
+            stats = {}
+        for log_dir, (q, g, a) in stats.items():
+            labels = [str(log_dir)]
+            queued.add_metric(labels, q)
+            groups.add_metric(labels, g)
+            appends.add_metric(labels, a)
+        yield from (queued, groups, appends)
 
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -184,6 +217,10 @@ class BrokerMetrics:
     def watch_logs(self, logs: Callable[[], Iterable]) -> None:
         """Report per-partition log gauges from ``logs()`` -> iterable of ((topic, partition), log)."""
         self.registry.register(_LogCollector(logs))
+
+    def watch_appenders(self, stats: Callable[[], dict]) -> None:
+        """Report the log dirs' appender figures from ``stats()`` -> {log dir: (queued, groups, appends)}."""
+        self.registry.register(_AppenderCollector(stats))
 
     def watch_groups(self, snapshot: Callable[[], tuple[dict[str, int], int]]) -> None:
         """Report group gauges from ``snapshot()`` -> ({state name: groups}, offsets cached)."""

@@ -82,6 +82,7 @@ class Broker:
         self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
         await self.run_blocking(self._register)
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
+        self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())
         if self.config.metrics_port >= 0:
             host = self.config.listeners[0].host or "0.0.0.0"
             self.metrics_port = self.metrics.start_http(host, self.config.metrics_port)

@@ -58,6 +58,11 @@ def test_metrics_after_produce_fetch_and_errors(broker_factory):
     assert value(s, "kafkapy_connections_total") == 2
     assert value(s, "kafkapy_protocol_errors_total", reason="too_large") == 1
     assert ("kafkapy_log_flush_duration_seconds_count", ()) in s
+    # the three appends went through the log dir's writer thread, nothing is left queued
+    (log_dir,) = {dict(labels)["log_dir"] for name, labels in s if name == "kafkapy_log_appender_queued"}
+    assert value(s, "kafkapy_log_appender_appends_total", log_dir=log_dir) == 3
+    assert 1 <= value(s, "kafkapy_log_appender_groups_total", log_dir=log_dir) <= 3
+    assert value(s, "kafkapy_log_appender_queued", log_dir=log_dir) == 0
 
 
 def test_metrics_port_off(broker_factory):
