@@ -150,13 +150,25 @@ class _Index:
             pass
 
     def write_all(self) -> None:
-        """Rewrite the whole file from memory (after a rebuild)."""
+        """Rewrite the whole file from memory (after a rebuild); on ``OSError`` the old file stays.
+
+        Then nothing counts as persisted, so a later :meth:`sync` writes every
+        entry again (and :meth:`trim` cuts whatever stale tail the file has).
+        """
         data = self.to_bytes()
-        self._persisted = self.entries
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self.path)
+        except OSError:
+            self._persisted = 0
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        self._persisted = self.entries
         if self._fd is not None:
             os.close(self._fd)
             self._fd = os.open(self.path, os.O_RDWR, 0o644)

@@ -367,11 +367,11 @@ class Log:
                 if (size > segment_bytes - n or seg.indexes_full or last - seg.base_offset > INT32_MAX
                         or (mts - t if t is not None and t >= 0 else self._now_ms() - seg.created_ms) > segment_ms):
                     self._write_run_locked(seg, run, run_items, run_state, results)
-                    seg = self._roll_locked(bo)
+                    seg = self._roll_for_append_locked(bo)
                     size = 0
                     room = seg.index_room()
             elif bo != seg.base_offset and last - seg.base_offset > INT32_MAX:
-                seg = self._roll_locked(bo)
+                seg = self._roll_for_append_locked(bo)
                 room = seg.index_room()
             run.append((mv, head, last, mts))
             run_items.append(i)
@@ -387,6 +387,27 @@ class Log:
             nxt = last + 1
         self._write_run_locked(seg, run, run_items, run_state, results)
 
+    def _write_with_epochs(self, epochs: list, write: Callable[[], None]) -> None:
+        """Record the leader epochs that a write starts (``(epoch, base offset)``), then write.
+
+        The checkpoint goes first: if it cannot be written, no data is; if the
+        data cannot be, the epochs are forgotten again. Either way an
+        ``OSError`` leaves the log as it was (a checkpoint file that still
+        names them is cut to the log end on the next open).
+        """
+        cache = self.leader_epoch_cache
+        try:
+            for epoch, base in epochs:
+                cache.assign(epoch, base)
+            write()
+        except OSError:
+            if epochs:
+                try:
+                    cache.truncate_from_end(self._log_end_offset)
+                except OSError:
+                    pass
+            raise
+
     def _write_run_locked(self, seg: LogSegment, run: list, run_items: list, run_state: list,
                           results: list) -> None:
         """Write the placed batches with one ``pwritev``, then publish them; empties the run.
@@ -399,14 +420,12 @@ class Log:
         if not run:
             return
         try:
-            seg.append_run(run)
+            self._write_with_epochs(run_state[1], lambda: seg.append_run(run))
         except OSError as exc:
             error = KafkaStorageError(f"write to {seg.log_path} failed: {exc}")
             for i in run_items:
                 results[i] = error
             raise _RunFailed(error) from exc
-        for epoch, base in run_state[1]:
-            self.leader_epoch_cache.assign(epoch, base)
         self._log_end_offset = run[-1][2] + 1
         self.unflushed_messages += run_state[0]
         run.clear()
@@ -455,14 +474,15 @@ class Log:
                 seg = self._roll_locked(first)
             elif seg.size == 0 and first != seg.base_offset and last - seg.base_offset > INT32_MAX:
                 seg = self._roll_locked(first)
-            seg.append(mv, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=off_max,
-                       first_batch_max_timestamp=batches[0][3])
-            cache = self.leader_epoch_cache
-            latest = cache.latest_epoch
+            epochs = []
+            latest = self.leader_epoch_cache.latest_epoch
             for b in batches:
                 if b[6] >= 0 and (latest is None or b[6] > latest):
-                    cache.assign(b[6], b[2])
+                    epochs.append((b[6], b[2]))
                     latest = b[6]
+            self._write_with_epochs(epochs, lambda: seg.append(
+                mv, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=off_max,
+                first_batch_max_timestamp=batches[0][3]))
             self._log_end_offset = last + 1
             self.unflushed_messages += num_records
             info = AppendInfo(first, last, max_ts, off_max, now if log_append_time else -1, len(batches),
@@ -511,11 +531,13 @@ class Log:
             return self._roll_locked(self._log_end_offset if new_base_offset is None else new_base_offset)
 
     def _roll_locked(self, base: int) -> LogSegment:
+        """Make a new active segment at ``base``; if its files cannot be made (``OSError``), nothing changes."""
         bases, segs = self._view
         active = segs[-1]
+        if active.size == 0 and active.base_offset == base:
+            return active
+        new = self._new_segment(base)
         if active.size == 0:
-            if active.base_offset == base:
-                return active
             # an empty active segment is replaced rather than kept as an empty file
             active.delete_files()
             segs = segs[:-1]
@@ -523,9 +545,15 @@ class Log:
             active.on_become_inactive()
             active.index.close()
             active.time_index.close()
-        new = self._new_segment(base)
         self._set_segments(segs + (new,))
         return new
+
+    def _roll_for_append_locked(self, base: int) -> LogSegment:
+        """:meth:`_roll_locked` inside a group append: a failure ends the group as a storage error."""
+        try:
+            return self._roll_locked(base)
+        except OSError as exc:
+            raise _RunFailed(KafkaStorageError(f"rolling a new segment in {self.dir} failed: {exc}")) from exc
 
     # -- reading -----------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,

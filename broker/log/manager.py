@@ -236,19 +236,29 @@ class LogManager:
                 log.purge_deleted()
         return n
 
-    def checkpoint(self) -> None:
-        """Write the recovery-point, log-start-offset, replication and cleaner checkpoints of every dir."""
+    def checkpoint(self) -> list[Path]:
+        """Write the recovery-point, log-start-offset, replication and cleaner checkpoints of every dir.
+
+        A dir whose checkpoints cannot be written (full, failing) is logged and
+        skipped; the others are still written. Returns the dirs that failed.
+        """
         with self._lock:
             entries = list(self._logs.items())
             dirty = dict(self._first_dirty)
+        failed = []
         for d in self.log_dirs:
             mine = [(tp, log) for tp, (log, ld) in entries if ld == d]
-            write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in mine})
-            write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                                    {tp: log.log_start_offset for tp, log in mine})
-            write_offset_checkpoint(d / REPLICATION_CHECKPOINT, {tp: log.high_watermark for tp, log in mine})
-            write_offset_checkpoint(d / CLEANER_CHECKPOINT,
-                                    {tp: dirty[tp] for tp, _log in mine if tp in dirty})
+            try:
+                write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in mine})
+                write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                                        {tp: log.log_start_offset for tp, log in mine})
+                write_offset_checkpoint(d / REPLICATION_CHECKPOINT, {tp: log.high_watermark for tp, log in mine})
+                write_offset_checkpoint(d / CLEANER_CHECKPOINT,
+                                        {tp: dirty[tp] for tp, _log in mine if tp in dirty})
+            except OSError as exc:
+                logger.error("writing the checkpoints of log dir %s failed: %s", d, exc)
+                failed.append(d)
+        return failed
 
     def clean_logs(self) -> int:
         """One cleaner pass over every compacted log; returns the number of logs cleaned."""
@@ -347,15 +357,26 @@ class LogManager:
             t.join()
         self._threads = []
         logs = self.logs()
-        for log in logs.values():
-            log.flush()
-        self.checkpoint()
+        failed = set()
+        for tp, log in logs.items():
+            try:
+                log.flush()
+            except OSError as exc:
+                logger.error("flushing %s-%d at shutdown failed: %s", tp[0], tp[1], exc)
+                failed.add(self.log_dir_of(tp))
+        failed.update(self.checkpoint())
         for log in logs.values():
             log.close()
         self._remove_doomed_dirs()
         for d in self.log_dirs:
-            (d / CLEAN_SHUTDOWN_FILE).touch()
-            _fsync_dir(d)
+            if d in failed:  # no marker: the next start recovers this dir's logs in full
+                logger.error("log dir %s is not marked as cleanly shut down", d)
+                continue
+            try:
+                (d / CLEAN_SHUTDOWN_FILE).touch()
+                _fsync_dir(d)
+            except OSError as exc:
+                logger.error("marking log dir %s as cleanly shut down failed: %s", d, exc)
 
     # -- meta.properties --------------------------------------------------------------
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:

@@ -18,6 +18,7 @@ per-segment lock.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,8 @@ from pathlib import Path
 
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.log.scan import INT32_MAX, ScanResult, read_header, scan_file
+
+logger = logging.getLogger(__name__)
 
 _IOV_MAX = 1024  # buffers per pwritev (Linux UIO_MAXIOV)
 # Bytes per pwritev. Far larger single writes (a group of 1 MiB batches) were sometimes
@@ -81,18 +84,22 @@ class LogSegment:
         seg = cls(dir, base_offset, index_interval_bytes=index_interval_bytes, max_index_bytes=max_index_bytes,
                   suffix=suffix)
         seg.file = open(seg.log_path, "w+b", buffering=0)
-        seg.fileno = seg.file.fileno()
-        if preallocate_bytes:
-            try:
-                os.posix_fallocate(seg.file.fileno(), 0, preallocate_bytes)
-                os.ftruncate(seg.file.fileno(), 0)  # keep size == valid bytes; blocks stay allocated
-            except OSError:  # pragma: no cover - filesystem dependent
-                pass
-        seg.created_ms = now_ms
-        seg.index.reset()
-        seg.time_index.reset()
-        seg._indexes_loaded = True
-        seg.open_indexes_for_append()
+        try:
+            seg.fileno = seg.file.fileno()
+            if preallocate_bytes:
+                try:
+                    os.posix_fallocate(seg.file.fileno(), 0, preallocate_bytes)
+                    os.ftruncate(seg.file.fileno(), 0)  # keep size == valid bytes; blocks stay allocated
+                except OSError:  # pragma: no cover - filesystem dependent
+                    pass
+            seg.created_ms = now_ms
+            seg.index.reset()
+            seg.time_index.reset()
+            seg._indexes_loaded = True
+            seg.open_indexes_for_append()
+        except BaseException:  # e.g. no space for the index files: leave no half-made segment behind
+            seg.delete_files()
+            raise
         return seg
 
     @classmethod
@@ -136,8 +143,11 @@ class LogSegment:
         self.index.positions = res.index_positions
         self.time_index.timestamps = res.time_timestamps
         self.time_index.relative_offsets = res.time_relative_offsets
-        self.index.write_all()
-        self.time_index.write_all()
+        for index in (self.index, self.time_index):
+            try:
+                index.write_all()
+            except OSError as exc:  # indexes are derived data: serve from memory, rebuild on a later open
+                logger.warning("could not write the rebuilt index %s (%s); it is kept in memory", index.path, exc)
         self.next_offset = res.next_offset if res.batches else None
         self.max_timestamp = res.max_timestamp
         self.offset_of_max_timestamp = res.offset_of_max_timestamp

@@ -17,9 +17,6 @@ the second on the special disk. A new partition goes to the dir holding the
 fewest, so a two-partition topic puts partition 0 on the first dir and
 partition 1 on the second; the tests check that with DescribeLogDirs.
 
-The ``xfail(strict=True)`` tests pin down defects found here (each reason
-says which); they start passing, and so fail as XPASS, once the broker is fixed.
-
 Waits are bounded (``WAIT_S``) guards against a hung broker, never assertions
 on how fast something happens.
 """
@@ -274,8 +271,6 @@ def tmpfs_few_inodes(tmp_path):
         _umount(mnt)
 
 
-@pytest.mark.xfail(strict=True, reason="a failed segment roll escapes Log.append_group as a raw OSError: "
-                   "the answer is 56 but the appender logs it as an unexpected error with a traceback")
 def test_a_segment_roll_on_a_full_disk_is_a_storage_error(tmpfs_few_inodes, tmp_path):
     # A BrokerProcess of our own, not broker_factory: its teardown would fail on the traceback too.
     dirs = [tmp_path / "plain", tmpfs_few_inodes / "logs"]
@@ -311,9 +306,6 @@ def test_a_segment_roll_on_a_full_disk_is_a_storage_error(tmpfs_few_inodes, tmp_
         b.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="the leader-epoch-checkpoint is written after the batch: when that "
-                   "write fails the batch stays in the segment although answered 56, the next append reuses "
-                   "its offset, and recovery after kill -9 keeps the failed batch and cuts the acknowledged one")
 def test_a_failed_leader_epoch_checkpoint_write_publishes_nothing(tmpfs_few_inodes, tmp_path):
     # A BrokerProcess of our own: the failure is logged with a traceback, which broker_factory refuses.
     dirs = [tmp_path / "plain", tmpfs_few_inodes / "logs"]
@@ -364,8 +356,6 @@ def fill_partition_until_full(w: Wire, topic: str, partition: int) -> None:
     raise AssertionError("the disk never filled up")
 
 
-@pytest.mark.xfail(strict=True, reason="a log dir that is full at start-up stops the whole broker from "
-                   "starting (recovery rebuilds indexes on it), instead of taking only its partitions offline")
 def test_a_crash_with_a_full_disk_takes_only_its_partitions_offline(tmpfs_mount, broker_factory, tmp_path):
     b, dirs = two_dir_broker(broker_factory, tmp_path, tmpfs_mount)
     topic = "crash"
@@ -382,8 +372,6 @@ def test_a_crash_with_a_full_disk_takes_only_its_partitions_offline(tmpfs_mount,
         assert (r["error_code"], r["base_offset"]) == (0, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="SIGTERM with a full log dir: the checkpoint write fails and aborts "
-                   "LogManager.shutdown (exit status 1, no clean-shutdown marker in any dir)")
 def test_sigterm_with_a_full_disk_still_shuts_down_cleanly(tmpfs_mount, broker_factory, tmp_path):
     b, dirs = two_dir_broker(broker_factory, tmp_path, tmpfs_mount)
     topic = "shutdown"
