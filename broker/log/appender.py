@@ -91,7 +91,11 @@ class LogAppender:
             self._deliver([(done, exc)])
             return
         self._queue.append((records, leader_epoch, done, log))
-        if self._idle:
+        if self._closed:
+            # close() ran meanwhile (the CRC check released the GIL): the writer may be gone
+            # already, so refuse what is left; each entry is popped by one side only.
+            self._refuse_queued()
+        elif self._idle:
             with self._cond:
                 self._cond.notify()
 
@@ -106,8 +110,16 @@ class LogAppender:
             self._closed = True
             self._cond.notify()
         self._thread.join(timeout)
-        while self._queue:  # appends that raced close (queued after the writer's last look): refuse them
-            _records, _epoch, done, _log = self._queue.popleft()
+        if not self._thread.is_alive():
+            self._refuse_queued()
+
+    def _refuse_queued(self) -> None:
+        """Answer every queued append with LogClosedError (appends that raced close)."""
+        while True:
+            try:
+                _records, _epoch, done, _log = self._queue.popleft()
+            except IndexError:
+                return
             self._deliver([(done, LogClosedError(f"log appender {self.name} is closed"))])
 
     def _run(self) -> None:

@@ -11,11 +11,13 @@ Invariants:
   only one written to; offsets increase strictly across batches and segments;
 - ``recovery_point <= log_end_offset``: data below it has been fsynced.
 
-Thread-safety: writers (``append``, ``roll``, ``truncate_to``,
+Thread-safety: writers (``append``/``append_group``, ``roll``, ``truncate_to``,
 ``delete_records``, retention's deletion, the cleaner's swap) serialise on
-``self.lock``, and nothing slow happens under it: retention chooses its
-segments (reading indexes) on a snapshot first, and files are unlinked after
-the lock is released. Readers (``read``, ``offset_for_timestamp``, properties)
+``self.lock``. Appends write under it (a group's ``pwritev``), so a caller that
+must never wait on a disk (the event loop) does not take it: appends go
+through a :class:`~broker.log.appender.LogAppender`, and ``update_config``
+swaps the config without it. Retention chooses its segments (reading indexes)
+on a snapshot first, and files are unlinked after the lock is released. Readers (``read``, ``offset_for_timestamp``, properties)
 take no lock: they use the segment tuple snapshot, which writers replace
 atomically (copy-on-write), so a reader racing a deletion keeps working on the
 old snapshot; deleted segments' files are renamed ``*.deleted`` and only closed
@@ -96,9 +98,13 @@ def check_single_batch(records) -> bool:
 
 
 class _RunFailed(Exception):
-    """A group write failed; ``error`` is what the items of the group that were not written get."""
+    """A group append stopped; ``error`` is what its items that were not written get.
 
-    def __init__(self, error: KafkaStorageError) -> None:
+    A :class:`KafkaStorageError` when the disk failed; the unexpected exception
+    itself when the append path has a bug.
+    """
+
+    def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -211,10 +217,15 @@ class Log:
         return int(self.clock() * 1000)
 
     def update_config(self, config: LogConfig) -> None:
-        with self.lock:
-            self.config = config
-            for seg in self._view[1]:
-                seg.index_interval_bytes = config.index_interval_bytes
+        """Use ``config`` from the next append on. Takes no lock (called on the event loop).
+
+        ``config`` is immutable and replaced in one assignment; the next group
+        append reads it under the writer lock. Segments made from now on take
+        its index interval; the existing ones are told here.
+        """
+        self.config = config
+        for seg in self._view[1]:
+            seg.index_interval_bytes = config.index_interval_bytes
 
     # -- append ------------------------------------------------------------------
     def _append_settings(self) -> tuple:
@@ -263,26 +274,27 @@ class Log:
         (``baseOffset``, ``partitionLeaderEpoch``) and written from there; a
         read-only one is written with a patched copy of its 16-byte head.
 
-        The log end offset, the segment sizes and the leader-epoch cache move
-        only after the bytes are written, so a reader never sees offsets whose
-        bytes are not in the file yet.
+        The log end offset and the segment sizes move only after the bytes are
+        written, so a reader never sees offsets whose bytes are not in the file
+        yet. A leader epoch that a batch starts is checkpointed just before its
+        write and forgotten again if the write fails.
 
         ``crc_checked`` says the caller already ran :func:`check_single_batch`
         on every item that holds exactly one v2 batch (the appender does, on
         the submitting thread, so CRC work and writes overlap); the CRC of
         other items is checked here as always.
         """
-        settings = self._settings
-        if settings is None or settings[0] is not self.config:
-            settings = self._append_settings()
-        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, flush_messages = settings
         results: list = [None] * len(items)
         with self.lock:
             if self.closed:
                 return [LogClosedError(f"log {self.dir} is closed")] * len(items)
+            settings = self._settings
+            if settings is None or settings[0] is not self.config:
+                settings = self._append_settings()
+            flush_messages = settings[5]
             try:
                 self._place_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked)
-            except _RunFailed as failed:  # the disk failed: nothing after the failed write is tried
+            except _RunFailed as failed:  # the disk failed (or a bug): nothing after it is tried
                 for j, r in enumerate(results):
                     if r is None:
                         results[j] = failed.error
@@ -293,13 +305,25 @@ class Log:
     def _place_locked(self, items, results: list, settings: tuple, assign_offsets: bool,
                       append_time_ms: int | None, crc_checked: bool) -> None:
         """:meth:`append_group`'s work under the lock: check, place and write each item, in order."""
-        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, _flush = settings
         # The run: batches placed but not yet written, all for ``seg``. ``run`` holds
         # LogSegment.append_run's entries, ``run_items`` their item indexes, ``run_state`` what
         # is published with them: their records count and the leader epochs they start.
         run: list = []
         run_items: list = []
         run_state = [0, []]  # records count, [(leader epoch, base offset)]
+        try:
+            self._place_items_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked,
+                                     run, run_items, run_state)
+        except _RunFailed:
+            raise
+        except Exception as exc:  # a bug: the placed but unwritten items fail with it, the written ones stand
+            for i in run_items:
+                results[i] = None
+            raise _RunFailed(exc) from exc
+
+    def _place_items_locked(self, items, results, settings, assign_offsets, append_time_ms, crc_checked,
+                            run, run_items, run_state) -> None:
+        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, _flush = settings
         nxt = self._log_end_offset
         seg = self._view[1][-1]
         size = seg.size  # the active segment's size once the run is written
@@ -652,7 +676,8 @@ class Log:
             if target > self.recovery_point:
                 self.recovery_point = target
             if up_to is None or target >= self._log_end_offset:
-                self.unflushed_messages = max(0, self.unflushed_messages - unflushed)
+                with self.lock:  # appends add to it from the writer thread
+                    self.unflushed_messages = max(0, self.unflushed_messages - unflushed)
             self.last_flush_ms = self._now_ms()
 
     # -- deleting ---------------------------------------------------------------------

@@ -95,6 +95,7 @@ class LogManager:
         self._cleaner_lock = threading.Lock()
         self.recovery_reports = []
         self._appenders: dict[Path, LogAppender] = {}
+        self._appenders_lock = threading.Lock()
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
         self.append_deliver: Callable[[list], None] | None = None
 
@@ -332,7 +333,7 @@ class LogManager:
         log_dir = log.dir.parent
         appender = self._appenders.get(log_dir)
         if appender is None:
-            with self._lock:
+            with self._appenders_lock:  # not self._lock: create_log holds that across disk I/O
                 appender = self._appenders.get(log_dir)
                 if appender is None:
                     appender = LogAppender(str(log_dir), self.append_deliver)
@@ -341,15 +342,12 @@ class LogManager:
 
     def appender_stats(self) -> dict[Path, tuple[int, int, int]]:
         """Per log dir: (appends queued now, groups written, appends written)."""
-        with self._lock:
-            return {d: (a.queued, a.groups, a.appends) for d, a in self._appenders.items()}
+        return {d: (a.queued, a.groups, a.appends) for d, a in list(self._appenders.items())}
 
     # -- shutdown ---------------------------------------------------------------------
     def shutdown(self) -> None:
         """Write what is queued, stop background threads, flush and checkpoint, close logs, mark a clean shutdown."""
-        with self._lock:
-            appenders = list(self._appenders.values())
-        for appender in appenders:
+        for appender in list(self._appenders.values()):
             appender.close()
         self._stop.set()
         self._wake.set()

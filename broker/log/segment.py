@@ -337,8 +337,8 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the log file and both indexes.
 
-        Runs in the flusher thread without the log's writer lock, so the loop may
-        roll, truncate or delete this segment meanwhile; a handle closed under us
+        Runs in the flusher thread without the log's writer lock, so the log's
+        writers may roll, truncate or delete this segment meanwhile; a handle closed under us
         is skipped (what it held is deleted, or was made durable by whoever closed it).
         """
         f = self.file

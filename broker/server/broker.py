@@ -108,11 +108,29 @@ class Broker:
         self.topics.load()
 
     def _deliver_appends(self, results: list) -> None:
-        """Hand a log appender's results (``[(future, result), ...]``) to the loop: one wake-up per group."""
+        """Hand a log appender's results (``[((future, partition), result), ...]``) to the loop: one wake-up."""
         try:
-            self.loop.call_soon_threadsafe(_settle_appends, results)
+            self.loop.call_soon_threadsafe(self._settle_appends, results)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
+
+    def _settle_appends(self, results: list) -> None:
+        """On the loop: publish each written append (high watermark, long polls), then answer its waiter.
+
+        Publishing does not depend on the waiter: a produce whose client went
+        away (its handler cancelled) still moves the high watermark.
+        """
+        appended = self.topics.appended
+        for (fut, pinfo), result in results:
+            failed = isinstance(result, BaseException)
+            if not failed:
+                appended(pinfo)
+            if fut.done():
+                continue
+            if failed:
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
         overrides = self.metadata.topic_config(topic)
@@ -147,13 +165,3 @@ class Broker:
         self.metrics.stop_http()
         log.info("broker %d stopped", self.broker_id)
 
-
-def _settle_appends(results: list) -> None:
-    """On the loop: complete each append's future with its AppendInfo or error (skipping cancelled ones)."""
-    for fut, result in results:
-        if fut.done():
-            continue
-        if isinstance(result, BaseException):
-            fut.set_exception(result)
-        else:
-            fut.set_result(result)

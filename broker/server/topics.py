@@ -158,12 +158,13 @@ class TopicManager:
 
         The future gets the ``AppendInfo`` or the log's error once the bytes are
         written (or failed); the event loop never waits on the disk. ``records``
-        must stay untouched until then (it is patched in place). Call
-        :meth:`appended` after a successful append.
+        must stay untouched until then (it is patched in place). The broker's
+        delivery calls :meth:`appended` for every successful append, whether
+        or not anyone still waits for the future.
         """
         fut = self.broker.loop.create_future()
         plog = pinfo.log
-        self.broker.log_manager.appender_for(plog).submit(plog, records, pinfo.leader_epoch, fut)
+        self.broker.log_manager.appender_for(plog).submit(plog, records, pinfo.leader_epoch, (fut, pinfo))
         return fut
 
     def appended(self, pinfo: PartitionInfo) -> None:

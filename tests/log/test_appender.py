@@ -307,3 +307,38 @@ def test_failing_deliver_does_not_stop_the_writer(tmp_path):
     finally:
         appender.close()
         log.close()
+
+
+def test_submit_racing_close_gets_exactly_one_result(tmp_path):
+    """An append whose CRC check is still running when ``close`` finishes is refused, not lost.
+
+    ``submit`` checks the CRC with the GIL released; a 64 MiB batch keeps it
+    there for milliseconds, while this thread closes the idle appender. Either
+    order must give the append exactly one result.
+    """
+    log = Log.open(tmp_path / "t-0", LogConfig(max_message_bytes=128 << 20), clock=_clock)
+    huge = make_batch(1, size=64 << 20)
+    try:
+        outcomes = Counter()
+        for _round in range(5):
+            appender = LogAppender("d0")
+            results: list = []
+            checking = threading.Event()
+
+            def producer() -> None:
+                checking.set()
+                appender.submit(log, huge, 0, results.append)
+
+            t = threading.Thread(target=producer)
+            t.start()
+            checking.wait()
+            threading.Event().wait(0.002)  # let the submit reach its CRC check (no assertion on time)
+            appender.close()
+            t.join()
+            assert len(results) == 1, results
+            assert isinstance(results[0], (AppendInfo, LogClosedError))
+            assert appender.queued == 0
+            outcomes[type(results[0]).__name__] += 1
+        assert sum(outcomes.values()) == 5
+    finally:
+        log.close()

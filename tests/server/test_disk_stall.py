@@ -382,3 +382,65 @@ def test_sigterm_with_a_full_disk_still_shuts_down_cleanly(tmpfs_mount, broker_f
     fill_space(tmpfs_mount)
     assert b.stop() == 0, b.stderr_tail()
     assert (dirs[0] / ".kafka_cleanshutdown").exists()
+
+
+def latest_offset(w: Wire, topic: str, partition: int) -> int:
+    """ListOffsets LATEST: the high watermark as consumers see it."""
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1, "max_num_offsets": 1,
+                                        "current_leader_epoch": -1}]}]}
+    return w.call(ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]["offset"]
+
+
+def test_a_producer_gone_during_a_stall_still_moves_the_high_watermark(ext4_mount, broker_factory, tmp_path):
+    """The append lands after the thaw although nobody waits for it: consumers must see it at once."""
+    b, dirs = two_dir_broker(broker_factory, tmp_path, ext4_mount)
+    topic = "gone"
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        create_split_topic(w, topic, dirs)
+        assert produce(w, topic, make_batch([b"a"]), partition=1, acks=1)["base_offset"] == 0
+    with frozen(ext4_mount):
+        with Wire(b.bootstrap, timeout=WAIT_S) as gone:
+            gone.send(ApiKey.PRODUCE, 8, produce_body(topic, 1, make_batch([b"b", b"c"])))
+            # the request is in (the broker answers a later request on another connection) ...
+            still_serving(b.bootstrap, topic)
+        # ... and its connection is closed before the write could happen
+    # thawed: the write completes; with no producer left, only the delivery can publish it
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        for _ in range(200):  # bounded: the append is written right after the thaw
+            if latest_offset(w, topic, 1) == 3:
+                break
+            select.select([], [], [], 0.05)
+        assert latest_offset(w, topic, 1) == 3
+    assert read_all(b, topic, partition=1) == [b"a", b"b", b"c"]
+
+
+def test_a_config_change_during_a_stall_does_not_stall_the_broker(ext4_mount, broker_factory, tmp_path):
+    """Changing the topic's config takes no lock the stalled writer holds."""
+    b, dirs = two_dir_broker(broker_factory, tmp_path, ext4_mount)
+    topic = "cfgstall"
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        create_split_topic(w, topic, dirs)
+        assert produce(w, topic, make_batch([b"a"]), partition=1, acks=1)["base_offset"] == 0
+    with Wire(b.bootstrap, timeout=WAIT_S) as stalled:
+        with frozen(ext4_mount):
+            stalled.send(ApiKey.PRODUCE, 8, produce_body(topic, 1, make_batch([b"b"])))
+            still_serving(b.bootstrap, topic)  # the produce has reached the writer, which is blocked
+            with Wire(b.bootstrap, timeout=WAIT_S) as w:
+                resource = {"resource_type": 2, "resource_name": topic, "configs": [
+                    {"name": "segment.bytes", "config_operation": 0, "value": "2048"}]}
+                (r,) = w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+                              {"resources": [resource], "validate_only": False})["responses"]
+                assert r["error_code"] == 0
+                r = produce(w, topic, make_batch([b"p0"]), partition=0, acks=1)
+                assert (r["error_code"], r["base_offset"]) == (0, 0)
+            still_serving(b.bootstrap, topic)
+            assert not answered(stalled)
+        _cid, body = stalled.receive(ApiKey.PRODUCE, 8)
+        (r,) = body["responses"][0]["partition_responses"]
+        assert (r["error_code"], r["base_offset"]) == (0, 1)
+    # the new segment.bytes is in force: enough data rolls partition 1's log
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        for i in range(4):
+            assert produce(w, topic, make_batch([b"x" * 1000]), partition=1, acks=1)["error_code"] == 0
+    assert len(list((dirs[1] / f"{topic}-1").glob("*.log"))) > 1

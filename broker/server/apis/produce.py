@@ -178,21 +178,25 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                 continue
             submitted.append((result, name, pinfo, topics.submit_append(pinfo, batches)))
         responses.append({"name": name, "partition_responses": partitions})
-    for result, name, pinfo, fut in submitted:
-        try:
-            appended = await fut
-        except (LogError, CorruptRecordError) as exc:
-            errors.append((result, _PartitionError(exc.error_code, str(exc))))
-            continue
-        except OSError as exc:  # pragma: no cover - the log turns write failures into KafkaStorageError
-            errors.append((result, _PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))))
-            continue
-        topics.appended(pinfo)
-        result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
-                      log_start_offset=appended.log_start_offset)
-        bytes_in, messages_in = metrics.topic_in(name)
-        bytes_in.inc(appended.valid_bytes)
-        messages_in.inc(appended.num_records)
+    try:
+        for result, name, _pinfo, fut in submitted:
+            try:
+                appended = await fut
+            except (LogError, CorruptRecordError) as exc:
+                errors.append((result, _PartitionError(exc.error_code, str(exc))))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bug in the append path: this partition fails, not the request
+                errors.append((result, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"append failed: {exc!r}")))
+                continue
+            result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
+                          log_start_offset=appended.log_start_offset)
+            bytes_in, messages_in = metrics.topic_in(name)
+            bytes_in.inc(appended.valid_bytes)
+            messages_in.inc(appended.num_records)
+    finally:  # cancelled (the client went away): the appends still land; nobody waits for them
+        for *_rest, fut in submitted:
+            if not fut.done():
+                fut.cancel()
     for result, exc in errors:
         result["error_code"] = exc.error_code
         result["error_message"] = exc.message
