@@ -34,7 +34,6 @@ import pytest
 
 from broker.protocol import ApiKey, ErrorCode
 
-from ..conftest import BrokerProcess
 from .test_admin_wire import create, new_topic
 from .test_api import produce
 from .test_durability import read_all
@@ -87,20 +86,25 @@ def ext4_mount(tmp_path):
         subprocess.run(["losetup", "-d", device], capture_output=True)
 
 
-@pytest.fixture
-def tmpfs_mount(tmp_path):
-    """A 2 MiB tmpfs, mounted; yields the mount point."""
+def _tmpfs(tmp_path: Path, options: str):
+    """Mount a tmpfs with ``options`` under ``tmp_path``; yields the mount point, unmounts after."""
     _require_root_and_tools("mount", "umount")
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
     try:
-        _run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt))
+        _run("mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt))
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"cannot mount a tmpfs: {exc.stderr.strip()}")
     try:
         yield mnt
     finally:
         _umount(mnt)
+
+
+@pytest.fixture
+def tmpfs_mount(tmp_path):
+    """A 2 MiB tmpfs, mounted; yields the mount point."""
+    yield from _tmpfs(tmp_path, "size=2m")
 
 
 @contextlib.contextmanager
@@ -258,80 +262,59 @@ def fill_inodes(mnt: Path) -> list[Path]:
 @pytest.fixture
 def tmpfs_few_inodes(tmp_path):
     """A tmpfs with room for data but only 64 inodes: a new segment's files cannot be created."""
-    _require_root_and_tools("mount", "umount")
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    try:
-        _run("mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=64", "tmpfs", str(mnt))
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot mount a tmpfs: {exc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        _umount(mnt)
+    yield from _tmpfs(tmp_path, "size=4m,nr_inodes=64")
 
 
-def test_a_segment_roll_on_a_full_disk_is_a_storage_error(tmpfs_few_inodes, tmp_path):
-    # A BrokerProcess of our own, not broker_factory: its teardown would fail on the traceback too.
-    dirs = [tmp_path / "plain", tmpfs_few_inodes / "logs"]
-    b = BrokerProcess(tmp_path / "broker", {"log.dirs": ",".join(str(d) for d in dirs)}).start()
-    try:
-        topic = "roll"
-        acked = []
-        with Wire(b.bootstrap, timeout=WAIT_S) as w:
-            (result,) = create(w, new_topic(topic, 2, configs={"segment.bytes": "1024"}))
-            assert result["error_code"] == ErrorCode.NONE
-            assert partitions_by_dir(w, topic)[os.path.abspath(dirs[1])] == {1}
-            # before the inodes run out: the first append also writes the leader-epoch-checkpoint
-            r = produce(w, topic, make_batch([b"a" * 700]), partition=1, acks=1)
-            assert (r["error_code"], r["base_offset"]) == (0, 0)
-            acked.append(b"a" * 700)
-            ballast = fill_inodes(tmpfs_few_inodes)
-            # the segment is full: the roll must create files, and there is no inode for them
-            for _ in range(2):
-                r = produce(w, topic, make_batch([b"b" * 700]), partition=1, acks=1)
-                assert (r["error_code"], r["base_offset"]) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
-            still_serving(b.bootstrap, topic)
-            for path in ballast:
-                path.unlink()
-            for i in range(2):
-                r = produce(w, topic, make_batch([b"c%d" % i]), partition=1, acks=1)
-                assert (r["error_code"], r["base_offset"]) == (0, len(acked))
-                acked.append(b"c%d" % i)
-        b.kill()
-        b.start()
-        assert read_all(b, topic, partition=1) == acked
-        assert "Traceback" not in b.stderr_text(), b.stderr_tail()
-    finally:
-        b.stop()
-
-
-def test_a_failed_leader_epoch_checkpoint_write_publishes_nothing(tmpfs_few_inodes, tmp_path):
-    # A BrokerProcess of our own: the failure is logged with a traceback, which broker_factory refuses.
-    dirs = [tmp_path / "plain", tmpfs_few_inodes / "logs"]
-    b = BrokerProcess(tmp_path / "broker", {"log.dirs": ",".join(str(d) for d in dirs)}).start()
-    try:
-        topic = "epoch"
-        acked = []
-        with Wire(b.bootstrap, timeout=WAIT_S) as w:
-            create_split_topic(w, topic, dirs)
-            ballast = fill_inodes(tmpfs_few_inodes)  # the first append's epoch checkpoint cannot be written
-            r = produce(w, topic, make_batch([b"first"]), partition=1, acks=1)
-            if r["error_code"] == 0:
-                acked.append(b"first")
-            else:
-                assert r["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
-            for path in ballast:
-                path.unlink()
-            r = produce(w, topic, make_batch([b"second"]), partition=1, acks=1)
+def test_a_segment_roll_on_a_full_disk_is_a_storage_error(tmpfs_few_inodes, broker_factory, tmp_path):
+    b, dirs = two_dir_broker(broker_factory, tmp_path, tmpfs_few_inodes)
+    topic = "roll"
+    acked = []
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        (result,) = create(w, new_topic(topic, 2, configs={"segment.bytes": "1024"}))
+        assert result["error_code"] == ErrorCode.NONE
+        assert partitions_by_dir(w, topic)[os.path.abspath(dirs[1])] == {1}
+        # before the inodes run out: the first append also writes the leader-epoch-checkpoint
+        r = produce(w, topic, make_batch([b"a" * 700]), partition=1, acks=1)
+        assert (r["error_code"], r["base_offset"]) == (0, 0)
+        acked.append(b"a" * 700)
+        ballast = fill_inodes(tmpfs_few_inodes)
+        # the segment is full: the roll must create files, and there is no inode for them
+        for _ in range(2):
+            r = produce(w, topic, make_batch([b"b" * 700]), partition=1, acks=1)
+            assert (r["error_code"], r["base_offset"]) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+        still_serving(b.bootstrap, topic)
+        for path in ballast:
+            path.unlink()
+        for i in range(2):
+            r = produce(w, topic, make_batch([b"c%d" % i]), partition=1, acks=1)
             assert (r["error_code"], r["base_offset"]) == (0, len(acked))
-            acked.append(b"second")
-            assert read_all(b, topic, partition=1) == acked
-        b.kill()
-        b.start()
+            acked.append(b"c%d" % i)
+    b.kill()
+    b.start()
+    assert read_all(b, topic, partition=1) == acked  # broker_factory also checks its log has no traceback
+
+
+def test_a_failed_leader_epoch_checkpoint_write_publishes_nothing(tmpfs_few_inodes, broker_factory, tmp_path):
+    b, dirs = two_dir_broker(broker_factory, tmp_path, tmpfs_few_inodes)
+    topic = "epoch"
+    acked = []
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        create_split_topic(w, topic, dirs)
+        ballast = fill_inodes(tmpfs_few_inodes)  # the first append's epoch checkpoint cannot be written
+        r = produce(w, topic, make_batch([b"first"]), partition=1, acks=1)
+        if r["error_code"] == 0:
+            acked.append(b"first")
+        else:
+            assert r["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+        for path in ballast:
+            path.unlink()
+        r = produce(w, topic, make_batch([b"second"]), partition=1, acks=1)
+        assert (r["error_code"], r["base_offset"]) == (0, len(acked))
+        acked.append(b"second")
         assert read_all(b, topic, partition=1) == acked
-    finally:
-        b.stop()
+    b.kill()
+    b.start()
+    assert read_all(b, topic, partition=1) == acked
 
 
 def fill_space(mnt: Path) -> Path:
