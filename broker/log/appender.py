@@ -10,9 +10,10 @@ only the partitions that live on it, and the directories write in parallel.
 While the writer is busy, new requests queue up. When it comes back it takes
 everything queued, groups it by log (keeping each log's order) and hands each
 log its group at once (:meth:`Log.append_group`), which writes consecutive
-batches with one ``pwritev``. Under load the writer thus makes fewer, larger
-writes, and the CRC checks on one side overlap with writes on the other
-(``crc32c`` and ``pwritev`` release the GIL).
+batches together (``pwritev`` calls of up to 1 MiB). Under load the writer
+thus makes fewer, larger writes, and the CRC checks on the submitting side
+overlap with the writes on the other (``crc32c`` and ``pwritev`` release the
+GIL).
 
 Guarantees:
 - a log's appends happen in :meth:`submit` order, each exactly once;

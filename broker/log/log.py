@@ -266,8 +266,9 @@ class Log:
         Effects are exactly those of calling :meth:`append` once per item, in
         order (same offsets, same segment rolls, same index entries, same
         files), but every run of consecutive single-batch items that land in
-        the same segment goes to the file in one ``pwritev``: the kernel's
-        per-call cost is paid once per run instead of once per batch.
+        the same segment goes to the file together (``pwritev`` calls of up
+        to 1 MiB): the kernel's per-call cost is paid once per call instead of
+        once per batch.
 
         Each item's buffer must stay untouched until this returns and must not
         appear twice in ``items``: a writable buffer is patched in place
@@ -434,7 +435,7 @@ class Log:
 
     def _write_run_locked(self, seg: LogSegment, run: list, run_items: list, run_state: list,
                           results: list) -> None:
-        """Write the placed batches with one ``pwritev``, then publish them; empties the run.
+        """Write the placed batches together (``LogSegment.append_run``), then publish them; empties the run.
 
         ``results`` already holds each run item's AppendInfo. On a failed write
         nothing is published: those items get a :class:`KafkaStorageError`

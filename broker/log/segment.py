@@ -246,7 +246,7 @@ class LogSegment:
                    time_index.max_entries - len(time_index.timestamps))
 
     def append_run(self, run) -> None:
-        """Write single-batch entries back to back with one ``pwritev``; index them as :meth:`append` does.
+        """Write single-batch entries back to back (``pwritev``, up to 1 MiB a call); index them as :meth:`append` does.
 
         ``run`` holds ``(data, head, last_offset, max_timestamp)`` per entry:
         ``data`` is the whole entry; with ``head`` the file gets ``head``
