@@ -59,19 +59,26 @@ def batch_of(size: int) -> bytearray:
     return bytearray(b.build())
 
 
+def _raw_write(root: Path, buffers: list) -> float:
+    """Seconds to ``os.write`` each buffer, one call each, to a new file (removed after)."""
+    raw_path = root / "raw.bin"
+    fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    write = os.write
+    t0 = time.perf_counter()
+    for buf in buffers:
+        write(fd, buf)
+    raw = time.perf_counter() - t0
+    os.close(fd)
+    raw_path.unlink()
+    return raw
+
+
 def bench_append(root: Path, batch_size: int, total: int, *, read_only: bool = False) -> tuple[float, float]:
     """(raw MiB/s, log MiB/s) for ``Log.append`` of ``total`` bytes, one batch (and one write) per call."""
     batch = batch_of(batch_size)
     data = bytes(batch) if read_only else batch
     n = max(1, total // len(batch))
-    raw_path = root / "raw.bin"
-    fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        os.write(fd, data)
-    raw = time.perf_counter() - t0
-    os.close(fd)
-    raw_path.unlink()
+    raw = _raw_write(root, [data] * n)
     log = Log.open(root / f"append{batch_size}-0", LogConfig())
     append = log.append
     t0 = time.perf_counter()
@@ -95,14 +102,7 @@ def bench_appender(root: Path, batch_size: int, total: int) -> tuple[float, floa
     template = batch_of(batch_size)
     n = max(1, total // len(template))
     buffers = [bytearray(template) for _ in range(n)]
-    raw_path = root / "raw.bin"
-    fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    t0 = time.perf_counter()
-    for buf in buffers:
-        os.write(fd, buf)
-    raw = time.perf_counter() - t0
-    os.close(fd)
-    raw_path.unlink()
+    raw = _raw_write(root, buffers)
     log = Log.open(root / f"appender{batch_size}-0", LogConfig())
     appender = LogAppender("bench")
     left = [n]

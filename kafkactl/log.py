@@ -20,7 +20,6 @@ import os
 import struct
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 

@@ -17,7 +17,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from ._types import RecordMetadata, TopicPartition
 from .errors import KafkaError, KafkaTimeoutError

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigError

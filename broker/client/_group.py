@@ -32,7 +32,7 @@ from ._assignors import COOPERATIVE, Assignor
 from ._cluster import Cluster
 from ._config import ConsumerConfig
 from ._connection import Api
-from ._consumer_protocol import (CONSUMER_PROTOCOL_TYPE, Assignment, Subscription, decode_assignment,
+from ._consumer_protocol import (CONSUMER_PROTOCOL_TYPE, Subscription, decode_assignment,
                                  decode_subscription, encode_assignment, encode_subscription)
 from ._types import OffsetAndMetadata, TopicPartition
 from .errors import (MEMBER_ID_REQUIRED, GroupError, KafkaConnectionError, KafkaError, KafkaTimeoutError,

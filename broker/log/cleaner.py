@@ -36,12 +36,10 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-import os
 from dataclasses import dataclass
 
 from broker.log.log import Log
 from broker.log.records_adapter import RecordBatch, decode_batch, encode_batch
-from broker.log.scan import read_header
 from broker.log.segment import CLEANED_SUFFIX, LogSegment
 from broker.records.view import CONTROL_MASK, LOG_OVERHEAD, iter_batch_views
 

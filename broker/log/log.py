@@ -97,16 +97,20 @@ def check_single_batch(records) -> bool:
     return True
 
 
-class _RunFailed(Exception):
-    """A group append stopped; ``error`` is what its items that were not written get.
+class _Run:
+    """Single batches placed by a group append but not yet written, all for one segment.
 
-    A :class:`KafkaStorageError` when the disk failed; the unexpected exception
-    itself when the append path has a bug.
+    ``entries`` are :meth:`LogSegment.append_run`'s ``(data, head, last offset,
+    max timestamp)``, ``items`` the indexes of their items in the group, and
+    ``epochs`` the ``(leader epoch, base offset)`` they start.
     """
 
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
+    __slots__ = ("entries", "items", "epochs")
+
+    def __init__(self) -> None:
+        self.entries: list = []
+        self.items: list[int] = []
+        self.epochs: list[tuple[int, int]] = []
 
 
 class Log:
@@ -293,37 +297,31 @@ class Log:
             if settings is None or settings[0] is not self.config:
                 settings = self._append_settings()
             flush_messages = settings[5]
+            run = _Run()
             try:
-                self._place_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked)
-            except _RunFailed as failed:  # the disk failed (or a bug): nothing after it is tried
+                self._place_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked, run)
+            except Exception as exc:  # noqa: BLE001 - the group stops; what was written stands
+                if isinstance(exc, OSError):  # a write, a roll or the epoch checkpoint: the disk failed
+                    error = KafkaStorageError(f"append to {self.dir} failed: {exc}")
+                else:
+                    logger.exception("append to %s failed", self.dir)
+                    error = exc
+                for i in run.items:  # placed, not written
+                    results[i] = None
                 for j, r in enumerate(results):
                     if r is None:
-                        results[j] = failed.error
+                        results[j] = error
         if flush_messages is not None and self.flush_hook is not None and self.unflushed_messages >= flush_messages:
             self.flush_hook(self)
         return results
 
     def _place_locked(self, items, results: list, settings: tuple, assign_offsets: bool,
-                      append_time_ms: int | None, crc_checked: bool) -> None:
-        """:meth:`append_group`'s work under the lock: check, place and write each item, in order."""
-        # The run: batches placed but not yet written, all for ``seg``. ``run`` holds
-        # LogSegment.append_run's entries, ``run_items`` their item indexes, ``run_state`` what
-        # is published with them: their records count and the leader epochs they start.
-        run: list = []
-        run_items: list = []
-        run_state = [0, []]  # records count, [(leader epoch, base offset)]
-        try:
-            self._place_items_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked,
-                                     run, run_items, run_state)
-        except _RunFailed:
-            raise
-        except Exception as exc:  # a bug: the placed but unwritten items fail with it, the written ones stand
-            for i in run_items:
-                results[i] = None
-            raise _RunFailed(exc) from exc
+                      append_time_ms: int | None, crc_checked: bool, run: "_Run") -> None:
+        """:meth:`append_group`'s work under the lock: check, place and write each item, in order.
 
-    def _place_items_locked(self, items, results, settings, assign_offsets, append_time_ms, crc_checked,
-                            run, run_items, run_state) -> None:
+        Fills ``results`` as items are placed; ``run`` collects the placed
+        single batches until they are written (:meth:`_write_run_locked`).
+        """
         _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, _flush = settings
         nxt = self._log_end_offset
         seg = self._view[1][-1]
@@ -348,14 +346,11 @@ class Log:
             else:
                 fast = False
             if not fast:  # several batches, LogAppendTime or a bad header: the general path
-                self._write_run_locked(seg, run, run_items, run_state, results)
+                self._write_run_locked(seg, run, results)
                 try:
                     results[i] = self._append_batches(mv, epoch, assign_offsets, append_time_ms)
                 except (LogError, CorruptRecordError) as exc:
                     results[i] = exc
-                except OSError as exc:
-                    results[i] = error = KafkaStorageError(f"write to {self.dir} failed: {exc}")
-                    raise _RunFailed(error) from exc
                 nxt = self._log_end_offset
                 seg = self._view[1][-1]
                 size = seg.size
@@ -379,30 +374,29 @@ class Log:
                     f"batch base offset {bo} is below the expected offset {nxt}")
                 continue
             last = bo + lod
-            if len(run) + 1 >= room:
+            if len(run.entries) + 1 >= room:
                 # the run could fill an index: write it, so the roll check below sees the real state
-                self._write_run_locked(seg, run, run_items, run_state, results)
+                self._write_run_locked(seg, run, results)
                 size = seg.size
                 room = seg.index_room()
             # LogSegment.should_roll's conditions, plus a new segment when an empty one's base is too far below
             if size:
                 t = seg.rolling_based_timestamp
-                if t is None and run:
-                    t = run[0][3]  # what the run's first batch will set
+                if t is None and run.entries:
+                    t = run.entries[0][3]  # what the run's first batch will set
                 if (size > segment_bytes - n or seg.indexes_full or last - seg.base_offset > INT32_MAX
                         or (mts - t if t is not None and t >= 0 else self._now_ms() - seg.created_ms) > segment_ms):
-                    self._write_run_locked(seg, run, run_items, run_state, results)
-                    seg = self._roll_for_append_locked(bo)
+                    self._write_run_locked(seg, run, results)
+                    seg = self._roll_locked(bo)
                     size = 0
                     room = seg.index_room()
             elif bo != seg.base_offset and last - seg.base_offset > INT32_MAX:
-                seg = self._roll_for_append_locked(bo)
+                seg = self._roll_locked(bo)
                 room = seg.index_room()
-            run.append((mv, head, last, mts))
-            run_items.append(i)
-            run_state[0] += count
+            run.entries.append((mv, head, last, mts))
+            run.items.append(i)
             if ple > latest_epoch:
-                run_state[1].append((ple, bo))
+                run.epochs.append((ple, bo))
                 latest_epoch = ple
             if mts > -1:
                 results[i] = _new_tuple(AppendInfo, (bo, last, mts, last, -1, 1, count, n, log_start))
@@ -410,7 +404,7 @@ class Log:
                 results[i] = _new_tuple(AppendInfo, (bo, last, -1, bo, -1, 1, count, n, log_start))
             size += n
             nxt = last + 1
-        self._write_run_locked(seg, run, run_items, run_state, results)
+        self._write_run_locked(seg, run, results)
 
     def _write_with_epochs(self, epochs: list, write: Callable[[], None]) -> None:
         """Record the leader epochs that a write starts (``(epoch, base offset)``), then write.
@@ -433,30 +427,21 @@ class Log:
                     pass
             raise
 
-    def _write_run_locked(self, seg: LogSegment, run: list, run_items: list, run_state: list,
-                          results: list) -> None:
+    def _write_run_locked(self, seg: LogSegment, run: "_Run", results: list) -> None:
         """Write the placed batches together (``LogSegment.append_run``), then publish them; empties the run.
 
-        ``results`` already holds each run item's AppendInfo. On a failed write
-        nothing is published: those items get a :class:`KafkaStorageError`
-        instead, the log end offset stays where it was, and :class:`_RunFailed`
-        ends the group (the items not tried yet get the same error).
+        ``results`` already holds each run item's AppendInfo. A failed write
+        raises ``OSError`` with nothing published (the log end offset stays
+        where it was); :meth:`append_group` then answers the run's items and
+        every later one with a :class:`KafkaStorageError`.
         """
-        if not run:
+        entries = run.entries
+        if not entries:
             return
-        try:
-            self._write_with_epochs(run_state[1], lambda: seg.append_run(run))
-        except OSError as exc:
-            error = KafkaStorageError(f"write to {seg.log_path} failed: {exc}")
-            for i in run_items:
-                results[i] = error
-            raise _RunFailed(error) from exc
-        self._log_end_offset = run[-1][2] + 1
-        self.unflushed_messages += run_state[0]
-        run.clear()
-        run_items.clear()
-        run_state[0] = 0
-        run_state[1] = []
+        self._write_with_epochs(run.epochs, lambda: seg.append_run(entries))
+        self._log_end_offset = entries[-1][2] + 1
+        self.unflushed_messages += sum(results[i].num_records for i in run.items)
+        run.__init__()
 
     def _append_batches(self, mv: memoryview, leader_epoch: int, assign_offsets: bool,
                         append_time_ms: int | None) -> AppendInfo:
@@ -572,13 +557,6 @@ class Log:
             active.time_index.close()
         self._set_segments(segs + (new,))
         return new
-
-    def _roll_for_append_locked(self, base: int) -> LogSegment:
-        """:meth:`_roll_locked` inside a group append: a failure ends the group as a storage error."""
-        try:
-            return self._roll_locked(base)
-        except OSError as exc:
-            raise _RunFailed(KafkaStorageError(f"rolling a new segment in {self.dir} failed: {exc}")) from exc
 
     # -- reading -----------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,

@@ -216,15 +216,8 @@ class LogSegment:
                first_batch_max_timestamp: int) -> None:
         """Write ``data`` (whole batches) at the end; add index entries as Kafka does."""
         position = self.size
-        fd = self.fd
         n = len(data)
-        try:
-            written = os.pwrite(fd, data, position)
-            while written < n:  # pragma: no cover - short writes are rare on regular files
-                written += os.pwrite(fd, memoryview(data)[written:], position + written)
-        except OSError:
-            _cut_quietly(fd, position)
-            raise
+        _write_at(self.fd, [data], position, n)
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = first_batch_max_timestamp
         if max_timestamp > self.max_timestamp:
@@ -285,17 +278,7 @@ class LogSegment:
         fd = self.fileno
         if fd < 0:
             fd = self.fd
-        total = pos - position
-        try:
-            if total <= _MAX_WRITE and len(buffers) <= _IOV_MAX:
-                written = os.pwritev(fd, buffers, position)
-                if written < total:
-                    _write_rest(fd, buffers, position, written)
-            else:
-                _write_rest(fd, buffers, position, 0)
-        except OSError:
-            _cut_quietly(fd, position)
-            raise
+        _write_at(fd, buffers, position, pos - position)
         if entries:
             index_append, time_append = self.index.append, self.time_index.maybe_append
             for last, at, ts, om in entries:
@@ -492,13 +475,25 @@ def _write_rest(fd: int, buffers: list, position: int, written: int) -> None:
             buffers[i] = memoryview(buffers[i])[done:]
 
 
-def _cut_quietly(fd: int, size: int) -> None:
-    """After a failed write, cut the file back to ``size`` so the unpublished bytes never come back.
+def _write_at(fd: int, buffers: list, position: int, total: int) -> None:
+    """Write ``buffers`` (``total`` bytes) back to back at ``position``, all or nothing.
 
-    Best effort: on a failing disk this may fail too, and recovery then finds
-    whatever whole batches made it (written, never acknowledged).
+    One ``pwritev`` when they fit ``_IOV_MAX`` and ``_MAX_WRITE``, else
+    :func:`_write_rest`. On ``OSError`` the file is cut back to ``position``
+    (best effort: on a failing disk that may fail too, and recovery then finds
+    whatever whole batches made it, written but never acknowledged), so bytes
+    that were never published cannot come back after a restart.
     """
     try:
-        os.ftruncate(fd, size)
+        if total <= _MAX_WRITE and len(buffers) <= _IOV_MAX:
+            written = os.pwritev(fd, buffers, position)
+            if written < total:
+                _write_rest(fd, buffers, position, written)
+        else:
+            _write_rest(fd, buffers, position, 0)
     except OSError:
-        pass
+        try:
+            os.ftruncate(fd, position)
+        except OSError:
+            pass
+        raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from broker.log import Log, LogConfig
+from broker.log import Log
 from broker.records.batch import BatchBuilder, iter_batches, iter_records
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import random
 import struct
-import subprocess
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from broker.log import AppendInfo, KafkaStorageError, Log, LogConfig
 from broker.log.segment import _IOV_MAX, _write_rest
 
 from log_helpers import dir_files, log_state, make_batch, read_all, with_bad_crc, with_head
+from tests.mounts import tmpfs
 
 SEGMENT_MS = 60_000
 CREATE_TIME = LogConfig(segment_bytes=4000, segment_index_bytes=48, index_interval_bytes=150,
@@ -325,21 +324,6 @@ def test_write_rest(tmp_path, where):
 # -- a real ENOSPC ------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _tiny_tmpfs(mnt: Path, size: str = "256k"):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
 def _disk_bytes(log: Log) -> bytes:
     """Every batch from the log start to the log end, as the log serves them."""
     out = b""
@@ -419,13 +403,13 @@ ENOSPC_CONFIG = LogConfig(segment_bytes=1 << 20, segment_index_bytes=4096, index
 
 @pytest.mark.parametrize("continue_after", [False, True], ids=["fail", "fail-twice-free-append"])
 def test_enospc_mid_group(tmp_path, continue_after):
-    with _tiny_tmpfs(tmp_path / "mnt") as mnt:
+    with tmpfs(tmp_path / "mnt", "size=256k") as mnt:
         _enospc_scenario(mnt, ENOSPC_CONFIG, continue_after=continue_after)
 
 
 @pytest.mark.parametrize("continue_after", [False, True], ids=["fail", "fail-twice-free-append"])
 def test_enospc_then_reopen_finds_only_acknowledged(tmp_path, continue_after):
-    with _tiny_tmpfs(tmp_path / "mnt") as mnt:
+    with tmpfs(tmp_path / "mnt", "size=256k") as mnt:
         acked, expected = _enospc_scenario(mnt, ENOSPC_CONFIG, continue_after=continue_after)
         reopened = Log.open(mnt / "topic-0", ENOSPC_CONFIG)
         try:
@@ -436,7 +420,7 @@ def test_enospc_then_reopen_finds_only_acknowledged(tmp_path, continue_after):
 
 
 def test_enospc_on_multi_batch_item_fails_the_rest_of_the_group(tmp_path):
-    with _tiny_tmpfs(tmp_path / "mnt") as mnt:
+    with tmpfs(tmp_path / "mnt", "size=256k") as mnt:
         (mnt / "ballast").write_bytes(b"\0" * 16 * 1024)
         log = Log.open(mnt / "topic-0", ENOSPC_CONFIG)
         try:
@@ -454,7 +438,7 @@ def test_enospc_on_multi_batch_item_fails_the_rest_of_the_group(tmp_path):
 
 def test_close_on_a_full_disk_closes_every_segment(tmp_path):
     """Trimming an index can fail with ENOSPC at close: the log still closes every file, and reopens whole."""
-    with _tiny_tmpfs(tmp_path / "mnt") as mnt:
+    with tmpfs(tmp_path / "mnt", "size=256k") as mnt:
         config = LogConfig(segment_bytes=16 * 1024, segment_index_bytes=4096, index_interval_bytes=1024)
         (mnt / "ballast").write_bytes(b"\0" * 32 * 1024)
         log = Log.open(mnt / "topic-0", config)

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from broker.log import Log, LogConfig, OffsetOutOfRange, RecordTooLargeError
+from broker.log import LogConfig, OffsetOutOfRange, RecordTooLargeError
 from broker.log.errors import CorruptRecordError, UnexpectedAppendOffsetError
 from broker.records.batch import iter_batches
 from log_helpers import make_batch, read_all

@@ -18,7 +18,6 @@ def build(path, n=12):
     log = Log.open(path, CFG)
     for i in range(n):
         log.append(make_batch(i % 2 + 1, ts=1000 + i, value=b"value-%d" % i))
-    ends = []  # (log end offset, active segment size) after each batch of the last segment
     log.close()
     return log
 

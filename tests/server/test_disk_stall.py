@@ -38,6 +38,7 @@ from .test_admin_wire import create, new_topic
 from .test_api import produce
 from .test_durability import read_all
 from .wire import Wire, make_batch
+from ..mounts import tmpfs, umount
 
 WAIT_S = 10  # the longest any answer may take before the test calls the broker hung
 
@@ -54,11 +55,6 @@ def _require_root_and_tools(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         pytest.skip(f"needs the util-linux tools {missing}")
-
-
-def _umount(mnt: Path) -> None:
-    if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 @pytest.fixture
@@ -82,29 +78,15 @@ def ext4_mount(tmp_path):
         # The broker (torn down before this fixture) has closed its files by now.
         subprocess.run(["fsfreeze", "-u", str(mnt)], capture_output=True)
         if mounted:
-            _umount(mnt)
+            umount(mnt)
         subprocess.run(["losetup", "-d", device], capture_output=True)
-
-
-def _tmpfs(tmp_path: Path, options: str):
-    """Mount a tmpfs with ``options`` under ``tmp_path``; yields the mount point, unmounts after."""
-    _require_root_and_tools("mount", "umount")
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    try:
-        _run("mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt))
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot mount a tmpfs: {exc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        _umount(mnt)
 
 
 @pytest.fixture
 def tmpfs_mount(tmp_path):
     """A 2 MiB tmpfs, mounted; yields the mount point."""
-    yield from _tmpfs(tmp_path, "size=2m")
+    with tmpfs(tmp_path / "tmpfs", "size=2m") as mnt:
+        yield mnt
 
 
 @contextlib.contextmanager
@@ -262,7 +244,8 @@ def fill_inodes(mnt: Path) -> list[Path]:
 @pytest.fixture
 def tmpfs_few_inodes(tmp_path):
     """A tmpfs with room for data but only 64 inodes: a new segment's files cannot be created."""
-    yield from _tmpfs(tmp_path, "size=4m,nr_inodes=64")
+    with tmpfs(tmp_path / "tmpfs", "size=4m,nr_inodes=64") as mnt:
+        yield mnt
 
 
 def test_a_segment_roll_on_a_full_disk_is_a_storage_error(tmpfs_few_inodes, broker_factory, tmp_path):
@@ -339,13 +322,19 @@ def fill_partition_until_full(w: Wire, topic: str, partition: int) -> None:
     raise AssertionError("the disk never filled up")
 
 
-def test_a_crash_with_a_full_disk_takes_only_its_partitions_offline(tmpfs_mount, broker_factory, tmp_path):
-    b, dirs = two_dir_broker(broker_factory, tmp_path, tmpfs_mount)
-    topic = "crash"
+def broker_with_a_full_dir(broker_factory, tmp_path, mnt: Path, topic: str):
+    """A two-dir broker whose ``topic`` has b"p0" in partition 0 and partition 1's dir (``mnt``) full."""
+    b, dirs = two_dir_broker(broker_factory, tmp_path, mnt)
     with Wire(b.bootstrap, timeout=WAIT_S) as w:
         create_split_topic(w, topic, dirs)
         assert produce(w, topic, make_batch([b"p0"]), partition=0, acks=1)["error_code"] == 0
         fill_partition_until_full(w, topic, 1)
+    return b, dirs
+
+
+def test_a_crash_with_a_full_disk_takes_only_its_partitions_offline(tmpfs_mount, broker_factory, tmp_path):
+    topic = "crash"
+    b, _dirs = broker_with_a_full_dir(broker_factory, tmp_path, tmpfs_mount, topic)
     b.kill()
     fill_space(tmpfs_mount)  # still full when the broker comes back
     b.start()
@@ -356,12 +345,7 @@ def test_a_crash_with_a_full_disk_takes_only_its_partitions_offline(tmpfs_mount,
 
 
 def test_sigterm_with_a_full_disk_still_shuts_down_cleanly(tmpfs_mount, broker_factory, tmp_path):
-    b, dirs = two_dir_broker(broker_factory, tmp_path, tmpfs_mount)
-    topic = "shutdown"
-    with Wire(b.bootstrap, timeout=WAIT_S) as w:
-        create_split_topic(w, topic, dirs)
-        assert produce(w, topic, make_batch([b"p0"]), partition=0, acks=1)["error_code"] == 0
-        fill_partition_until_full(w, topic, 1)
+    b, dirs = broker_with_a_full_dir(broker_factory, tmp_path, tmpfs_mount, "shutdown")
     fill_space(tmpfs_mount)
     assert b.stop() == 0, b.stderr_tail()
     assert (dirs[0] / ".kafka_cleanshutdown").exists()

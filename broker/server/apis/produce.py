@@ -143,7 +143,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     version = ctx.api_version
     acks = request["acks"]
     responses = []
-    submitted = []  # (result dict, topic name, partition info, future): every partition's append is queued first
+    submitted = []  # (result dict, topic name, future): every partition's append is queued first
     errors = []  # (result dict, _PartitionError)
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
@@ -176,10 +176,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             except _PartitionError as exc:
                 errors.append((result, exc))
                 continue
-            submitted.append((result, name, pinfo, topics.submit_append(pinfo, batches)))
+            submitted.append((result, name, topics.submit_append(pinfo, batches)))
         responses.append({"name": name, "partition_responses": partitions})
     try:
-        for result, name, _pinfo, fut in submitted:
+        for result, name, fut in submitted:
             try:
                 appended = await fut
             except (LogError, CorruptRecordError) as exc:
@@ -194,7 +194,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             bytes_in.inc(appended.valid_bytes)
             messages_in.inc(appended.num_records)
     finally:  # cancelled (the client went away): the appends still land; nobody waits for them
-        for *_rest, fut in submitted:
+        for _result, _name, fut in submitted:
             if not fut.done():
                 fut.cancel()
     for result, exc in errors:
