@@ -359,13 +359,19 @@ def latest_offset(w: Wire, topic: str, partition: int) -> int:
     return w.call(ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]["offset"]
 
 
-def test_a_producer_gone_during_a_stall_still_moves_the_high_watermark(ext4_mount, broker_factory, tmp_path):
-    """The append lands after the thaw although nobody waits for it: consumers must see it at once."""
-    b, dirs = two_dir_broker(broker_factory, tmp_path, ext4_mount)
-    topic = "gone"
+def broker_with_a_record(broker_factory, tmp_path, mnt: Path, topic: str):
+    """A two-dir broker whose ``topic`` holds b"a" at offset 0 of partition 1 (the dir on ``mnt``)."""
+    b, dirs = two_dir_broker(broker_factory, tmp_path, mnt)
     with Wire(b.bootstrap, timeout=WAIT_S) as w:
         create_split_topic(w, topic, dirs)
         assert produce(w, topic, make_batch([b"a"]), partition=1, acks=1)["base_offset"] == 0
+    return b, dirs
+
+
+def test_a_producer_gone_during_a_stall_still_moves_the_high_watermark(ext4_mount, broker_factory, tmp_path):
+    """The append lands after the thaw although nobody waits for it: consumers must see it at once."""
+    topic = "gone"
+    b, _dirs = broker_with_a_record(broker_factory, tmp_path, ext4_mount, topic)
     with frozen(ext4_mount):
         with Wire(b.bootstrap, timeout=WAIT_S) as gone:
             gone.send(ApiKey.PRODUCE, 8, produce_body(topic, 1, make_batch([b"b", b"c"])))
@@ -384,11 +390,8 @@ def test_a_producer_gone_during_a_stall_still_moves_the_high_watermark(ext4_moun
 
 def test_a_config_change_during_a_stall_does_not_stall_the_broker(ext4_mount, broker_factory, tmp_path):
     """Changing the topic's config takes no lock the stalled writer holds."""
-    b, dirs = two_dir_broker(broker_factory, tmp_path, ext4_mount)
     topic = "cfgstall"
-    with Wire(b.bootstrap, timeout=WAIT_S) as w:
-        create_split_topic(w, topic, dirs)
-        assert produce(w, topic, make_batch([b"a"]), partition=1, acks=1)["base_offset"] == 0
+    b, dirs = broker_with_a_record(broker_factory, tmp_path, ext4_mount, topic)
     with Wire(b.bootstrap, timeout=WAIT_S) as stalled:
         with frozen(ext4_mount):
             stalled.send(ApiKey.PRODUCE, 8, produce_body(topic, 1, make_batch([b"b"])))
