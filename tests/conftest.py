@@ -161,3 +161,50 @@ def broker_factory(tmp_path):
 @pytest.fixture
 def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
+
+
+# -- ZooKeeper (Debian's package, see tests/zookeeper.py) ---------------------------------
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One standalone ZooKeeper server for the whole session (use ``zk_connect`` for a private chroot)."""
+    from tests.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper) -> str:
+    """A connect string with a fresh, existing chroot: ``127.0.0.1:PORT/t-<hex>``."""
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    zk = KazooClient(hosts=zookeeper.connect, timeout=10)
+    zk.start(timeout=30)
+    try:
+        zk.ensure_path(chroot)
+    finally:
+        zk.stop()
+        zk.close()
+    return zookeeper.connect + chroot
+
+
+@pytest.fixture
+def zk_ensemble_factory(tmp_path):
+    """``make(size=3)`` starts a ZooKeeper ensemble in the test's directory; all are stopped at teardown."""
+    from tests.zookeeper import ZooKeeperEnsemble
+
+    made = []
+
+    def make(size: int = 3):
+        ensemble = ZooKeeperEnsemble(tmp_path / f"ensemble{len(made)}", size)
+        made.append(ensemble)
+        return ensemble.start()
+
+    yield make
+    for ensemble in made:
+        ensemble.stop()
