@@ -33,6 +33,18 @@ kafkapy_log_appender_groups_total                      counter    log_dir (group
 kafkapy_log_appender_appends_total                     counter    log_dir (appends written; on scrape)
 =====================================================  =========  ==========================
 
+Beside them, without the prefix, the standard figures every Prometheus client
+exports for its process: ``process_cpu_seconds_total``,
+``process_resident_memory_bytes``, ``process_virtual_memory_bytes``,
+``process_open_fds``, ``process_max_fds``, ``process_start_time_seconds``,
+``python_info`` and ``python_gc_*``, so the usual dashboards and alerts on
+CPU, memory and file descriptors work unchanged.
+
+Counters and histograms have no ``<name>_created`` twin: prometheus-client
+adds one per labelled series by default, doubling every scrape for a
+timestamp nobody queries. Turning them off is process-wide in
+prometheus-client, so importing this module does it.
+
 appends / groups is the mean group size: near 1 on a quiet broker, larger when
 appends queue up behind a busy disk. A queue that keeps growing on one log dir
 is a slow or stalled disk.
@@ -52,11 +64,14 @@ import threading
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
+                               ProcessCollector, disable_created_metrics, make_wsgi_app)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
+
+disable_created_metrics()
 
 PREFIX = "kafkapy_"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -155,6 +170,9 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.requests = Counter(PREFIX + "requests", "Requests handled, by API.", ["api"], registry=r)
         self.request_duration = Histogram(
             PREFIX + "request_duration_seconds", "Time from a request's arrival to its response being queued.",

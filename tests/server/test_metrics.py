@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import struct
+import time
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -70,3 +72,28 @@ def test_metrics_port_off(broker_factory):
     assert b.metrics_port is None
     with Wire(b.bootstrap) as w:
         assert w.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+
+
+def test_process_metrics_and_no_created_series(broker_factory):
+    """The standard process figures describe the broker process itself, and no
+    counter or histogram carries a ``_created`` twin."""
+    before = time.time()
+    b = broker_factory()
+    with Wire(b.bootstrap) as w:
+        produce(w, "m", make_batch([b"a"]))
+        with urllib.request.urlopen(b.metrics_url, timeout=30) as response:
+            text = response.read().decode()
+        open_fds = len(os.listdir(f"/proc/{b.pid}/fd"))
+    s = scrape(b)
+    assert "_created" not in text
+    assert value(s, "process_cpu_seconds_total") > 0
+    with open(f"/proc/{b.pid}/status") as f:
+        rss_kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    # the broker's own RSS, give or take what changed between the two reads
+    assert abs(value(s, "process_resident_memory_bytes") - rss_kb * 1024) < 0.5 * rss_kb * 1024
+    # the scrape's own connection and the client's come and go; the broker's files stay
+    assert abs(value(s, "process_open_fds") - open_fds) <= 8
+    assert value(s, "process_max_fds") >= value(s, "process_open_fds")
+    assert before - 1 <= value(s, "process_start_time_seconds") <= time.time()  # /proc counts in 10 ms ticks
+    assert any(name == "python_info" for name, _ in s)
+    assert any(name.startswith("python_gc_") for name, _ in s)
