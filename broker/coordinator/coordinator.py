@@ -10,7 +10,10 @@ memory, drives each through the table-driven state machine, and holds the timers
 * the join phase: ``group.initial.rebalance.delay.ms`` for a group leaving Empty
   (extended while new members keep arriving, up to the rebalance timeout), else the
   largest rebalance timeout of the members; the phase ends early once every known
-  member has rejoined and no member id handed out with MEMBER_ID_REQUIRED is unused;
+  member has rejoined and no member id handed out with MEMBER_ID_REQUIRED is unused.
+  Dynamic members that did not rejoin are removed when it ends; static members stay,
+  and if none of the remaining members rejoined the phase waits another rebalance
+  timeout rather than start a generation whose leader is not there (as Kafka does);
 * the new-member join timeout: a member that joined the group for the first time
   and whose JoinGroup is still held after ``group.new.member.join.timeout.ms``
   (Kafka's fixed 5 minutes) is removed and answered UNKNOWN_MEMBER_ID, so clients
@@ -18,6 +21,11 @@ memory, drives each through the table-driven state machine, and holds the timers
   out with MEMBER_ID_REQUIRED and not used within the session timeout is forgotten;
 * expiry of committed offsets (:mod:`broker.coordinator.offsets`, which also holds
   OffsetCommit/OffsetFetch/OffsetDelete as :class:`OffsetsMixin`).
+
+Static members (KIP-345) come back after a restart with an empty member id and
+their ``group.instance.id``: they take their old place under a new id without a
+rebalance while the group is Stable and its selected protocol does not change (see
+:meth:`GroupCoordinator._update_static_member_and_rebalance`); the old id is fenced.
 
 JoinGroup and SyncGroup responses are futures completed when the rebalance gets
 there. The coordinator never assigns partitions: the leader's SyncGroup carries
@@ -35,6 +43,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.coordinator import storage
@@ -54,7 +63,25 @@ S = GroupState
 
 def join_error(member_id: str, error_code: int) -> dict:
     return {"error_code": int(error_code), "generation_id": -1, "protocol_type": None, "protocol_name": None,
-            "leader": "", "member_id": member_id, "members": []}
+            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+@dataclass(slots=True)
+class JoinRequest:
+    """One JoinGroup as the coordinator needs it; ``fut`` gets the response fields."""
+
+    fut: asyncio.Future
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    #: JoinGroup v9+ (KIP-814): a returning static leader may be told to skip its assignor
+    supports_skip_assignment: bool
+    #: JoinGroup v8+ (KIP-800): why the client joins, for the rebalance's log line
+    reason: str
 
 
 class GroupCoordinator(OffsetsMixin):
@@ -194,14 +221,14 @@ class GroupCoordinator(OffsetsMixin):
         if group.members.get(member.member_id) is not member:
             return
         if member.is_new and member.awaiting_join:
-            log.info("group %s: new member %s did not complete its join in time", group.group_id, member.member_id)
-            self._remove_member_and_update_group(group, member)
-            return
-        if member.awaiting_join or member.awaiting_sync:
+            why = f"new member {member.member_id} did not complete its join in time"
+        elif member.awaiting_join or member.awaiting_sync:
             self._schedule_heartbeat(group, member)
             return
-        log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_member_and_update_group(group, member)
+        else:
+            why = f"member {member.member_id} session expired"
+        log.info("group %s: %s", group.group_id, why)
+        self._remove_member_and_update_group(group, member, why)
 
     def _cancel_join_timer(self, group: Group) -> None:
         if group.join_timer is not None:
@@ -228,14 +255,21 @@ class GroupCoordinator(OffsetsMixin):
                         "metadata": m.metadata_for(group.protocol_name)} for m in group.members.values()]
         return {"error_code": ErrorCode.NONE, "generation_id": group.generation_id,
                 "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
-                "leader": group.leader_id or "", "member_id": member.member_id, "members": members}
+                "leader": group.leader_id or "", "skip_assignment": False, "member_id": member.member_id,
+                "members": members}
 
     # -- JoinGroup -----------------------------------------------------------------------------------------
     async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
                          client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                          protocol_type: str, protocols: list[tuple[str, bytes]],
-                         require_known_member_id: bool) -> dict:
-        """Kafka's handleJoinGroup; returns the JoinGroup response fields (held until the rebalance ends)."""
+                         require_known_member_id: bool, supports_skip_assignment: bool = False,
+                         reason: str | None = None) -> dict:
+        """Kafka's handleJoinGroup; returns the JoinGroup response fields (held until the rebalance ends).
+
+        ``supports_skip_assignment`` (JoinGroup v9+, KIP-814) changes only the answer to a
+        static leader that comes back to a Stable group; ``reason`` (v8+, KIP-800) goes into
+        the log line of any rebalance the join starts.
+        """
         error = self.group_error(group_id)
         if error:
             return join_error(member_id, error)
@@ -250,115 +284,135 @@ class GroupCoordinator(OffsetsMixin):
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
         if unknown and len(group.members) >= self.group_max_size:
             return join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED)
-        fut = self._loop().create_future()
-        args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                [(n, bytes(m)) for n, m in protocols])
+        req = JoinRequest(self._loop().create_future(), group_instance_id, client_id, client_host,
+                          rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                          [(n, bytes(m)) for n, m in protocols], supports_skip_assignment,
+                          reason or "not provided")
         if unknown:
-            self._join_unknown(group, fut, require_known_member_id, *args)
+            self._join_unknown(group, req, require_known_member_id)
         else:
-            self._join_known(group, fut, member_id, *args)
-        return await fut
+            self._join_known(group, req, member_id)
+        return await req.fut
 
-    def _join_unknown(self, group, fut, require_known_member_id, instance_id, client_id, client_host,
-                      rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols) -> None:
+    def _join_unknown(self, group: Group, req: "JoinRequest", require_known_member_id: bool) -> None:
         if group.is_(S.DEAD):
-            fut.set_result(join_error("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            req.fut.set_result(join_error("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports(protocol_type, protocols):
-            fut.set_result(join_error("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        if not group.supports(req.protocol_type, req.protocols):
+            req.fut.set_result(join_error("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_id = f"{client_id}-{uuid.uuid4()}"
-        old_id = group.static_member_id(instance_id)
+        new_id = f"{req.client_id}-{uuid.uuid4()}"
+        old_id = group.static_member_id(req.instance_id)
         if old_id is not None:
-            self._replace_static_member(group, fut, old_id, new_id, instance_id, rebalance_timeout_ms,
-                                        session_timeout_ms, protocols)
-        elif require_known_member_id and instance_id is None:
+            self._update_static_member_and_rebalance(group, req, old_id, new_id)
+        elif require_known_member_id and req.instance_id is None:
             group.pending_members.add(new_id)
-            self._loop().call_later(session_timeout_ms / 1000, self._pending_expired, group, new_id)
-            fut.set_result(join_error(new_id, ErrorCode.MEMBER_ID_REQUIRED))
+            self._loop().call_later(req.session_timeout_ms / 1000, self._pending_expired, group, new_id)
+            req.fut.set_result(join_error(new_id, ErrorCode.MEMBER_ID_REQUIRED))
         else:
-            self._add_member_and_rebalance(group, fut, new_id, instance_id, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            self._add_member_and_rebalance(group, req, new_id)
 
     def _pending_expired(self, group: Group, member_id: str) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self._check_join_complete(group)
 
-    def _join_known(self, group, fut, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-                    session_timeout_ms, protocol_type, protocols) -> None:
+    def _join_known(self, group: Group, req: "JoinRequest", member_id: str) -> None:
         if group.is_(S.DEAD):
-            fut.set_result(join_error(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            req.fut.set_result(join_error(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports(protocol_type, protocols):
-            fut.set_result(join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        if not group.supports(req.protocol_type, req.protocols):
+            req.fut.set_result(join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self._add_member_and_rebalance(group, fut, member_id, instance_id, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            self._add_member_and_rebalance(group, req, member_id)
             return
-        if instance_id is not None and group.static_member_id(instance_id) not in (None, member_id):
-            fut.set_result(join_error(member_id, ErrorCode.FENCED_INSTANCE_ID))
+        current = group.static_member_id(req.instance_id)
+        if req.instance_id is not None and current not in (None, member_id):
+            req.fut.set_result(join_error(member_id, ErrorCode.FENCED_INSTANCE_ID))
             return
         member = group.members.get(member_id)
-        if member is None or group.is_(S.EMPTY):
-            fut.set_result(join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+        # a static member whose instance id the group does not know resets its member id and retries
+        if member is None or group.is_(S.EMPTY) or (req.instance_id is not None and current is None):
+            req.fut.set_result(join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        same = member.matches(protocols)
+        same = member.matches(req.protocols)
         if group.is_(S.COMPLETING_REBALANCE) and same:
             self._schedule_heartbeat(group, member)
-            fut.set_result(self._join_response(group, member))
+            req.fut.set_result(self._join_response(group, member))
         elif group.is_(S.STABLE) and same and not group.is_leader(member_id):
             self._schedule_heartbeat(group, member)
-            fut.set_result(self._join_response(group, member))
+            req.fut.set_result(self._join_response(group, member))
         else:
-            self._update_member_and_rebalance(group, member, fut, rebalance_timeout_ms, session_timeout_ms,
-                                              protocols)
+            why = ("leader rejoined" if group.is_(S.STABLE) and same else
+                   "joined during the rebalance" if group.is_(S.PREPARING_REBALANCE) else "changed its protocols")
+            self._update_member_and_rebalance(group, member, req, f"member {member_id} {why}")
 
-    def _add_member_and_rebalance(self, group, fut, member_id, instance_id, client_id, client_host,
-                                  rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols) -> None:
-        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                        protocol_type, protocols, join_waiter=fut, is_new=True)
+    def _add_member_and_rebalance(self, group: Group, req: "JoinRequest", member_id: str) -> None:
+        member = Member(member_id, req.instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
+                        req.session_timeout_ms, req.protocol_type, req.protocols, join_waiter=req.fut, is_new=True)
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
         # its socket is muted while the JoinGroup is held, so only this timer notices a client that gave up
         self._schedule_heartbeat(group, member, self.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined; client reason: {req.reason}")
         self._check_join_complete(group)
 
-    def _update_member_and_rebalance(self, group, member, fut, rebalance_timeout_ms, session_timeout_ms,
-                                     protocols) -> None:
-        if member.join_waiter is not None and member.join_waiter is not fut:
+    def _update_member_and_rebalance(self, group: Group, member: Member, req: "JoinRequest", why: str) -> None:
+        if member.join_waiter is not None and member.join_waiter is not req.fut:
             self._finish_join(member, join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
-        member.protocols = protocols
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
-        member.join_waiter = fut
+        member.update(req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms)
+        member.join_waiter = req.fut
         if not member.is_new:  # a new member's join timeout is not extended by retries
             self._schedule_heartbeat(group, member)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self._maybe_prepare_rebalance(group, f"{why}; client reason: {req.reason}")
         self._check_join_complete(group)
 
-    def _replace_static_member(self, group, fut, old_id, new_id, instance_id, rebalance_timeout_ms,
-                               session_timeout_ms, protocols) -> None:
-        """A static member came back without its member id: fence the old id, keep its place."""
+    def _update_static_member_and_rebalance(self, group: Group, req: "JoinRequest", old_id: str,
+                                            new_id: str) -> None:
+        """Kafka's updateStaticMemberAndRebalance: a static member came back without its member id.
+
+        The old id is fenced and the new id takes its place (assignment kept) with the
+        request's protocols and timeouts. A Stable group whose selected protocol does not
+        change stays Stable: the group is stored and the member answered at once, with the
+        leader id from before the replacement, so a returning leader acts as a follower and
+        its SyncGroup gets its stored assignment (KIP-814's v9 answer instead names it leader
+        with ``skip_assignment``). CompletingRebalance rebalances (the leader may be assigning
+        to the old id); PreparingRebalance just takes the join.
+        """
+        current_leader = group.leader_id
         old = group.members[old_id]
         self._finish_join(old, join_error(old_id, ErrorCode.FENCED_INSTANCE_ID))
         self._finish_sync(old, ErrorCode.FENCED_INSTANCE_ID)
-        member = group.replace_static_member(instance_id, old_id, new_id)
-        if group.is_(S.STABLE) and member.matches(protocols) and not group.is_leader(new_id):
+        member = group.replace_static_member(req.instance_id, old_id, new_id)
+        before = member.update(req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms)
+        member.join_waiter = req.fut
+        self._schedule_heartbeat(group, member)
+        why = f"static member {new_id} (instance {req.instance_id}) rejoined; client reason: {req.reason}"
+        log.info("group %s: static member %s rejoined in %s as %s, fencing %s", group.group_id, req.instance_id,
+                 group.state.value, new_id, old_id)
+        if group.is_(S.STABLE) and group.select_protocol() == group.protocol_name:
             error = self._store_group(group)
             if error:
-                group.replace_static_member(instance_id, new_id, old_id)
-                fut.set_result(join_error("", error))
+                member.update(*before)
+                group.replace_static_member(req.instance_id, new_id, old_id)
+                self._finish_join(member, join_error("", error))
+                self._schedule_heartbeat(group, member)
                 return
-            self._schedule_heartbeat(group, member)
-            fut.set_result(self._join_response(group, member))
-        else:
-            self._update_member_and_rebalance(group, member, fut, rebalance_timeout_ms, session_timeout_ms,
-                                              protocols)
+            response = self._join_response(group, member)
+            if not req.supports_skip_assignment:
+                response.update(leader=current_leader or "", members=[])
+            elif group.is_leader(new_id):
+                response["skip_assignment"] = True
+            self._finish_join(member, response)
+            return
+        if group.is_(S.STABLE):
+            self._prepare_rebalance(group, f"{why} with a change of the selected protocol")
+        elif group.is_(S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, why)
+        self._check_join_complete(group)
 
     # -- the join phase ------------------------------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
@@ -409,7 +463,13 @@ class GroupCoordinator(OffsetsMixin):
                 log.info("group %s: member %s did not rejoin in time", group.group_id, m.member_id)
                 self._cancel_heartbeat(m)
                 group.remove(m.member_id)
-        group.elect_joined_leader()
+        if not group.elect_joined_leader() and group.members:
+            # only static members are left and none came back: a generation now would wait for a
+            # leader that is not there, so wait one more rebalance timeout (sessions may expire)
+            timeout_ms = group.max_rebalance_timeout_ms()
+            log.warning("group %s: no member rejoined; waiting another %d ms", group.group_id, timeout_ms)
+            group.join_timer = self._loop().call_later(timeout_ms / 1000, self._complete_join, group)
+            return
         group.init_next_generation(now_ms())
         if group.is_(S.EMPTY):
             error = self._store_group(group)
@@ -503,8 +563,11 @@ class GroupCoordinator(OffsetsMixin):
         return ErrorCode.NONE
 
     # -- LeaveGroup ---------------------------------------------------------------------------------------------------
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        """(top-level error, per-member errors) for members given as (member_id, group_instance_id)."""
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]],
+                    reasons: list[str | None] | None = None) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors) for members given as (member_id, group_instance_id).
+
+        ``reasons`` (LeaveGroup v5+, KIP-800), one per member, go into the log lines."""
         error = self.group_error(group_id)
         if error:
             return error, [error] * len(members)
@@ -514,7 +577,7 @@ class GroupCoordinator(OffsetsMixin):
         if group.is_(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(members)
         out = []
-        for member_id, instance_id in members:
+        for (member_id, instance_id), reason in zip(members, reasons or [None] * len(members)):
             if instance_id is not None:
                 current = group.static_member_id(instance_id)
                 if current is None:
@@ -533,18 +596,19 @@ class GroupCoordinator(OffsetsMixin):
             if member is None:
                 out.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            log.info("group %s: member %s left", group.group_id, member_id)
-            self._remove_member_and_update_group(group, member)
+            why = f"member {member_id} left; client reason: {reason or 'not provided'}"
+            log.info("group %s: %s", group.group_id, why)
+            self._remove_member_and_update_group(group, member, why)
             out.append(ErrorCode.NONE)
         return ErrorCode.NONE, out
 
-    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+    def _remove_member_and_update_group(self, group: Group, member: Member, why: str) -> None:
         self._cancel_heartbeat(member)
         self._finish_join(member, join_error(member.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
         self._finish_sync(member, ErrorCode.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
         if group.is_(S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, f"member {member.member_id} left")
+            self._prepare_rebalance(group, why)
         elif group.is_(S.PREPARING_REBALANCE):
             self._check_join_complete(group)
 

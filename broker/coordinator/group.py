@@ -143,6 +143,14 @@ class Member:
                 return metadata
         raise KeyError(protocol)
 
+    def update(self, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+               session_timeout_ms: int) -> tuple[list[tuple[str, bytes]], int, int]:
+        """Take a JoinGroup's protocols and timeouts; returns the previous ones (to undo with)."""
+        before = (self.protocols, self.rebalance_timeout_ms, self.session_timeout_ms)
+        self.protocols, self.rebalance_timeout_ms, self.session_timeout_ms = (
+            protocols, rebalance_timeout_ms, session_timeout_ms)
+        return before
+
     def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
         return [(n, bytes(m)) for n, m in protocols] == [(n, bytes(m)) for n, m in self.protocols]
 
@@ -246,12 +254,18 @@ class Group:
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def elect_joined_leader(self) -> None:
-        """If the leader did not rejoin, make the first member that did the leader."""
+    def elect_joined_leader(self) -> bool:
+        """Kafka's ``maybeElectNewJoinedLeader``: if the leader did not rejoin, make the first
+        member that did the leader. False when no member rejoined (the leader stays as it was):
+        a generation then has nobody to lead it."""
         leader = self.members.get(self.leader_id) if self.leader_id is not None else None
-        if leader is None or not leader.awaiting_join:
-            self.leader_id = next((m.member_id for m in self.members.values() if m.awaiting_join),
-                                  next(iter(self.members), None))
+        if leader is not None and leader.awaiting_join:
+            return True
+        joined = next((m.member_id for m in self.members.values() if m.awaiting_join), None)
+        if joined is None:
+            return False
+        self.leader_id = joined
+        return True
 
     # -- protocols ------------------------------------------------------------------------------
     def candidate_protocols(self) -> set[str]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from broker.coordinator.records import GroupKey, decode_group_value, decode_key, partition_for
+from broker.coordinator.records import GroupKey, GroupMetadataValue, decode_group_value, decode_key, partition_for
 from broker.protocol import ApiKey
 from broker.records import iter_batches
 from tests.server.wire import Wire
@@ -58,8 +60,8 @@ def wait_stable(bootstrap: str, group: str, members: int, partitions: int) -> di
     raise AssertionError(f"group {group} never became stable with {members} members: {last}")
 
 
-def group_history(data_dir: Path, group: str, num_partitions: int) -> list[tuple[int, dict[str, list[int]]]]:
-    """Every group metadata record of ``group`` in __consumer_offsets: (generation, member -> partitions)."""
+def group_records(data_dir: Path, group: str, num_partitions: int) -> list[GroupMetadataValue]:
+    """Every group metadata record of ``group`` in __consumer_offsets, oldest first (tombstones skipped)."""
     pdir = Path(data_dir) / f"__consumer_offsets-{partition_for(group, num_partitions)}"
     out = []
     for seg in sorted(pdir.glob("*.log")):
@@ -67,22 +69,67 @@ def group_history(data_dir: Path, group: str, num_partitions: int) -> list[tuple
             for r in batch.records:
                 key = decode_key(r.key)
                 if isinstance(key, GroupKey) and key.group == group and r.value is not None:
-                    g = decode_group_value(r.value)[1]
-                    out.append((g.generation, {m.member_id: sorted(p for ps in decode_assignment(m.assignment).values()
-                                                                   for p in ps) for m in g.members}))
+                    out.append(decode_group_value(r.value)[1])
     return out
 
 
+def group_history(data_dir: Path, group: str, num_partitions: int) -> list[tuple[int, dict[str, list[int]]]]:
+    """Every group metadata record of ``group`` in __consumer_offsets: (generation, member -> partitions)."""
+    return [(g.generation, {m.member_id: sorted(p for ps in decode_assignment(m.assignment).values() for p in ps)
+                            for m in g.members})
+            for g in group_records(data_dir, group, num_partitions)]
+
+
 def start_member(lib: str, bootstrap: str, group: str, topic: str, assignor: str = "",
-                 log_path: Path | None = None) -> subprocess.Popen:
-    """A member process; its client library's log goes to ``log_path`` (for post-mortems) or nowhere."""
+                 log_path: Path | None = None, instance_id: str | None = None, session_ms: int | None = None,
+                 max_poll_ms: int | None = None) -> subprocess.Popen:
+    """A member process (static with ``instance_id``); its client library's log goes to
+    ``log_path`` (for post-mortems) or nowhere."""
+    env = dict(os.environ)
+    for name, value in (("INSTANCE_ID", instance_id), ("SESSION_MS", session_ms), ("MAX_POLL_MS", max_poll_ms)):
+        if value is not None:
+            env[f"KAFKAPY_MEMBER_{name}"] = str(value)
     stderr = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
     try:
         return subprocess.Popen([sys.executable, str(MEMBER_PROC), lib, bootstrap, group, topic, assignor],
-                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+                                stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     finally:
         if log_path is not None:
             stderr.close()
+
+
+class MemberOutput:
+    """The assignment lines a running member process prints, read as they come."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.assignments: list[list[int]] = []
+        self._buf = b""
+
+    def read(self, seconds: float) -> list[list[int]]:
+        """Collect what the member prints during ``seconds``; returns the lines that came."""
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + seconds
+        start = len(self.assignments)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0 and sel.select(left):
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                self._buf += chunk
+                *lines, self._buf = self._buf.split(b"\n")
+                self.assignments += [json.loads(x)["assigned"] for x in lines if x.startswith(b"{")]
+        return self.assignments[start:]
+
+    def wait_assigned(self, limit_s: float = WAIT_LIMIT_S) -> list[int]:
+        """Wait for the next assignment line with partitions in it."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            for line in self.read(min(0.2, max(deadline - time.monotonic(), 0))):
+                if line:
+                    return line
+        raise AssertionError(f"member {self.proc.pid} got no assignment: {self.assignments}")
 
 
 def assignment_lines(proc: subprocess.Popen) -> list[list[int]]:

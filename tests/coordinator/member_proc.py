@@ -4,8 +4,12 @@
 
 LIB is confluent, kafka-python or aiokafka. The member subscribes, consumes, and
 prints one JSON line per assignment change ({"assigned": [...]} with the full
-current assignment). SIGTERM closes the consumer cleanly (LeaveGroup); SIGKILL
-is the crash the tests want.
+current assignment). SIGTERM closes the consumer cleanly (LeaveGroup, which static
+members do not send); SIGKILL is the crash the tests want.
+
+Environment: ``KAFKAPY_MEMBER_INSTANCE_ID`` makes it a static member (KIP-345,
+``group.instance.id``); ``KAFKAPY_MEMBER_SESSION_MS`` and ``KAFKAPY_MEMBER_MAX_POLL_MS``
+(the rebalance timeout) replace the defaults.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ import os
 import signal
 import sys
 
-SESSION_MS, HEARTBEAT_MS = 6000, 1000
+SESSION_MS = int(os.environ.get("KAFKAPY_MEMBER_SESSION_MS", 6000))
+HEARTBEAT_MS = 1000
+MAX_POLL_MS = int(os.environ.get("KAFKAPY_MEMBER_MAX_POLL_MS", 300000))
+INSTANCE_ID = os.environ.get("KAFKAPY_MEMBER_INSTANCE_ID") or None
 stop = False
 
 
@@ -36,7 +43,9 @@ def run_confluent(bootstrap, group, topic, assignor):
     owned: set[int] = set()
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": SESSION_MS,
             "heartbeat.interval.ms": HEARTBEAT_MS, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "fetch.queue.backoff.ms": 10}
+            "fetch.queue.backoff.ms": 10, "max.poll.interval.ms": MAX_POLL_MS}
+    if INSTANCE_ID:
+        conf["group.instance.id"] = INSTANCE_ID
     if assignor:
         conf["partition.assignment.strategy"] = assignor
     consumer = Consumer(conf)
@@ -98,7 +107,8 @@ def run_kafka_python(bootstrap, group, topic, assignor):
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=SESSION_MS,
                              heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
-                             enable_auto_commit=False)
+                             enable_auto_commit=False, max_poll_interval_ms=MAX_POLL_MS,
+                             group_instance_id=INSTANCE_ID)
     _keep_metadata_rejoin_pending(consumer)
 
     class Listener(ConsumerRebalanceListener):
@@ -127,7 +137,8 @@ def run_aiokafka(bootstrap, group, topic, assignor):
     async def main():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=SESSION_MS,
                                     heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
-                                    enable_auto_commit=False)
+                                    enable_auto_commit=False, max_poll_interval_ms=MAX_POLL_MS,
+                                    group_instance_id=INSTANCE_ID)
         await consumer.start()
         consumer.subscribe([topic], listener=Listener())
         while not stop:

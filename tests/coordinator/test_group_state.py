@@ -62,9 +62,9 @@ def test_elect_joined_leader_prefers_a_member_that_rejoined():
     g = Group("g")
     for mid in ("a", "b"):
         g.add(member(mid))
+    assert not g.elect_joined_leader() and g.leader_id == "a"  # nobody rejoined: nobody to elect
     g.members["b"].join_waiter = object()
-    g.elect_joined_leader()
-    assert g.leader_id == "b"
+    assert g.elect_joined_leader() and g.leader_id == "b"
 
 
 def test_protocol_selection_by_votes_among_common_protocols():

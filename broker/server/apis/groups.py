@@ -3,13 +3,17 @@
 * JoinGroup (11) v0-9: held until the rebalance's join phase ends. v0 has no
   rebalance timeout (the session timeout stands in); v4+ answers a first join
   without a member id with MEMBER_ID_REQUIRED and the id to use; v5+ static
-  membership (``group_instance_id``); v7+ returns protocol_type/name;
-  v8 ``reason`` is accepted and logged nowhere; v9 ``skip_assignment`` is always false.
+  membership (``group_instance_id``); v7+ returns protocol_type/name; as in Kafka
+  3.2, which added them: v8 ``reason`` goes into the log line of the rebalance the
+  join starts (KIP-800), and v9 answers a static leader that rejoins a Stable group
+  with itself as leader, the member list and ``skip_assignment`` (KIP-814; v0-8 name
+  the leader id from before it rejoined, so it syncs as a follower).
 * SyncGroup (14) v0-5: followers wait for the leader's assignment; v5 checks
   protocol_type/name (INCONSISTENT_GROUP_PROTOCOL).
 * Heartbeat (12) v0-4: REBALANCE_IN_PROGRESS tells a member to rejoin.
 * LeaveGroup (13) v0-5: v0-2 one member id, v3+ a batch of members (by member id
-  or group.instance.id) with an error per member.
+  or group.instance.id) with an error per member; v5 a reason per member, logged
+  (KIP-800, Kafka 3.2).
 * DescribeGroups (15) v0-5, ListGroups (16) v0-4 (v4 filters by state),
   DeleteGroups (42) v0-2 (NON_EMPTY_GROUP unless the group is Empty).
 """
@@ -34,12 +38,12 @@ async def join_group(ctx: RequestContext, request: dict) -> dict:
         request["rebalance_timeout_ms"] if v >= 1 else request["session_timeout_ms"],
         request["session_timeout_ms"], request["protocol_type"],
         [(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
-        require_known_member_id=v >= 4,
+        require_known_member_id=v >= 4, supports_skip_assignment=v >= 9,
+        reason=request["reason"] if v >= 8 else None,
     )
     if v < 7 and result["protocol_name"] is None:
         result["protocol_name"] = ""
     result["throttle_time_ms"] = 0
-    result["skip_assignment"] = False
     return result
 
 
@@ -65,10 +69,11 @@ async def heartbeat(ctx: RequestContext, request: dict) -> dict:
 async def leave_group(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
     if v < 3:
-        members = [(request["member_id"], None)]
+        members, reasons = [(request["member_id"], None)], None
     else:
         members = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
-    top, errors = ctx.broker.coordinator.leave_group(request["group_id"], members)
+        reasons = [m["reason"] for m in request["members"]] if v >= 5 else None
+    top, errors = ctx.broker.coordinator.leave_group(request["group_id"], members, reasons)
     if v < 3:
         return {"throttle_time_ms": 0, "error_code": top or errors[0]}
     return {"throttle_time_ms": 0, "error_code": top,
