@@ -29,6 +29,7 @@ from kafkactl import configs as configs_cmd
 from kafkactl import consume as consume_cmd
 from kafkactl import groups as groups_cmd
 from kafkactl import log as log_cmd
+from kafkactl import offsets as offsets_cmd
 from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
 from kafkactl import topics as topics_cmd
@@ -92,6 +93,7 @@ app.add_typer(topics_cmd.app, name="topics")
 app.add_typer(configs_cmd.app, name="configs")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(groups_cmd.app, name="groups")
+app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(perf_cmd.app, name="perf")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)

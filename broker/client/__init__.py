@@ -19,6 +19,7 @@ from ._serde import (bytes_deserializer, bytes_serializer, json_deserializer, js
                      string_deserializer, string_serializer)
 from ._types import (BrokerMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp,
                      PartitionMetadata, RecordMetadata, TopicMetadata, TopicPartition)
+from ._zookeeper import ZooKeeperOffsetStore
 from . import errors
 
 __all__ = [
@@ -30,5 +31,5 @@ __all__ = [
     "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",
     "json_serializer", "json_deserializer",
     "BrokerMetadata", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp",
-    "PartitionMetadata", "RecordMetadata", "TopicMetadata", "TopicPartition", "errors",
+    "PartitionMetadata", "RecordMetadata", "TopicMetadata", "TopicPartition", "ZooKeeperOffsetStore", "errors",
 ]

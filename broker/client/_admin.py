@@ -381,15 +381,17 @@ class AsyncAdmin:
         return {tp: PartitionLag(om.offset, ends[tp][0], max(ends[tp][0] - om.offset, 0))
                 for tp, om in committed.items()}
 
-    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit offsets for a group that has no active members (as kafka-consumer-groups
-        --reset-offsets does); an active group answers UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS."""
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+                                  ) -> None:
+        """Commit offsets (with their metadata when given as OffsetAndMetadata) for a group that
+        has no active members (as kafka-consumer-groups --reset-offsets does); an active group
+        answers UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS."""
         node = await self._cluster.find_coordinator(group_id)
         by_topic: dict[str, list] = {}
         for tp, off in offsets.items():
-            off = off.offset if isinstance(off, OffsetAndMetadata) else int(off)
+            om = off if isinstance(off, OffsetAndMetadata) else OffsetAndMetadata(int(off))
             by_topic.setdefault(tp[0], []).append(
-                {"partition_index": tp[1], "committed_offset": off, "committed_metadata": ""})
+                {"partition_index": tp[1], "committed_offset": om.offset, "committed_metadata": om.metadata or ""})
         body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
                 "retention_time_ms": -1,
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

@@ -13,6 +13,8 @@ misuse are kept apart from errors the peer caused::
     ├── ProtocolError                   the peer sent bytes we cannot decode
     │   └── UnsupportedApiError         the broker serves no version of an API we need (35)
     ├── NoOffsetForPartitionError       no committed offset and auto_offset_reset="none"
+    ├── ZooKeeperError                  the legacy ZooKeeper (``zookeeper_connect``) cannot be
+    │                                   reached or refused an operation
     └── BrokerResponseError             the broker answered with a non-zero error code
         ├── RetriableError              ... a code Kafka marks retriable
         │   ├── NotLeaderOrFollowerError        (6)
@@ -63,6 +65,13 @@ class KafkaTimeoutError(KafkaError):
     """An operation did not finish within its timeout (maps to REQUEST_TIMED_OUT, 7)."""
 
     error_code = 7
+    retriable = True
+
+
+class ZooKeeperError(KafkaError):
+    """The ZooKeeper holding legacy consumer groups cannot be reached, lost our session, or
+    refused an operation (see :mod:`broker.client._zookeeper`)."""
+
     retriable = True
 
 
