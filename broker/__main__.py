@@ -40,11 +40,7 @@ async def _serve(config) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await broker.start()
-    except BaseException:
-        await broker.stop()
-        raise
+    await broker.start()  # a failed start undoes itself and writes nothing
     first = broker.endpoints[0]
     host = config.listeners[0].host or first.host
     metrics = f"{host}:{broker.metrics_port}" if broker.metrics_port is not None else "off"

@@ -201,6 +201,8 @@ _PROPS: list[Prop] = [
     Prop("log.index.size.max.bytes", _ranged(4, INT_MAX), 10485760, "Maximum size of an offset index."),
     Prop("log.flush.interval.messages", _ranged(1), LONG_MAX, "Messages appended before a forced fsync."),
     Prop("log.flush.interval.ms", _optional(_ranged(0)), None, "Age of unflushed data before a forced fsync."),
+    Prop("log.flush.offset.checkpoint.interval.ms", _ranged(0, INT_MAX), 60000,
+         "How often the recovery points (and the other log dir checkpoints) are written."),
     Prop("log.flush.scheduler.interval.ms", _ranged(0), LONG_MAX, "How often the flusher checks log.flush.interval.ms."),
     Prop("log.retention.check.interval.ms", _ranged(1), 300000, "How often retention runs."),
     Prop("log.segment.delete.delay.ms", _ranged(0), 60000, "Delay before a deleted segment's files are removed."),

@@ -7,12 +7,14 @@ Public names::
 
     Log, LogConfig, LogManager, AppendInfo, FetchSlice, OffsetOutOfRange,
     LogRecoveryReport, RecoveryCut, LogSegment, LeaderEpochCache, LogAppender,
-    RecordTooLargeError, CorruptRecordError, KafkaStorageError, LogClosedError
+    RecordTooLargeError, CorruptRecordError, KafkaStorageError, LogClosedError,
+    LogStartupReport, lock_log_dirs, LogDirLocks, LogDirInUseError
 """
 
 from broker.log.appender import LogAppender
 from broker.log.checkpoint import LeaderEpochCache
 from broker.log.config import LogConfig
+from broker.log.dirlock import LogDirInUseError, LogDirLocks, lock_log_dirs
 from broker.log.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -22,7 +24,7 @@ from broker.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport, RecoveryCut
+from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport, LogStartupReport, RecoveryCut
 from broker.log.log import Log
 from broker.log.manager import LogManager, parse_topic_partition
 from broker.log.segment import LogSegment
@@ -37,8 +39,12 @@ __all__ = [
     "LogClosedError",
     "LogAppender",
     "LogConfig",
+    "LogDirInUseError",
+    "LogDirLocks",
     "LogError",
     "LogManager",
+    "LogStartupReport",
+    "lock_log_dirs",
     "parse_topic_partition",
     "LogRecoveryReport",
     "LogSegment",

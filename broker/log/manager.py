@@ -2,12 +2,14 @@
 
 Layout of each log dir::
 
+    .lock                                locked by the broker that owns the dir (broker.log.dirlock)
     meta.properties                      version=0, broker.id, cluster.id
     recovery-point-offset-checkpoint     \\
     log-start-offset-checkpoint           } text checkpoints, see broker.log.checkpoint
     replication-offset-checkpoint        /  (high watermarks)
     cleaner-offset-checkpoint            first dirty offset of compacted logs
-    .kafka_cleanshutdown                 present only after a clean shutdown
+    .kafka_cleanshutdown                 present only after a clean shutdown (removed before the
+                                         first append can happen; written back only by ``shutdown``)
     <topic>-<partition>/                 one Log each; topic names may contain '-'
     <topic>-<partition>.<uuid>-delete/   a deleted log waiting for removal
 
@@ -48,6 +50,7 @@ from broker.log.checkpoint import (
     write_offset_checkpoint,
 )
 from broker.log.config import LogConfig
+from broker.log.info import LogDirStartup, LogStartupReport
 from broker.log.log import Log
 
 logger = logging.getLogger(__name__)
@@ -93,19 +96,32 @@ class LogManager:
         self._doomed_dirs: list[Path] = []
         self._first_dirty: dict[TopicPartition, int] = {}
         self._cleaner_lock = threading.Lock()
-        self.recovery_reports = []
+        #: What the last :meth:`startup` found and did.
+        self.startup_report: LogStartupReport | None = None
         self._appenders: dict[Path, LogAppender] = {}
         self._appenders_lock = threading.Lock()
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
         self.append_deliver: Callable[[list], None] | None = None
 
     # -- startup -------------------------------------------------------------------
-    def startup(self) -> None:
-        """Load every partition dir of every log dir, recovering from the checkpointed recovery points."""
+    def startup(self, *, keep_clean_markers: bool = False) -> LogStartupReport:
+        """Load every partition dir of every log dir, recovering from the checkpointed recovery points.
+
+        The caller must hold the dirs' locks (:func:`~broker.log.dirlock.lock_log_dirs`).
+        Then each dir's clean-shutdown marker is removed (as Kafka does), unless
+        ``keep_clean_markers``: loading writes nothing a marker would make
+        untrue, so a caller that can fail before it appends anything (the
+        broker) keeps them and calls :meth:`unmark_clean_shutdown` itself.
+        Logs the returned report's one-line summary.
+        """
+        started = time.perf_counter()
+        report = self.startup_report = LogStartupReport()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
+            loaded = LogDirStartup(str(d), clean)
+            report.dirs.append(loaded)
             recovery = _read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             starts = _read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             hws = _read_checkpoint(d / REPLICATION_CHECKPOINT)
@@ -125,12 +141,31 @@ class LogManager:
                                clock=self.clock, had_clean_shutdown=clean and tp in recovery)
                 if tp in hws:
                     log.high_watermark = max(log.log_start_offset, min(hws[tp], log.log_end_offset))
-                if log.recovery_report and log.recovery_report.truncated:
-                    logger.warning("recovery cut data: %s", log.recovery_report.summary())
-                self.recovery_reports.append(log.recovery_report)
+                rep = log.recovery_report
+                loaded.logs += 1
+                if rep is not None:
+                    loaded.logs_recovered += bool(rep.segments_checked)
+                    loaded.bytes_checked += rep.bytes_checked
+                    loaded.cuts += [(name, cut) for cut in rep.cuts]
+                    if rep.truncated:
+                        logger.warning("recovery cut data: %s", rep.summary())
                 self._register(tp, log, d)
-            marker.unlink(missing_ok=True)
         self._remove_doomed_dirs()
+        if not keep_clean_markers:
+            self.unmark_clean_shutdown()
+        report.seconds = time.perf_counter() - started
+        logger.info("%s", report.summary())
+        return report
+    def unmark_clean_shutdown(self) -> None:
+        """Remove every dir's clean-shutdown marker (durably), before anything can be appended.
+
+        From here on only :meth:`shutdown` marks a dir clean again.
+        """
+        for d in self.log_dirs:
+            marker = d / CLEAN_SHUTDOWN_FILE
+            if marker.exists():
+                marker.unlink()
+                _fsync_dir(d)
 
     def _config_for(self, topic: str) -> LogConfig:
         if self.topic_config is not None:
@@ -347,13 +382,7 @@ class LogManager:
     # -- shutdown ---------------------------------------------------------------------
     def shutdown(self) -> None:
         """Write what is queued, stop background threads, flush and checkpoint, close logs, mark a clean shutdown."""
-        for appender in list(self._appenders.values()):
-            appender.close()
-        self._stop.set()
-        self._wake.set()
-        for t in self._threads:
-            t.join()
-        self._threads = []
+        self._stop_writers()
         logs = self.logs()
         failed = set()
         for tp, log in logs.items():
@@ -375,6 +404,26 @@ class LogManager:
                 _fsync_dir(d)
             except OSError as exc:
                 logger.error("marking log dir %s as cleanly shut down failed: %s", d, exc)
+
+    def abandon(self) -> None:
+        """After a failed start: stop the threads and close the logs, marking nothing.
+
+        No flush, no checkpoints, no clean-shutdown marker: the dirs stay as
+        the failed start left them, and the next start recovers every log that
+        was loaded from its checkpointed recovery point.
+        """
+        self._stop_writers()
+        for log in self.logs().values():
+            log.close()
+
+    def _stop_writers(self) -> None:
+        for appender in list(self._appenders.values()):
+            appender.close()
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join()
+        self._threads = []
 
     # -- meta.properties --------------------------------------------------------------
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:

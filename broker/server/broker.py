@@ -2,17 +2,28 @@
 
 Start-up order (each step blocking work runs in an executor, never on the loop):
 
-1. open the metadata store (embedded: ``<first log dir>/metadata-store.json``),
+1. lock every log dir (``<log.dir>/.lock``, :mod:`broker.log.dirlock`) before
+   anything in them is read; a dir held by another process stops the start;
+2. open the metadata store (embedded: ``<first log dir>/metadata-store.json``),
    make or read the cluster id, write ``meta.properties`` in every log dir;
-2. open the log manager (recovering every partition) and load the topics;
-3. bind the listeners (port 0 allowed), compute the advertised endpoints from
-   the ports actually bound, register this broker (ephemeral) and take the
-   controller role (single node: always us);
-4. start the metrics HTTP endpoint and the log's background threads.
+3. open the log manager (recovering every partition; it logs one line saying
+   what it found and cut) and load the topics;
+4. bind the listeners (port 0 allowed), remove the clean-shutdown markers
+   (nothing could be appended before this point), start accepting, compute the
+   advertised endpoints from the ports actually bound, register this broker
+   (ephemeral) and take the controller role (single node: always us);
+5. start the metrics HTTP endpoint and the log's background threads.
 
-:meth:`Broker.stop` reverses it: stop accepting, answer in-flight requests
-(long polls are woken at once), flush every log and write the checkpoints,
-close the metadata session.
+A start that fails at any step undoes what ran (closes the listeners, stops
+the threads, closes the logs, releases the locks) and writes nothing on its
+way out: no checkpoints and no clean-shutdown marker. A start that fails
+before step 4 removed the markers (a port in use) leaves a cleanly shut down
+dir marked clean; one that fails later leaves it to be recovered at the next
+start. Only a broker that completed its start is stopped by
+:meth:`Broker.stop`, which reverses it:
+stop accepting, answer in-flight requests (long polls are woken at once),
+flush every log, write the checkpoints and the clean-shutdown markers, close
+the metadata session, release the locks.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from typing import Any, Callable
 from broker.cluster import BrokerRegistration, ClusterMetadata, EmbeddedStore
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator
-from broker.log import LogConfig, LogManager
+from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.server.network import NetworkServer
 from broker.server.purgatory import Purgatory
@@ -58,6 +69,8 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop | None = None
         #: Per-API state that handlers keep on the broker (e.g. the producer id block).
         self.producer_ids = None
+        self.dir_locks: LogDirLocks | None = None
+        self._started = False
         self._stopped = False
 
     # -- helpers for handlers -----------------------------------------------------------
@@ -74,11 +87,22 @@ class Broker:
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
+        """Start (see the module docstring); on failure undo it, write nothing, and raise."""
         self.loop = asyncio.get_running_loop()
+        try:
+            await self._start()
+        except BaseException:
+            await self._abandon_start()
+            raise
+        self._started = True
+
+    async def _start(self) -> None:
         await self.run_blocking(self._open_storage)
         await self.coordinator.start()
         self.network = NetworkServer(self)
         bound = await self.network.start()
+        await self.run_blocking(self.log_manager.unmark_clean_shutdown)
+        await self.network.serve()
         self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
         await self.run_blocking(self._register)
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
@@ -91,6 +115,7 @@ class Broker:
                  ", ".join(str(e) for e in self.endpoints))
 
     def _open_storage(self) -> None:
+        self.dir_locks = lock_log_dirs(self.config.log_dirs)
         self.metadata.start()
         self.cluster_id = self.metadata.ensure_cluster_id()
         cfg = self.config
@@ -98,13 +123,14 @@ class Broker:
             cfg.log_dirs,
             self.default_log_config,
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+            checkpoint_interval_ms=cfg.log_flush_offset_checkpoint_interval_ms,
             cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
             topic_config=self._topic_log_config,
             flush_timer=self.metrics.log_flush_duration.observe,
         )
         self.log_manager.append_deliver = self._deliver_appends
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
-        self.log_manager.startup()
+        self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
 
     def _deliver_appends(self, results: list) -> None:
@@ -149,9 +175,25 @@ class Broker:
         )
         self.controller_id = self.metadata.elect_controller(self.broker_id)
 
+    async def _abandon_start(self) -> None:
+        self._stopped = True
+        self.purgatory.close()
+        await self.coordinator.shutdown()
+        if self.network is not None:
+            await self.network.stop(0)
+        self.metrics.stop_http()
+        if self.log_manager is not None:
+            await self.run_blocking(self.log_manager.abandon)
+        await self.run_blocking(self.metadata.close)
+        self._release_dirs()
+
+    def _release_dirs(self) -> None:
+        if self.dir_locks is not None:
+            self.dir_locks.release()
+
     async def stop(self) -> None:
-        """Graceful shutdown: see the module docstring. Safe to call twice."""
-        if self._stopped:
+        """Graceful shutdown of a started broker: see the module docstring. Safe to call twice."""
+        if self._stopped or not self._started:
             return
         self._stopped = True
         log.info("broker %d shutting down", self.broker_id)
@@ -163,5 +205,6 @@ class Broker:
             await self.run_blocking(self.log_manager.shutdown)
         await self.run_blocking(self.metadata.close)
         self.metrics.stop_http()
+        self._release_dirs()
         log.info("broker %d stopped", self.broker_id)
 

@@ -406,16 +406,22 @@ class NetworkServer:
         self.bound: dict[str, tuple[str, int]] = {}
 
     async def start(self) -> dict[str, tuple[str, int]]:
-        """Bind every listener; returns listener name -> (host, bound port)."""
+        """Bind every listener, not yet accepting (see :meth:`serve`); returns name -> (host, bound port)."""
         for endpoint in self.broker.config.listeners:
             host = endpoint.host or None
             server = await self.loop.create_server(
-                lambda: Connection(self), host, endpoint.port, reuse_address=True, backlog=1024
+                lambda: Connection(self), host, endpoint.port, reuse_address=True, backlog=1024,
+                start_serving=False,
             )
             self.servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound[endpoint.listener_name] = (endpoint.host or sockname[0], sockname[1])
         return self.bound
+
+    async def serve(self) -> None:
+        """Start accepting connections on every bound listener."""
+        for server in self.servers:
+            await server.start_serving()
 
     async def stop(self, timeout: float) -> None:
         """Stop accepting, let in-flight requests finish (up to ``timeout``), close everything."""

@@ -12,10 +12,7 @@ from broker.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 
 @pytest.fixture
 def restartable(broker_factory):
-    try:
-        return broker_factory()
-    except Exception as exc:  # our broker not runnable yet
-        pytest.skip(f"our broker does not start: {exc}")
+    return broker_factory()
 
 
 def test_producer_and_consumer_survive_a_broker_restart(restartable):
