@@ -8,7 +8,8 @@
 - ``alter TOPIC``: ``--partitions N`` grows the topic to N partitions;
   ``--config k=v`` sets and ``--delete-config k`` removes dynamic configs
   (IncrementalAlterConfigs, so other configs stay as they are).
-- ``delete TOPIC...``: ``--if-exists`` makes an unknown topic a success.
+- ``delete TOPIC...``: ``--if-exists`` makes an unknown topic a success. An internal
+  topic (``__consumer_offsets`` ...) is refused, exit 1, and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import typer
 
 from broker.client import ConfigResource, NewTopic, errors
 from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
-from kafkactl.errors import EXIT_CLUSTER, CliError
+from kafkactl.errors import EXIT_CLUSTER, EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="List, describe, create, alter and delete topics.", no_args_is_help=True)
@@ -158,10 +159,14 @@ def delete(
     """Delete topics."""
     with admin_client(ctx) as admin:
         existing = set(admin.list_topics(internal=True))
+        present = [t for t in topics if t in existing]
+        internal = sorted(t for t, tm in admin.describe_topics(present).items() if tm.is_internal) if present else []
+        if internal:  # before deleting anything: never half of a request
+            raise CliError(f"refusing to delete internal topic {', '.join(internal)}: it holds the cluster's own "
+                           "state (every group's committed offsets, ...)", EXIT_PROBLEM)
         missing = [t for t in topics if t not in existing]
         if missing and not if_exists:
             raise CliError(f"unknown topic: {', '.join(missing)} (UNKNOWN_TOPIC_OR_PARTITION, 3)", EXIT_CLUSTER)
-        present = [t for t in topics if t in existing]
         if present:
             admin.delete_topics(present)
     _report(ctx, {"deleted": present, "missing": missing})

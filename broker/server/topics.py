@@ -36,6 +36,8 @@ log = logging.getLogger("broker.topics")
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: Kafka's internal topics (its ``Topic.isInternal``): the group coordinator's and, for the
+#: transactions to come, the transaction coordinator's. They are never deleted (see delete_topic).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -354,7 +356,15 @@ class TopicManager:
         await self.update_topic_config(name, lambda _current: overrides, validate_only)
 
     async def delete_topic(self, name: str) -> None:
-        """Delete a topic: mark, remove the logs, remove the metadata (resumed at restart if cut short)."""
+        """Delete a topic: mark, remove the logs, remove the metadata (resumed at restart if cut short).
+
+        An internal topic is refused by name, present or not: INVALID_TOPIC_EXCEPTION,
+        the code Kafka gives the other operations it refuses on internal topics
+        (appends, DeleteRecords). Deleting ``__consumer_offsets`` would lose every
+        group's committed offsets.
+        """
+        if name in INTERNAL_TOPICS:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name} is internal and cannot be deleted")
         async with self._lock:
             info = self._existing(name)
             if not self.broker.config.delete_topic_enable:

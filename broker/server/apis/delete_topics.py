@@ -4,7 +4,20 @@ A deletion marks the topic in the metadata store (``/admin/delete_topics/<t>``),
 moves each partition directory aside for background removal
 (``LogManager.delete_log``), then removes the topic's metadata and the mark.
 A broker stopped in between finishes the job at start, so a deleted topic
-never comes back. Internal topics may be deleted, as in Kafka.
+never comes back.
+
+Internal topics (``__consumer_offsets``, ``__transaction_state``: the one list is
+``broker.server.topics.INTERNAL_TOPICS``) are never deleted: each gets
+INVALID_TOPIC_EXCEPTION (17) with the message "topic __consumer_offsets is internal
+and cannot be deleted". Here we part from Apache Kafka: neither 2.7's broker
+(``KafkaApis.handleDeleteTopicsRequest``) nor today's controller
+(``ControllerApis.deleteTopics``) refuses them, only 2.7's ``kafka-topics.sh
+--zookeeper`` did, on the client side, so a ``deleteTopics`` from any admin client
+silently dropped every group's committed offsets. Code 17 is the one Kafka answers
+for the other operations it refuses on internal topics (Produce, DeleteRecords);
+a current client shows it with its message, e.g. librdkafka's
+``TOPIC_EXCEPTION`` and the Java client's ``InvalidTopicException``. CreateTopics
+and CreatePartitions of internal topics are allowed, as in Kafka.
 
 Per topic (names given twice are answered once): UNKNOWN_TOPIC_OR_PARTITION for
 a topic that does not exist (or an illegal name), UNKNOWN_TOPIC_ID for a v6
