@@ -5,10 +5,13 @@ durations).
 
 Error mapping (codes from :mod:`kafkactl.errors`)::
 
-    KafkaConnectionError / KafkaTimeoutError   -> 3 "cannot reach the cluster at HOST:PORT: ..."
-    BrokerResponseError (any Kafka error code) -> 3 "NAME (code) in CONTEXT: message"
-    ConfigError (bad client property)          -> 2
-    other KafkaError                           -> 1
+    KafkaConnectionError                -> 3 "cannot reach the cluster at HOST:PORT: ..."
+    KafkaTimeoutError                   -> 3 "the cluster at HOST:PORT did not answer in time: ..."
+    BrokerResponseError                 -> "NAME (code): message", exit by :func:`exit_code_for`:
+                                           1 refused, 2 about the input, 3 anything else
+    ProtocolError (incl. unsupported)   -> 3
+    ConfigError (bad client property)   -> 2
+    other KafkaError                    -> 1
 
 A command runs its client calls inside :func:`cluster_errors` so that every
 failure the cluster causes ends as one line.
@@ -27,15 +30,10 @@ import typer
 from broker.client import Admin, TopicPartition, errors
 from kafkactl.errors import EXIT_CLUSTER, EXIT_PROBLEM, EXIT_USAGE, CliError
 from kafkactl.output import OutputFormat
+from kafkactl.settings import Settings
 
-# Fail fast on an unreachable cluster: operators want an answer in seconds, not the
-# client's default of 10 s per connection attempt.
-CONNECT_TIMEOUT_MS = 3000
-REQUEST_TIMEOUT_MS = 30000
-
-
-def settings(ctx: typer.Context):
-    """The :class:`kafkactl.main.Settings` the global options resolved to."""
+def settings(ctx: typer.Context) -> Settings:
+    """The global options (see :mod:`kafkactl.settings`)."""
     return ctx.find_root().obj
 
 
@@ -43,16 +41,31 @@ def output_format(ctx: typer.Context) -> OutputFormat:
     return settings(ctx).output
 
 
-def client_config(ctx: typer.Context, **extra: Any) -> dict[str, Any]:
-    """Keyword configuration every client gets: bootstrap list, fast connect timeout, our client id."""
-    config = {
-        "bootstrap_servers": settings(ctx).bootstrap_server,
-        "client_id": "kafkactl",
-        "socket_connection_setup_timeout_ms": CONNECT_TIMEOUT_MS,
-        "request_timeout_ms": REQUEST_TIMEOUT_MS,
-    }
-    config.update(extra)
-    return config
+def client_config(ctx: typer.Context, kind: str, props: dict[str, str] | None = None,
+                  defaults: dict[str, Any] | None = None, **command: Any) -> dict[str, Any]:
+    """Keyword configuration for a client of ``kind``: see :meth:`Settings.client_config`."""
+    return settings(ctx).client_config(kind, props, defaults, **command)
+
+
+# Kafka's error names by what they say about the request (see kafkactl.errors).
+REFUSED = frozenset({"NON_EMPTY_GROUP", "TOPIC_ALREADY_EXISTS", "POLICY_VIOLATION", "GROUP_SUBSCRIBED_TO_TOPIC",
+                     "TOPIC_DELETION_DISABLED", "REASSIGNMENT_IN_PROGRESS", "GROUP_MAX_SIZE_REACHED"})
+ABOUT_THE_INPUT = frozenset({
+    "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "GROUP_ID_NOT_FOUND", "INVALID_GROUP_ID",
+    "INVALID_TOPIC_EXCEPTION", "INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
+    "INVALID_REPLICA_ASSIGNMENT", "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD",
+    "INVALID_TIMESTAMP", "INVALID_REQUIRED_ACKS", "OFFSET_METADATA_TOO_LARGE",
+})
+
+
+def exit_code_for(exc: errors.BrokerResponseError) -> int:
+    """The exit code an error answer of the cluster means (see :mod:`kafkactl.errors`)."""
+    name = exc.error_name
+    if name in REFUSED or name.endswith("_AUTHORIZATION_FAILED"):
+        return EXIT_PROBLEM
+    if name in ABOUT_THE_INPUT:
+        return EXIT_USAGE
+    return EXIT_CLUSTER
 
 
 @contextlib.contextmanager
@@ -62,12 +75,17 @@ def cluster_errors(ctx: typer.Context) -> Iterator[None]:
         yield
     except CliError:
         raise
-    except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-        raise CliError(f"cannot reach the cluster at {settings(ctx).bootstrap_server}: {exc}", EXIT_CLUSTER) from exc
+    except errors.KafkaConnectionError as exc:
+        raise CliError(f"cannot reach the cluster at {settings(ctx).bootstrap()}: {exc}", EXIT_CLUSTER) from exc
+    except errors.KafkaTimeoutError as exc:
+        raise CliError(f"the cluster at {settings(ctx).bootstrap()} did not answer in time: {exc}",
+                       EXIT_CLUSTER) from exc
     except errors.ConfigError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
     except errors.BrokerResponseError as exc:
-        raise CliError(str(exc), EXIT_CLUSTER) from exc
+        raise CliError(str(exc), exit_code_for(exc)) from exc
+    except errors.ProtocolError as exc:
+        raise CliError(f"{type(exc).__name__}: {exc}", EXIT_CLUSTER) from exc
     except errors.KafkaError as exc:
         raise CliError(f"{type(exc).__name__}: {exc}", EXIT_PROBLEM) from exc
 
@@ -76,7 +94,7 @@ def cluster_errors(ctx: typer.Context) -> Iterator[None]:
 def admin_client(ctx: typer.Context) -> Iterator[Admin]:
     """A connected :class:`Admin` (closed on exit), with client errors mapped as above."""
     with cluster_errors(ctx):
-        admin = Admin(**client_config(ctx))
+        admin = Admin(**client_config(ctx, "admin"))
         try:
             yield admin
         finally:
@@ -84,13 +102,13 @@ def admin_client(ctx: typer.Context) -> Iterator[Admin]:
 
 
 def require_topics(admin: Admin, topics: list[str]) -> dict:
-    """Topic metadata of ``topics``; an unknown one is a one-line error (exit 3)."""
+    """Topic metadata of ``topics``; an unknown one is a one-line error (exit 2)."""
     try:
         return admin.describe_topics(topics)
     except errors.UnknownTopicOrPartitionError as exc:
         known = set(admin.list_topics(internal=True))
         missing = ", ".join(t for t in topics if t not in known) or ", ".join(topics)
-        raise CliError(f"unknown topic: {missing} (UNKNOWN_TOPIC_OR_PARTITION, 3)", EXIT_CLUSTER) from exc
+        raise CliError(f"unknown topic: {missing} (UNKNOWN_TOPIC_OR_PARTITION, 3)") from exc
 
 
 # -- value parsers ---------------------------------------------------------------

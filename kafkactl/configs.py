@@ -7,7 +7,8 @@
   SET for each pair and DELETE for each ``--delete NAME``; every other config
   keeps its value. ``--validate-only`` asks the broker to check without applying.
 
-Sensitive values are never printed (``null`` / ``-``).
+Sensitive values are never printed (``null`` / ``-``). An unknown topic or
+broker id is bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ def _resource(resource_type: ResourceType, name: str) -> ConfigResource:
     return ConfigResource(resource_type.value, name)
 
 
+def _require_resource(admin, res: ConfigResource) -> None:
+    """An unknown topic or broker id is bad input (exit 2), not a cluster failure."""
+    if res.type == "topic":
+        require_topics(admin, [res.name])
+        return
+    ids = sorted(b.node_id for b in admin.describe_cluster().brokers)
+    if int(res.name) not in ids:
+        raise CliError(f"broker {res.name} is not in the cluster (brokers: {', '.join(map(str, ids))})")
+
+
 @app.command()
 def get(
     ctx: typer.Context,
@@ -47,8 +58,7 @@ def get(
     """Show the configs of a topic or broker."""
     res = _resource(resource_type, name)
     with admin_client(ctx) as admin:
-        if res.type == "topic":
-            require_topics(admin, [name])
+        _require_resource(admin, res)
         entries = admin.describe_configs([res], keys=key or None)[res]
     shown = [e for e in entries.values() if all_configs or key or not e.is_default]
     rows = [{"name": e.name, "value": None if e.is_sensitive else e.value, "source": e.source,
@@ -81,8 +91,7 @@ def set_configs(
     if not changes:
         raise CliError("nothing to set: give NAME=VALUE pairs or --delete NAME")
     with admin_client(ctx) as admin:
-        if res.type == "topic":
-            require_topics(admin, [name])
+        _require_resource(admin, res)
         admin.incremental_alter_configs({res: changes}, validate_only=validate_only)
     fmt = output_format(ctx)
     result = {"resource_type": res.type, "name": name, "validate_only": validate_only, "changes": changes}

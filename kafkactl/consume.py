@@ -42,7 +42,7 @@ import yaml
 from broker.client import Consumer, TopicPartition
 from kafkactl._common import admin_client, client_config, cluster_errors, output_format, parse_pairs, require_topics
 from kafkactl.encoding import as_text, put_bytes
-from kafkactl.errors import EXIT_CLUSTER, CliError
+from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat
 
 POLL_MS = 500
@@ -135,17 +135,18 @@ def consume(
     with admin_client(ctx) as admin:
         meta = require_topics(admin, [topic])[topic]
     if partition is not None and partition not in meta.partitions:
-        raise CliError(f"topic {topic} has no partition {partition} (it has {len(meta.partitions)})", EXIT_CLUSTER)
+        raise CliError(f"topic {topic} has no partition {partition} (it has {len(meta.partitions)})")
 
     fmt = output_format(ctx)
     text = _TextFormatter(separator, print_key, print_headers, print_timestamp, print_offset)
     out = sys.stdout.buffer
     reset = "earliest" if from_beginning or start == "earliest" else "latest"
-    config = client_config(ctx, auto_offset_reset=reset, group_id=group, enable_auto_commit=group is not None)
+    config = client_config(ctx, "consumer", props, auto_offset_reset=reset, group_id=group,
+                           enable_auto_commit=group is not None)
     count = 0
     stop = _StopFlag()
     with cluster_errors(ctx):
-        consumer = Consumer(props, **config)
+        consumer = Consumer(**config)
         try:
             if group is not None:
                 consumer.subscribe([topic])

@@ -1,11 +1,22 @@
 """Errors the CLI reports to the user, and the exit codes scripts can rely on.
 
-Exit codes::
+Exit codes, the contract scripts rely on::
 
     0  success
-    1  the command ran and found a problem (corrupt log data, a failed operation)
-    2  bad input: a missing or unreadable path, a bad flag or value
-    3  the cluster could not be reached, or answered with an error
+    1  refused, or a problem found: the request was understood and refused (a
+       group that still has members, a topic that already exists, a policy or
+       authorization refusal), or the command found a problem (corrupt log data,
+       records not acknowledged, fewer records than asked)
+    2  bad input: a bad flag or value, a missing or unreadable path, a directory
+       holding no segments, a bad --command-config file, or a name that does not
+       exist (topic, partition, group, broker id), whether kafkactl or the broker
+       notices (INVALID_CONFIG, INVALID_PARTITIONS, UNKNOWN_TOPIC_OR_PARTITION ...)
+    3  the cluster: no connection could be made or it broke, no answer in time,
+       or an error answer that is not about the input (KAFKA_STORAGE_ERROR,
+       COORDINATOR_NOT_AVAILABLE, an API the broker does not serve ...)
+
+Which Kafka error code means which exit code is decided in one place,
+:func:`kafkactl._common.exit_code_for`.
 
 A :class:`CliError` becomes one line on stderr (``kafkactl: <message>``) and its
 exit code; any other exception does too, unless ``--debug`` asks for the traceback.

@@ -5,9 +5,9 @@
   partition the group has a committed offset for or a member is assigned:
   committed offset (``current_offset``), ``log_end_offset`` (the high
   watermark) and ``lag`` (end minus committed; ``-`` without a commit), and
-  the member that owns it. An unknown group is an error (GROUP_ID_NOT_FOUND).
+  the member that owns it. An unknown group is bad input (GROUP_ID_NOT_FOUND, exit 2).
 - ``delete GROUP...``: only groups with no members (the broker answers
-  NON_EMPTY_GROUP otherwise).
+  NON_EMPTY_GROUP otherwise: refused, exit 1).
 - ``reset-offsets GROUP``: computes new committed offsets for ``--topic T``
   (every partition) or ``--topic T:0,2`` (repeatable), or ``--all-topics`` (the
   topics the group has committed offsets for), with exactly one of
@@ -28,7 +28,7 @@ import typer
 from broker.client import Admin, TopicPartition
 from kafkactl._common import (admin_client, now_ms, output_format, parse_datetime_ms, parse_duration_ms,
                               parse_topic_partitions, require_topics, tp_key)
-from kafkactl.errors import EXIT_CLUSTER, EXIT_PROBLEM, CliError
+from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="List, describe and delete consumer groups; reset their offsets.", no_args_is_help=True)
@@ -54,7 +54,7 @@ def describe_group(admin: Admin, group_id: str) -> dict:
     desc = admin.describe_groups([group_id])[group_id]
     committed = admin.list_group_offsets(group_id)
     if desc.state == "Dead" and not committed:
-        raise CliError(f"group {group_id} does not exist (GROUP_ID_NOT_FOUND, 69)", EXIT_CLUSTER)
+        raise CliError(f"group {group_id} does not exist (GROUP_ID_NOT_FOUND, 69)")
     owner = {}
     for m in desc.members:
         for tp in m.assignment:
@@ -142,7 +142,7 @@ def _partitions(admin: Admin, group_id: str, topics: list[str], all_topics: bool
         known = meta[topic].partitions
         for p in parts if parts is not None else sorted(known):
             if p not in known:
-                raise CliError(f"topic {topic} has no partition {p} (it has {len(known)})", EXIT_CLUSTER)
+                raise CliError(f"topic {topic} has no partition {p} (it has {len(known)})")
             tps.add(TopicPartition(topic, p))
     return sorted(tps, key=tp_key)
 

@@ -26,15 +26,12 @@ import typer
 from broker.log import Log, LogConfig
 from broker.log.scan import scan_file
 from kafkactl import logfiles
+from kafkactl._common import output_format
 from kafkactl.encoding import short
 from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="Inspect, verify and recover log segments offline.", no_args_is_help=True)
-
-
-def _settings(ctx: typer.Context):
-    return ctx.find_root().obj
 
 
 def _offsets_decoder():
@@ -95,9 +92,11 @@ def dump(
     ),
 ) -> None:
     """Print the batches of log segments. JSON output is one object per line (per batch or index entry)."""
-    fmt: OutputFormat = _settings(ctx).output
+    fmt = output_format(ctx)
     opts = logfiles.DumpOptions(records=records or offsets_decoder, decoder=_offsets_decoder() if offsets_decoder else None)
     files = logfiles.segment_files(path)
+    if not files:
+        raise CliError(f"no log segments in {path} (give a partition dir <topic>-<partition> or a segment file)")
     corrupt = False
     for f in files:
         if fmt is OutputFormat.table:
@@ -206,7 +205,7 @@ def verify(
     path: Path = typer.Argument(..., help="A partition dir (<topic>-<partition>) or a log dir."),
 ) -> None:
     """Check every batch (sizes, magic, CRC, offsets) and index; exit 1 when log data is corrupt."""
-    fmt: OutputFormat = _settings(ctx).output
+    fmt = output_format(ctx)
     results = [_scan_partition(p) for p in logfiles.partition_dirs(path)]
     corrupt = any(r["corruption"] for r in results)
     if fmt is OutputFormat.table:
@@ -232,7 +231,7 @@ def recover(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be cut; change nothing."),
 ) -> None:
     """Run the broker's start-up recovery offline: cut at the first invalid byte, rebuild indexes."""
-    fmt: OutputFormat = _settings(ctx).output
+    fmt = output_format(ctx)
     results = []
     for pdir in logfiles.partition_dirs(path):
         if dry_run:

@@ -1,19 +1,28 @@
 """``kafkactl``: the operator CLI.
 
-One module per noun (``log``, later ``topics``, ``groups`` ...), each a Typer
-sub-application registered here. Global options come before the command::
+One module per noun (``log``, ``topics``, ``groups`` ...), each a Typer
+sub-application registered here. Global options go before the command or
+after it, as with Kafka's own tools and kubectl::
 
-    kafkactl [--bootstrap-server HOST:PORT] [--output table|json|yaml] [--debug] NOUN VERB ...
+    kafkactl [GLOBAL OPTIONS] NOUN VERB ... [GLOBAL OPTIONS]
 
-User errors print one line and exit with the codes in :mod:`kafkactl.errors`;
-``--debug`` (or ``KAFKACTL_DEBUG=1``) shows tracebacks instead.
+    --bootstrap-server/-b HOST:PORT   --output/-o table|json|yaml
+    --command-config FILE             --debug            --version
+
+They are declared once, on the root callback; :func:`build_command` copies
+them onto every sub-command, where a callback records the value in the
+:class:`~kafkactl.settings.Settings` of the root context (the last one given
+wins). User errors print one line and exit with the codes in
+:mod:`kafkactl.errors`; ``--debug`` (or ``KAFKACTL_DEBUG=1``) shows tracebacks
+instead.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
-from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
@@ -35,9 +44,7 @@ from kafkactl import produce as produce_cmd
 from kafkactl import topics as topics_cmd
 from kafkactl.errors import EXIT_PROBLEM, EXIT_USAGE, CliError
 from kafkactl.output import OutputFormat
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-CONFIG_FILE = Path(os.environ.get("KAFKACTL_CONFIG", Path.home() / ".config" / "kafkactl" / "config.yaml"))
+from kafkactl.settings import Settings
 
 app = typer.Typer(
     name="kafkactl",
@@ -47,30 +54,20 @@ app = typer.Typer(
     add_completion=True,
 )
 
-
-@dataclass
-class Settings:
-    """What the global options resolved to; commands read it from ``ctx.obj``."""
-
-    bootstrap_server: str
-    output: OutputFormat
-    debug: bool
+GLOBAL_OPTIONS = ("bootstrap_server", "output", "command_config", "debug", "version")
 
 
-def _configured_bootstrap() -> str:
-    env = os.environ.get("KAFKACTL_BOOTSTRAP")
-    if env:
-        return env
-    if CONFIG_FILE.is_file():
-        import yaml
+def _version() -> str:
+    try:
+        return metadata.version("kafkapy")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown"
 
-        try:
-            data = yaml.safe_load(CONFIG_FILE.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise CliError(f"cannot read config file {CONFIG_FILE}: {exc}") from exc
-        if isinstance(data, dict) and data.get("bootstrap_server"):
-            return str(data["bootstrap_server"])
-    return DEFAULT_BOOTSTRAP
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"kafkactl {_version()}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -82,11 +79,27 @@ def main(
         "-b",
         help="HOST:PORT[,HOST:PORT...] of the cluster (default: $KAFKACTL_BOOTSTRAP, the config file, 127.0.0.1:9092).",
     ),
-    output: OutputFormat = typer.Option(OutputFormat.table, "--output", "-o", help="Output format."),
+    output: Optional[OutputFormat] = typer.Option(None, "--output", "-o", help="Output format: table (the default), json or yaml."),
+    command_config: Optional[Path] = typer.Option(
+        None, "--command-config", metavar="FILE",
+        help="Client settings from a Kafka tool's properties file (client.id, request.timeout.ms, ...).",
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                 help="Print kafkactl's version and exit."),
 ) -> None:
-    ctx.obj = Settings(bootstrap_server or _configured_bootstrap(), output, debug)
+    ctx.obj = Settings(bootstrap_server, OutputFormat(output or OutputFormat.table), debug, command_config)
 
+
+def _set_after_command(ctx, param, value) -> None:
+    """Callback of a global option given after the command: it overrides the one before."""
+    if value is None or value is False:  # not given here
+        return
+    if param.name == "output":
+        value = OutputFormat(value)
+    elif param.name == "command_config":
+        value = Path(value)
+    setattr(ctx.find_root().obj, param.name, value)
 
 app.add_typer(log_cmd.app, name="log")
 app.add_typer(topics_cmd.app, name="topics")
@@ -99,11 +112,32 @@ app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 
 
+def build_command():
+    """The click command tree of :data:`app`, with the global options on every sub-command."""
+    root = typer.main.get_command(app)
+    shared = [p for p in root.params if p.name in GLOBAL_OPTIONS]
+
+    def add(command) -> None:
+        for p in shared:
+            q = copy.copy(p)
+            q.expose_value = False  # the command functions do not take them
+            q.default = None
+            if p.name != "version":  # --version keeps its own eager callback
+                q.callback = _set_after_command
+            command.params.append(q)
+        for sub in getattr(command, "commands", {}).values():
+            add(sub)
+
+    for sub in root.commands.values():
+        add(sub)
+    return root
+
+
 def run() -> None:
     """Console-script entry point: runs the app and maps errors to one line + exit code."""
     debug = "--debug" in sys.argv[1:] or os.environ.get("KAFKACTL_DEBUG") == "1"
     try:
-        code = app(standalone_mode=False)
+        code = build_command()(prog_name="kafkactl", standalone_mode=False)
     except NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(EXIT_USAGE)

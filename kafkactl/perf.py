@@ -31,7 +31,7 @@ from kafkactl._common import (admin_client, client_config, cluster_errors, outpu
                               require_topics)
 from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
-from kafkactl.produce import Acks, Compression
+from kafkactl.produce import Acks, Compression, producer_options
 
 app = typer.Typer(help="Producer and consumer throughput tests.", no_args_is_help=True)
 
@@ -61,8 +61,9 @@ def perf_produce(
     num_records: int = typer.Option(..., "--num-records", "-n", min=1, help="Records to send."),
     record_size: int = typer.Option(100, "--record-size", "-s", min=0, help="Value size in bytes."),
     throughput: float = typer.Option(-1, "--throughput", help="At most this many records/s (<= 0: no limit)."),
-    acks: Acks = typer.Option(Acks.all, "--acks", help="0, 1 or all."),
-    compression: Compression = typer.Option(Compression.none, "--compression", "-z", help="Batch compression codec."),
+    acks: Optional[Acks] = typer.Option(None, "--acks", help="0, 1 or all (default: all)."),
+    compression: Optional[Compression] = typer.Option(None, "--compression", "-z",
+                                                      help="Batch compression codec (default: none)."),
     producer_property: Optional[List[str]] = typer.Option(
         None, "--producer-property", "-X", help="Producer config NAME=VALUE, Kafka names (repeatable)."),
 ) -> None:
@@ -83,7 +84,8 @@ def perf_produce(
         return done
 
     with cluster_errors(ctx):
-        producer = Producer(props, **client_config(ctx, acks=acks.value, compression_type=compression.value))
+        producer = Producer(**client_config(ctx, "producer", props, defaults={"acks": "all", "compression_type": "none"},
+                                            **producer_options(acks, compression)))
         try:
             started = time.monotonic()
             for i in range(num_records):
@@ -136,8 +138,8 @@ def perf_consume(
         meta = require_topics(admin, [topic])[topic]
     count = size = 0
     with cluster_errors(ctx):
-        consumer = Consumer(props, **client_config(ctx, group_id=group, auto_offset_reset="earliest",
-                                                   enable_auto_commit=group is not None))
+        consumer = Consumer(**client_config(ctx, "consumer", props, group_id=group, auto_offset_reset="earliest",
+                                            enable_auto_commit=group is not None))
         try:
             if group is None:
                 consumer.assign([TopicPartition(topic, p) for p in sorted(meta.partitions)])

@@ -11,7 +11,7 @@ murmur2 sends them and null keys use the sticky partitioner. ``--compression``,
 An unknown TOPIC is asked for the way Kafka's producers ask (Metadata allowing
 auto topic creation), so a broker with ``auto.create.topics.enable`` creates
 it; the command waits up to ``max.block.ms`` (default here
-:data:`MAX_BLOCK_MS`) for it to appear, else fails with "unknown topic" (exit 3).
+:data:`MAX_BLOCK_MS`) for it to appear, else fails with "unknown topic" (exit 2).
 
 Output: a summary line, or with ``--output json`` one object per record:
 ``{"topic", "partition", "offset", "timestamp"}`` (offset -1 with ``--acks 0``).
@@ -28,10 +28,12 @@ import typer
 
 from broker.client import Producer, errors
 from kafkactl._common import client_config, cluster_errors, output_format, parse_pairs
-from kafkactl.errors import EXIT_CLUSTER, CliError
+from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat, emit, emit_lines
 
 MAX_BLOCK_MS = 10_000  # how long to wait for an unknown topic to be auto-created
+# Below --command-config and -X; --acks and --compression override all of them.
+PRODUCER_DEFAULTS = {"acks": "all", "compression_type": "none", "max_block_ms": MAX_BLOCK_MS}
 
 
 class Compression(str, enum.Enum):
@@ -46,6 +48,16 @@ class Acks(str, enum.Enum):
     none = "0"
     leader = "1"
     all = "all"
+
+
+def producer_options(acks: Acks | None, compression: Compression | None) -> dict:
+    """The producer settings the command line gave (those not given leave the lower layers alone)."""
+    out = {}
+    if acks is not None:
+        out["acks"] = acks.value
+    if compression is not None:
+        out["compression_type"] = compression.value
+    return out
 
 
 def _lines(stream: BinaryIO) -> Iterator[bytes]:
@@ -65,8 +77,9 @@ def produce(
                                                 help="Split each line at the first SEP into key and value."),
     header: Optional[List[str]] = typer.Option(None, "--header", "-H", help="Header NAME=VALUE on every record (repeatable)."),
     partition: Optional[int] = typer.Option(None, "--partition", "-p", min=0, help="Write every record to this partition."),
-    compression: Compression = typer.Option(Compression.none, "--compression", "-z", help="Batch compression codec."),
-    acks: Acks = typer.Option(Acks.all, "--acks", help="0, 1 or all."),
+    compression: Optional[Compression] = typer.Option(None, "--compression", "-z",
+                                                      help="Batch compression codec (default: none)."),
+    acks: Optional[Acks] = typer.Option(None, "--acks", help="0, 1 or all (default: all)."),
     producer_property: Optional[List[str]] = typer.Option(
         None, "--producer-property", "-X", help="Producer config NAME=VALUE, Kafka names (e.g. linger.ms=10)."),
 ) -> None:
@@ -74,8 +87,7 @@ def produce(
     if key_separator == "":
         raise CliError("--key-separator must not be empty")
     headers = [(k, v.encode()) for k, v in parse_pairs(header, "header").items()]
-    props = dict(parse_pairs(producer_property, "producer property"))  # text: the client converts it
-    props.setdefault("max.block.ms", str(MAX_BLOCK_MS))
+    props = parse_pairs(producer_property, "producer property")  # text: the client converts it
     if file is not None and not file.is_file():
         raise CliError(f"cannot read {file}: no such file")
     sep = key_separator.encode() if key_separator is not None else None
@@ -83,16 +95,16 @@ def produce(
     futures = []
     fmt = output_format(ctx)
     with cluster_errors(ctx):
-        producer = Producer(props, **client_config(ctx, compression_type=compression.value, acks=acks.value))
+        producer = Producer(**client_config(ctx, "producer", props, defaults=PRODUCER_DEFAULTS,
+                                            **producer_options(acks, compression)))
         stream = None
         try:
             try:
                 partitions = producer.partitions_for(topic)  # may have the broker create it
             except errors.UnknownTopicOrPartitionError:
-                raise CliError(f"unknown topic: {topic} (UNKNOWN_TOPIC_OR_PARTITION, 3)", EXIT_CLUSTER) from None
+                raise CliError(f"unknown topic: {topic} (UNKNOWN_TOPIC_OR_PARTITION, 3)") from None
             if partition is not None and partition not in partitions:
-                raise CliError(f"topic {topic} has no partition {partition} (it has {len(partitions)})",
-                               EXIT_CLUSTER)
+                raise CliError(f"topic {topic} has no partition {partition} (it has {len(partitions)})")
             stream = open(file, "rb") if file is not None else sys.stdin.buffer
             for number, line in enumerate(_lines(stream), 1):
                 key = None

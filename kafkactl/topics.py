@@ -20,7 +20,7 @@ import typer
 
 from broker.client import ConfigResource, NewTopic, errors
 from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
-from kafkactl.errors import EXIT_CLUSTER, EXIT_PROBLEM, CliError
+from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="List, describe, create, alter and delete topics.", no_args_is_help=True)
@@ -166,7 +166,7 @@ def delete(
                            "state (every group's committed offsets, ...)", EXIT_PROBLEM)
         missing = [t for t in topics if t not in existing]
         if missing and not if_exists:
-            raise CliError(f"unknown topic: {', '.join(missing)} (UNKNOWN_TOPIC_OR_PARTITION, 3)", EXIT_CLUSTER)
+            raise CliError(f"unknown topic: {', '.join(missing)} (UNKNOWN_TOPIC_OR_PARTITION, 3)")
         if present:
             admin.delete_topics(present)
     _report(ctx, {"deleted": present, "missing": missing})

@@ -14,6 +14,7 @@ from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigR
                      GroupListing, MemberDescription, NewTopic, PartitionLag)
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
 from ._accumulator import RecordFuture
+from ._config import AdminConfig, ConsumerConfig, ProducerConfig, build_config
 from ._partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, murmur2_partition
 from ._serde import (bytes_deserializer, bytes_serializer, json_deserializer, json_serializer,
                      string_deserializer, string_serializer)
@@ -24,6 +25,7 @@ from . import errors
 
 __all__ = [
     "AsyncProducer", "Producer", "RecordFuture", "AsyncConsumer", "Consumer", "AsyncAdmin", "Admin",
+    "AdminConfig", "ProducerConfig", "ConsumerConfig", "build_config",
     "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GroupListing", "GroupDescription",
     "MemberDescription", "PartitionLag",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",

@@ -1,0 +1,140 @@
+"""What the global options resolve to, and the client configuration built from them.
+
+Global options (``--bootstrap-server``, ``--output``, ``--command-config``,
+``--debug``, ``--version``) are accepted before the command and after it
+(:func:`kafkactl.main.build_command` adds them to every command); the last one
+given wins. :class:`Settings` holds them in the root context's ``obj``.
+
+The bootstrap list comes from ``--bootstrap-server``, else
+``$KAFKACTL_BOOTSTRAP``, else ``bootstrap_server`` in the config file
+(``$KAFKACTL_CONFIG``, default ``~/.config/kafkactl/config.yaml``), else
+127.0.0.1:9092; it is resolved only when a command needs the cluster, so
+offline commands never read the config file.
+
+Client settings, later layers winning::
+
+    kafkactl's defaults        client.id=kafkactl, a 3 s connection set-up timeout, ...
+    --command-config FILE      a Kafka tool's properties file (client.id, request.timeout.ms, ...)
+    -X / --*-property NAME=V   the command's own client properties
+    the command's options      --acks, --group, --from-beginning, the bootstrap list ...
+
+The file is checked as a whole when a command first needs a client: a setting
+none of our clients (admin, producer, consumer) knows, or one it cannot honour
+(``security.protocol`` other than PLAINTEXT, ``ssl.*``, ``sasl.*``), is one line
+naming the file, line and setting, exit 2. Each client takes the settings it
+knows: ``acks`` in the file reaches the producer of ``produce``, not the admin
+client of ``topics list`` (as Kafka's clients ignore settings of another kind).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from broker.client import AdminConfig, ConsumerConfig, ProducerConfig, build_config, errors
+from kafkactl import properties
+from kafkactl.errors import CliError
+from kafkactl.output import OutputFormat
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+CONFIG_FILE = Path(os.environ.get("KAFKACTL_CONFIG", Path.home() / ".config" / "kafkactl" / "config.yaml"))
+
+# Fail fast on an unreachable cluster: operators want an answer in seconds, not the
+# client's default of 10 s per connection attempt.
+CONNECT_TIMEOUT_MS = 3000
+REQUEST_TIMEOUT_MS = 30000
+
+CLIENT_KINDS = {"admin": AdminConfig, "producer": ProducerConfig, "consumer": ConsumerConfig}
+# Fields of the client's config classes that are Python objects, not settings a file can carry.
+_NOT_SETTINGS = {"partitioner", "key_serializer", "value_serializer", "key_deserializer", "value_deserializer"}
+_SETTINGS = {kind: {f.name for f in dataclasses.fields(cls)} - _NOT_SETTINGS for kind, cls in CLIENT_KINDS.items()}
+
+
+@dataclass
+class Settings:
+    """The global options; commands read it with :func:`kafkactl._common.settings`."""
+
+    bootstrap_server: str | None = None  # as given; see bootstrap()
+    output: OutputFormat = OutputFormat.table
+    debug: bool = False
+    command_config: Path | None = None
+    _file_settings: dict[str, Any] | None = field(default=None, repr=False)
+
+    def bootstrap(self) -> str:
+        """The bootstrap list to use (see the module docstring for where it comes from)."""
+        return self.bootstrap_server or _configured_bootstrap()
+
+    def file_settings(self) -> dict[str, Any]:
+        """``{name: text}`` from ``--command-config``, checked (see the module docstring)."""
+        if self._file_settings is None:
+            self._file_settings = {} if self.command_config is None else load_command_config(self.command_config)
+        return self._file_settings
+
+    def client_config(self, kind: str, props: Mapping[str, str] | None = None,
+                      defaults: Mapping[str, Any] | None = None, **command: Any) -> dict[str, Any]:
+        """Keyword configuration for a client of ``kind`` (admin, producer, consumer): the layers
+        of the module docstring, ``defaults`` being the command's own defaults below the file."""
+        config: dict[str, Any] = {}
+        layers = ({"client_id": "kafkactl", "socket_connection_setup_timeout_ms": CONNECT_TIMEOUT_MS,
+                   "request_timeout_ms": REQUEST_TIMEOUT_MS}, defaults or {},
+                  {k: v for k, v in self.file_settings().items() if _snake(k) in _SETTINGS[kind]},
+                  props or {}, command, {"bootstrap_servers": self.bootstrap()})
+        for layer in layers:
+            for key, value in layer.items():
+                # one entry per setting, under the spelling of the layer that set it last,
+                # so the client's errors name it as the user wrote it
+                for other in [k for k in config if _snake(k) == _snake(key)]:
+                    del config[other]
+                config[key] = value
+        return config
+
+
+def _configured_bootstrap() -> str:
+    env = os.environ.get("KAFKACTL_BOOTSTRAP")
+    if env:
+        return env
+    if CONFIG_FILE.is_file():
+        import yaml
+
+        try:
+            data = yaml.safe_load(CONFIG_FILE.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise CliError(f"cannot read config file {CONFIG_FILE}: {exc}") from exc
+        if isinstance(data, dict) and data.get("bootstrap_server"):
+            return str(data["bootstrap_server"])
+    return DEFAULT_BOOTSTRAP
+
+
+def _snake(name: str) -> str:
+    return name.replace(".", "_").replace("-", "_")
+
+
+def load_command_config(path: Path) -> dict[str, str]:
+    """The client settings of a ``--command-config`` file, every one checked; a bad one is a CliError."""
+    try:
+        entries = properties.load(path)
+    except properties.PropertiesError as exc:
+        raise CliError(str(exc)) from None
+    every = set().union(*_SETTINGS.values())
+    out: dict[str, str] = {}
+    for key, (line, value) in entries.items():
+        where = f"{path} line {line}"
+        if key == "security.protocol":
+            if value.strip().upper() != "PLAINTEXT":
+                raise CliError(f"{where}: security.protocol={value} is not supported: "
+                               "kafkactl connects with PLAINTEXT only")
+            continue
+        name = _snake(key)
+        if name not in every:
+            hint = " (kafkactl connects with PLAINTEXT only)" if key.startswith(("ssl.", "sasl.")) else ""
+            raise CliError(f"{where}: unknown or unsupported client setting {key!r}{hint}")
+        out[key] = value
+    for kind, cls in CLIENT_KINDS.items():  # bad values: say so now, naming the file
+        try:
+            build_config(cls, {k: v for k, v in out.items() if _snake(k) in _SETTINGS[kind]}, {})
+        except errors.ConfigError as exc:
+            raise CliError(f"{path}: {exc}") from None
+    return out
