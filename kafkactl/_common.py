@@ -68,26 +68,28 @@ def exit_code_for(exc: errors.BrokerResponseError) -> int:
     return EXIT_CLUSTER
 
 
+def error_for(ctx: typer.Context, exc: errors.KafkaError) -> CliError:
+    """The one line and exit code for a client error (the table in the module docstring)."""
+    if isinstance(exc, errors.KafkaConnectionError):
+        return CliError(f"cannot reach the cluster at {settings(ctx).bootstrap()}: {exc}", EXIT_CLUSTER)
+    if isinstance(exc, errors.KafkaTimeoutError):
+        return CliError(f"the cluster at {settings(ctx).bootstrap()} did not answer in time: {exc}", EXIT_CLUSTER)
+    if isinstance(exc, errors.ConfigError):
+        return CliError(str(exc), EXIT_USAGE)
+    if isinstance(exc, errors.BrokerResponseError):
+        return CliError(str(exc), exit_code_for(exc))
+    if isinstance(exc, errors.ProtocolError):
+        return CliError(f"{type(exc).__name__}: {exc}", EXIT_CLUSTER)
+    return CliError(f"{type(exc).__name__}: {exc}", EXIT_PROBLEM)
+
+
 @contextlib.contextmanager
 def cluster_errors(ctx: typer.Context) -> Iterator[None]:
     """Turn client exceptions raised inside the block into :class:`CliError`."""
     try:
         yield
-    except CliError:
-        raise
-    except errors.KafkaConnectionError as exc:
-        raise CliError(f"cannot reach the cluster at {settings(ctx).bootstrap()}: {exc}", EXIT_CLUSTER) from exc
-    except errors.KafkaTimeoutError as exc:
-        raise CliError(f"the cluster at {settings(ctx).bootstrap()} did not answer in time: {exc}",
-                       EXIT_CLUSTER) from exc
-    except errors.ConfigError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
-    except errors.BrokerResponseError as exc:
-        raise CliError(str(exc), exit_code_for(exc)) from exc
-    except errors.ProtocolError as exc:
-        raise CliError(f"{type(exc).__name__}: {exc}", EXIT_CLUSTER) from exc
     except errors.KafkaError as exc:
-        raise CliError(f"{type(exc).__name__}: {exc}", EXIT_PROBLEM) from exc
+        raise error_for(ctx, exc) from exc
 
 
 @contextlib.contextmanager

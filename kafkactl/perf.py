@@ -5,29 +5,42 @@
 ``perf produce TOPIC --num-records N --record-size S [--throughput R]``: sends N
 records of S random upper-case ASCII bytes (null keys), at most R records/s
 when R > 0, and times each record from ``send`` to its delivery callback.
-Report: ``records``, ``records_per_sec``, ``mb_per_sec`` (MB = 2**20 bytes,
-as Kafka's tool), ``avg_latency_ms``, ``max_latency_ms``, ``p50_ms``,
-``p95_ms``, ``p99_ms``, ``p99_9_ms``, ``errors``.
+Report: ``records`` (acknowledged), ``elapsed_ms`` (first send to last
+acknowledgement), ``records_per_sec``, ``mb_per_sec`` (MB = 2**20 bytes, as
+Kafka's tool), ``avg_latency_ms``, ``max_latency_ms``, ``p50_ms``, ``p95_ms``,
+``p99_ms``, ``p99_9_ms``, ``errors``. It stops sending at the first record that
+fails; then it says how many records were acknowledged, and exits as the
+failure's kind says (3 when the cluster went away).
 
 ``perf consume TOPIC --messages N``: reads N records from the beginning of
 every partition (or through ``--group``), stopping early when ``--timeout``
 seconds pass without a record. Report: ``records``, ``data_consumed_mb``,
 ``mb_per_sec``, ``records_per_sec`` over the whole run, ``rebalance_time_ms``
-(until the first record), and ``fetch_time_ms`` / ``fetch_mb_per_sec`` /
-``fetch_records_per_sec`` after it. Fewer records than asked is exit 1.
+(until the group gave the consumer its partitions; 0 without ``--group``), and
+``fetch_time_ms`` / ``fetch_mb_per_sec`` / ``fetch_records_per_sec`` from then
+to the last record, as Kafka's tool splits them. Fewer records than asked is
+exit 1.
+
+Both print a progress line on stderr every ``--reporting-interval`` ms (5000,
+as Kafka's tools; 0 for none) about the records of that window, so the report
+on stdout stays one document. A rate over less than :data:`MIN_MEASURABLE_S`
+is not a measurement (one record acknowledged in a millisecond is not "1,000
+records/s"): such rates are ``null`` and the table says the run was too short.
 """
 
 from __future__ import annotations
 
 import random
 import string
+import sys
+import threading
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
-from broker.client import Consumer, Producer, TopicPartition
-from kafkactl._common import (admin_client, client_config, cluster_errors, output_format, parse_pairs,
+from broker.client import Consumer, Producer, TopicPartition, errors
+from kafkactl._common import (admin_client, client_config, cluster_errors, error_for, output_format, parse_pairs,
                               require_topics)
 from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
@@ -36,6 +49,11 @@ from kafkactl.produce import Acks, Compression, producer_options
 app = typer.Typer(help="Producer and consumer throughput tests.", no_args_is_help=True)
 
 MB = 1024 * 1024
+# Below this, timer, scheduling and GIL noise on a busy machine are the same size as the
+# run itself: a rate computed from it would say more about the machine than the cluster.
+MIN_MEASURABLE_S = 0.01
+REPORTING_INTERVAL_OPT = typer.Option(5000, "--reporting-interval", min=0, metavar="MS",
+                                      help="Print a progress line on stderr every MS ms (0: none).")
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -45,6 +63,13 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[min(int(len(sorted_values) * fraction), len(sorted_values) - 1)]
 
 
+def rate(amount: float, seconds: float | None, digits: int) -> float | None:
+    """``amount / seconds`` rounded, or None when ``seconds`` is too short to measure."""
+    if seconds is None or seconds < MIN_MEASURABLE_S:
+        return None
+    return round(amount / seconds, digits)
+
+
 def _throttle(sent: int, started: float, throughput: float) -> None:
     """Sleep while ``sent`` records are ahead of ``throughput`` records/s since ``started``."""
     if throughput <= 0:
@@ -52,6 +77,56 @@ def _throttle(sent: int, started: float, throughput: float) -> None:
     ahead = sent / throughput - (time.monotonic() - started)
     if ahead > 0.001:
         time.sleep(ahead)
+
+
+class _Window:
+    """Records (and their bytes and latencies) since the last progress line; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset(time.monotonic())
+
+    def _reset(self, now: float) -> None:
+        self.started, self.records, self.bytes, self.latency_sum, self.latency_max = now, 0, 0, 0.0, 0.0
+
+    def add(self, records: int, size: int, latency_ms: float = 0.0) -> None:
+        with self._lock:
+            self.records += records
+            self.bytes += size
+            self.latency_sum += latency_ms
+            self.latency_max = max(self.latency_max, latency_ms)
+
+    def take(self) -> tuple[int, int, float, float, float]:
+        """``(records, bytes, seconds, latency sum, latency max)`` of the window, starting the next."""
+        with self._lock:
+            now = time.monotonic()
+            out = (self.records, self.bytes, now - self.started, self.latency_sum, self.latency_max)
+            self._reset(now)
+            return out
+
+
+class _Progress:
+    """Prints ``line()`` on stderr every ``interval_ms`` from a daemon thread until stopped."""
+
+    def __init__(self, interval_ms: int, line: Callable[[], str]) -> None:
+        self._interval = interval_ms / 1000
+        self._line = line
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="perf-progress", daemon=True)
+
+    def __enter__(self) -> "_Progress":
+        if self._interval > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            print(self._line(), file=sys.stderr, flush=True)
 
 
 @app.command("produce")
@@ -66,6 +141,7 @@ def perf_produce(
                                                       help="Batch compression codec (default: none)."),
     producer_property: Optional[List[str]] = typer.Option(
         None, "--producer-property", "-X", help="Producer config NAME=VALUE, Kafka names (repeatable)."),
+    reporting_interval: int = REPORTING_INTERVAL_OPT,
 ) -> None:
     """Send records as fast as allowed and report throughput and latency."""
     props = parse_pairs(producer_property, "producer property")
@@ -74,34 +150,52 @@ def perf_produce(
     payload = "".join(random.choices(string.ascii_uppercase, k=record_size)).encode()
     latencies: list[float] = []
     failures: list[BaseException] = []
+    window = _Window()
+    last_ack = [0.0]
 
     def record_delivery(start: float):
         def done(error, _metadata) -> None:
             if error is not None:
                 failures.append(error)
-            else:
-                latencies.append((time.monotonic() - start) * 1000)
+                return
+            now = time.monotonic()
+            latency = (now - start) * 1000
+            latencies.append(latency)
+            last_ack[0] = now
+            window.add(1, record_size, latency)
         return done
 
+    def progress() -> str:
+        n, size, seconds, latency_sum, latency_max = window.take()
+        return (f"{n} records sent, {n / seconds:.1f} records/sec ({size / MB / seconds:.2f} MB/sec), "
+                f"{latency_sum / n if n else 0:.1f} ms avg latency, {latency_max:.1f} ms max latency.")
+
+    sent = 0
     with cluster_errors(ctx):
         producer = Producer(**client_config(ctx, "producer", props, defaults={"acks": "all", "compression_type": "none"},
                                             **producer_options(acks, compression)))
         try:
-            started = time.monotonic()
-            for i in range(num_records):
-                producer.send(topic, payload, on_delivery=record_delivery(time.monotonic()))
-                if throughput > 0 and i % 16 == 0:
-                    _throttle(i + 1, started, throughput)
-            producer.flush()
-            elapsed = time.monotonic() - started
+            with _Progress(reporting_interval, progress):
+                started = time.monotonic()
+                try:
+                    while sent < num_records and not failures:
+                        producer.send(topic, payload, on_delivery=record_delivery(time.monotonic()))
+                        sent += 1
+                        if throughput > 0 and sent % 16 == 1:
+                            _throttle(sent, started, throughput)
+                    producer.flush()
+                except errors.KafkaError as exc:
+                    failures.append(exc)
         finally:
             producer.close()
     latencies.sort()
     ok = len(latencies)
+    elapsed = last_ack[0] - started if ok else None
     report = {
         "records": ok,
-        "records_per_sec": round(ok / elapsed, 1) if elapsed else 0.0,
-        "mb_per_sec": round(ok * record_size / MB / elapsed, 2) if elapsed else 0.0,
+        "elapsed_ms": None if elapsed is None else round(elapsed * 1000, 1),
+        "records_per_sec": rate(ok, elapsed, 1),
+        "mb_per_sec": rate(ok * record_size / MB, elapsed, 2),
         "avg_latency_ms": round(sum(latencies) / ok, 2) if ok else 0.0,
         "max_latency_ms": round(latencies[-1], 2) if ok else 0.0,
         "p50_ms": round(percentile(latencies, 0.5), 2),
@@ -114,12 +208,18 @@ def perf_produce(
     if fmt is not OutputFormat.table:
         emit(report, fmt)
     else:
-        print(f"{ok} records sent, {report['records_per_sec']} records/sec ({report['mb_per_sec']} MB/sec), "
+        if report["records_per_sec"] is None:
+            speed = f"in {report['elapsed_ms']} ms: too short to measure a rate"
+        else:
+            speed = f"{report['records_per_sec']} records/sec ({report['mb_per_sec']} MB/sec)"
+        print(f"{ok} records sent, {speed}, "
               f"{report['avg_latency_ms']} ms avg latency, {report['max_latency_ms']} ms max latency, "
               f"{report['p50_ms']} ms 50th, {report['p95_ms']} ms 95th, {report['p99_ms']} ms 99th, "
               f"{report['p99_9_ms']} ms 99.9th.")
     if failures:
-        raise CliError(f"{len(failures)} record(s) failed, first: {failures[0]}", EXIT_PROBLEM)
+        cause = error_for(ctx, failures[0])
+        raise CliError(f"{ok} of {num_records} records acknowledged, {len(failures)} failed; first: {cause}",
+                       cause.exit_code)
 
 
 @app.command("consume")
@@ -131,48 +231,59 @@ def perf_consume(
     timeout: float = typer.Option(10, "--timeout", "-t", min=0, help="Give up after this many seconds without a record."),
     consumer_property: Optional[List[str]] = typer.Option(
         None, "--consumer-property", "-X", help="Consumer config NAME=VALUE, Kafka names (repeatable)."),
+    reporting_interval: int = REPORTING_INTERVAL_OPT,
 ) -> None:
     """Read records as fast as possible and report throughput."""
     props = parse_pairs(consumer_property, "consumer property")
     with admin_client(ctx) as admin:
         meta = require_topics(admin, [topic])[topic]
     count = size = 0
+    window = _Window()
+    assigned: list[float] = []
+
+    def progress() -> str:
+        n, nbytes, seconds, _, _ = window.take()
+        return (f"{n} records consumed ({nbytes / MB:.2f} MB) in the last {seconds:.1f} s, "
+                f"{n / seconds:.1f} records/sec ({nbytes / MB / seconds:.2f} MB/sec); {count} in total.")
+
     with cluster_errors(ctx):
         consumer = Consumer(**client_config(ctx, "consumer", props, group_id=group, auto_offset_reset="earliest",
                                             enable_auto_commit=group is not None))
         try:
+            started = time.monotonic()
             if group is None:
                 consumer.assign([TopicPartition(topic, p) for p in sorted(meta.partitions)])
+                assigned.append(started)
             else:
-                consumer.subscribe([topic])
-            started = time.monotonic()
-            first = last = None
-            while count < messages:
-                records = consumer.poll(min(500, timeout * 1000), max_records=messages - count)
-                now = time.monotonic()
-                if not records:
-                    if now - (last or started) >= timeout:
-                        break
-                    continue
-                if first is None:
-                    first = now
-                last = now
-                count += len(records)
-                size += sum(len(r.value or b"") + len(r.key or b"") for r in records)
+                consumer.subscribe([topic], on_assign=lambda _tps: assigned.append(time.monotonic()))
+            last = None
+            with _Progress(reporting_interval, progress):
+                while count < messages:
+                    records = consumer.poll(min(500, timeout * 1000), max_records=messages - count)
+                    now = time.monotonic()
+                    if not records:
+                        if now - (last or started) >= timeout:
+                            break
+                        continue
+                    last = now
+                    nbytes = sum(len(r.value or b"") + len(r.key or b"") for r in records)
+                    count += len(records)
+                    size += nbytes
+                    window.add(len(records), nbytes)
         finally:
             consumer.close()
     end = last or time.monotonic()
-    total = max(end - started, 1e-9)
-    fetch = max(end - (first or end), 1e-9)
+    fetch_start = assigned[0] if assigned else end
+    fetch = end - fetch_start if last else None
     report = {
         "records": count,
         "data_consumed_mb": round(size / MB, 4),
-        "mb_per_sec": round(size / MB / total, 2),
-        "records_per_sec": round(count / total, 1),
-        "rebalance_time_ms": round(((first or end) - started) * 1000, 1),
-        "fetch_time_ms": round(fetch * 1000, 1),
-        "fetch_mb_per_sec": round(size / MB / fetch, 2) if first else 0.0,
-        "fetch_records_per_sec": round(count / fetch, 1) if first else 0.0,
+        "mb_per_sec": rate(size / MB, end - started, 2),
+        "records_per_sec": rate(count, end - started, 1),
+        "rebalance_time_ms": round((fetch_start - started) * 1000, 1),
+        "fetch_time_ms": None if fetch is None else round(fetch * 1000, 1),
+        "fetch_mb_per_sec": rate(size / MB, fetch, 2),
+        "fetch_records_per_sec": rate(count, fetch, 1),
     }
     emit(report, output_format(ctx))
     if count < messages:

@@ -1,13 +1,20 @@
 """``kafkactl perf produce|consume`` end to end: the reports parse and count what was
-sent and read. Short by default; KAFKAPY_LONG=1 runs a million-record form."""
+sent and read, progress lines appear while they run, tiny runs state no absurd rate, and a
+run whose broker dies says what was acknowledged. Short by default; KAFKAPY_LONG=1 runs a
+million-record form."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
 
 import pytest
 
-from tests.kafkactl.conftest import Ctl, one_line_error
+from kafkactl.perf import MIN_MEASURABLE_S
+from tests.kafkactl.conftest import RUN_LIMIT_S, Ctl, one_line_error
 
 LONG = os.environ.get("KAFKAPY_LONG") == "1"
 
@@ -43,3 +50,78 @@ def test_perf_errors(ctl: Ctl) -> None:
     assert "read 0 of 5 records" in one_line_error(short, 1)
     assert "unknown topic: nope" in one_line_error(ctl("perf", "produce", "nope", "--num-records", "1"), 2)
     assert "Missing option '--num-records'" in one_line_error(ctl("perf", "produce", "small"), 2)
+
+
+PROGRESS = re.compile(r"^\d+ records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+                      r"[\d.]+ ms max latency\.$")
+CONSUME_PROGRESS = re.compile(r"^\d+ records consumed \([\d.]+ MB\) in the last [\d.]+ s, [\d.]+ records/sec "
+                              r"\([\d.]+ MB/sec\); \d+ in total\.$")
+
+
+def test_progress_lines_while_it_runs(ctl: Ctl) -> None:
+    """About 2 s of throttled sending with a 250 ms interval: several progress lines, on
+    stderr, that add up to what the report says."""
+    assert ctl("topics", "create", "slow").returncode == 0
+    res = ctl("--output", "json", "perf", "produce", "slow", "--num-records", "400", "--throughput", "200",
+              "--record-size", "10", "--reporting-interval", "250")
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) >= 3, res.stderr  # 2 s / 250 ms, with a wide margin for a loaded machine
+    assert all(PROGRESS.match(line) for line in lines), lines
+    assert sum(int(line.split()[0]) for line in lines) <= 400
+    report = json.loads(res.stdout)
+    assert report["records"] == 400
+    # first send to last ack at 200 records/s: about 2 s, so the rate is about 200/s
+    assert report["elapsed_ms"] >= 1900 and 100 <= report["records_per_sec"] <= 210
+
+    res = ctl("perf", "consume", "slow", "--messages", "401", "--timeout", "1.5", "--reporting-interval", "250")
+    assert res.returncode == 1
+    progress = res.stderr.splitlines()[:-1]
+    assert len(progress) >= 3 and all(CONSUME_PROGRESS.match(line) for line in progress), res.stderr
+    assert progress[-1].endswith("; 400 in total.")
+    assert res.stderr.splitlines()[-1] == "kafkactl: read 400 of 401 records: no record for 1.5 s"
+    quiet = ctl("perf", "consume", "slow", "--messages", "400", "--reporting-interval", "0")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_tiny_runs_give_no_absurd_rates(ctl: Ctl) -> None:
+    assert ctl("topics", "create", "one").returncode == 0
+    report = ctl.json("perf", "produce", "one", "--num-records", "1")
+    assert report["records"] == 1 and report["elapsed_ms"] > 0
+    # one acknowledgement: the rate is what one round trip allows, or not stated at all
+    if report["records_per_sec"] is None:
+        assert report["elapsed_ms"] < 1000 * MIN_MEASURABLE_S
+    else:
+        assert report["records_per_sec"] == round(1 / (report["elapsed_ms"] / 1000), 1) or \
+            abs(report["records_per_sec"] * report["elapsed_ms"] / 1000 - 1) < 0.01
+        assert report["records_per_sec"] <= 1 / MIN_MEASURABLE_S
+    read = ctl.json("perf", "consume", "one", "--messages", "1")
+    assert read["records"] == 1 and read["rebalance_time_ms"] == 0
+    for name in ("records_per_sec", "fetch_records_per_sec"):
+        assert read[name] is None or read[name] <= 1 / MIN_MEASURABLE_S, read
+
+
+def test_a_failed_run_says_how_many_records_were_acknowledged(broker_factory) -> None:
+    """The broker is killed mid-run: the command stops, reports what was acknowledged,
+    and exits 3 (the cluster went away)."""
+    broker = broker_factory()
+    ctl = Ctl(broker.bootstrap)
+    assert ctl("topics", "create", "doomed").returncode == 0
+    argv = [sys.executable, "-m", "kafkactl", "-b", broker.bootstrap, "perf", "produce", "doomed",
+            "--num-records", "1000000", "--throughput", "500", "--reporting-interval", "200",
+            "-X", "delivery.timeout.ms=3000", "-X", "request.timeout.ms=1000"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        assert PROGRESS.match(first.strip()), first
+        broker.kill()
+        out, err = proc.communicate(timeout=RUN_LIMIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, err
+    last = err.splitlines()[-1]
+    match = re.match(r"kafkactl: (\d+) of 1000000 records acknowledged, (\d+) failed; first: ", last)
+    assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, last
+    assert out.startswith(f"{match.group(1)} records sent, ")
