@@ -253,6 +253,7 @@ EMBEDDED_DEFAULTS: dict[str, Any] = {
     "num.partitions": 1,
     "default.replication.factor": 1,
     "offsets.topic.replication.factor": 1,
+    # for development (Kafka's sample server.properties does the same); the default is Kafka's 3000
     "group.initial.rebalance.delay.ms": 0,
     "metrics.port": 9308,
 }

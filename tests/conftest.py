@@ -4,7 +4,9 @@
 listener and metrics on port 0) with its data in ``tmp_path``;
 ``broker_factory(**overrides)`` starts more, with any Kafka properties given as
 keyword arguments using underscores for dots (``num_partitions=3``) or as a
-``props`` dict. Each :class:`BrokerProcess` knows its ``bootstrap`` address,
+``props`` dict; a property given as ``None`` is left out, so the broker's own
+default applies (test brokers otherwise start groups without the initial rebalance
+delay). Each :class:`BrokerProcess` knows its ``bootstrap`` address,
 ``metrics_url``, ``data_dir`` and can ``stop()`` (SIGTERM, returns the exit
 status), ``kill()`` (SIGKILL) and ``start()`` again on the same port and data.
 Every process is stopped by PID at teardown.
@@ -44,6 +46,7 @@ class BrokerProcess:
             "group.initial.rebalance.delay.ms": 0,
             **props,
         }
+        self.props = {k: v for k, v in self.props.items() if v is not None}
         self.config_path = self.workdir / "broker.yaml"
         self.stderr_path = self.workdir / "broker.stderr"
         self.proc: subprocess.Popen | None = None

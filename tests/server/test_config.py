@@ -38,6 +38,7 @@ def test_kafka_defaults_and_types():
     assert cfg["message.max.bytes"] == 1048588
     assert cfg["socket.request.max.bytes"] == 104857600
     assert cfg.retention_ms == 168 * 3_600_000
+    assert cfg.group_initial_rebalance_delay_ms == 3000
     assert BrokerConfig({"log.retention.minutes": 2}).retention_ms == 120_000
     assert BrokerConfig({"log.retention.minutes": 2, "log.retention.ms": 5}).retention_ms == 5
     assert BrokerConfig({"log.roll.hours": 1}).segment_ms == 3_600_000
