@@ -16,7 +16,7 @@ of broker state, each with one owner:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from broker.protocol import RequestHeader
@@ -32,6 +32,8 @@ class RequestContext:
     peer: str
     #: Time the request was decoded (``loop.time()``), for latency metrics.
     received_at: float = 0.0
+    #: Set by the network layer; see :meth:`appends_queued`.
+    on_appends_queued: Callable[[], None] | None = None
 
     @property
     def api_version(self) -> int:
@@ -40,6 +42,18 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    def appends_queued(self) -> None:
+        """Say that every append of this (Produce) request is queued on its log dir's writer.
+
+        From then on a later Produce on the same connection may start: its
+        appends queue behind these, so the order of effects holds (see
+        :mod:`broker.server.network`). Every other request still waits for
+        this one to finish.
+        """
+        hook, self.on_appends_queued = self.on_appends_queued, None
+        if hook is not None:
+            hook()
 
 
 class CloseConnection(Exception):

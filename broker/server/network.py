@@ -3,13 +3,25 @@
 One event loop serves every connection. Per connection:
 
 * bytes go through a :class:`~broker.protocol.FrameDecoder` (limit
-  ``socket.request.max.bytes``); each complete frame is decoded and its API
-  handler is started at once, inside ``data_received`` (the first step of its
-  coroutine runs eagerly, as Python 3.12's eager tasks do). A handler that
-  finishes without suspending (Produce with acks 0/1, Metadata, ApiVersions,
-  most Fetches with data) costs no task and no extra pass of the event loop;
-  one that suspends (long poll, acks=all, a group join, executor work) goes on
-  in a task, so requests are pipelined;
+  ``socket.request.max.bytes``); each complete frame is decoded and, when the
+  order of effects allows (below), its API handler is started at once, inside
+  ``data_received`` (the first step of its coroutine runs eagerly, as Python
+  3.12's eager tasks do). A handler that finishes without suspending (Produce
+  with acks 0/1, Metadata, ApiVersions, most Fetches with data) costs no task
+  and no extra pass of the event loop; one that suspends (a produce waiting for
+  its appends, a long poll, a group join, executor work) goes on in a task;
+* order of effects: every request sees the effects of every earlier request on
+  its connection, as in Apache Kafka, which mutes a connection until the
+  response to its current request is sent (a ListOffsets after a DeleteRecords
+  sees the new log start offset, an OffsetFetch after an OffsetCommit the new
+  offset). A request starts only when every earlier one has finished, with
+  one exception that keeps pipelined produce fast: a Produce may start while
+  the earlier requests still running are all Produces whose appends are
+  queued (:meth:`RequestContext.appends_queued`), because each log dir's
+  writer appends in queue order. A request that may not start yet waits, in
+  arrival order, with its place in the response order already taken; so a
+  Produce behind a long-poll Fetch starts when the Fetch answers (at the
+  latest after its ``max_wait_ms``), as in Kafka;
 * responses leave strictly in request order. While nothing is queued and the
   writer is idle, an all-bytes response is written straight to the transport;
   otherwise it waits in a FIFO (``_pending``, futures and tasks) that one
@@ -18,8 +30,9 @@ One event loop serves every connection. Per connection:
   ``length``, e.g. the log's ``FetchSlice``) is sent with ``loop.sendfile``
   straight from the segment file (``os.sendfile``: zero copy);
 * back-pressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests
-  wait for their responses, and the writer waits while the transport's send
-  buffer is above its high-water mark (a slow reader cannot grow our memory).
+  (running or waiting to start) wait for their responses, and the writer
+  waits while the transport's send buffer is above its high-water mark (a
+  slow reader cannot grow our memory).
 
 Bad input closes only the offending connection, with one log line: a size
 prefix that is negative or above the limit, an undecodable request, an unknown
@@ -32,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import os
 import socket
@@ -102,6 +116,23 @@ async def _finish(coro, awaiting):
     return await _resume(coro, awaiting)
 
 
+def _settle(slot: asyncio.Future, task: asyncio.Task) -> None:
+    """Give a request's place in the response order the outcome of the task that ran it."""
+    exc = _CloseConnection() if task.cancelled() else task.exception()  # (marks a failure as seen)
+    if slot.done():
+        return
+    if exc is not None:
+        slot.set_exception(exc)
+    else:
+        slot.set_result(task.result())
+
+
+def _cancel_with(task: asyncio.Task, slot: asyncio.Future) -> None:
+    """A place cancelled (the connection closed): stop the handler too."""
+    if slot.cancelled():
+        task.cancel()
+
+
 class _SliceFile:
     """A file-like view for ``loop.sendfile`` that never moves the shared file's position.
 
@@ -141,6 +172,12 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self._decoder = FrameDecoder(self.broker.config["socket.request.max.bytes"])
         self._pending: collections.deque[asyncio.Future] = collections.deque()
+        # Requests not started yet (see "order of effects"): (entry, ctx, body, slot), where
+        # ``slot`` is their place in ``_pending``.
+        self._waiting: collections.deque[tuple] = collections.deque()
+        self._running = 0  # handlers started and not finished
+        self._produces_queued = 0  # of those, Produces whose appends are all queued
+        self._starting = False  # _start_waiting is on the stack
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -217,19 +254,81 @@ class Connection(asyncio.Protocol):
             self._unsupported(header)
             return
         ctx = RequestContext(self.broker, header, self.peer, self.loop.time())
+        if self._waiting or not self._may_start(header.api_key):
+            slot = self.loop.create_future()
+            self._enqueue(slot)
+            self._waiting.append((entry, ctx, body, slot))
+            return
+        self._start(entry, ctx, body, None)
+
+    def _may_start(self, api_key: int) -> bool:
+        """Whether a request may start now without running beside one whose effects it must see."""
+        return self._running == 0 or (api_key == ApiKey.PRODUCE and self._running == self._produces_queued)
+
+    def _start(self, entry, ctx: RequestContext, body: dict, slot: asyncio.Future | None) -> None:
+        """Run a handler's first step now; ``slot`` is its place in ``_pending`` if it has one already."""
+        self._running += 1
+        queued = False
+
+        def appends_queued() -> None:
+            nonlocal queued
+            queued = True
+            self._produces_queued += 1
+            if self._waiting and not self._starting:
+                # Called from inside this handler's task: start the next ones outside it, as
+                # every handler's first step runs outside any task.
+                self.loop.call_soon(self._start_waiting)
+
+        def finished() -> None:
+            self._running -= 1
+            if queued:
+                self._produces_queued -= 1
+
+        if ctx.header.api_key == ApiKey.PRODUCE:
+            ctx.on_appends_queued = appends_queued
         coro = self._run(entry, ctx, body)
         try:
             awaiting = coro.send(None)
         except StopIteration as done:
-            self._respond(done.value)
+            finished()
+            if slot is None:
+                self._respond(done.value)
+            else:
+                slot.set_result(done.value)
             return
         except (_CloseConnection, asyncio.CancelledError):
+            finished()
             # Close in request order: earlier responses still go out first.
-            failed = self.loop.create_future()
-            failed.set_exception(_CloseConnection())
-            self._enqueue(failed)
+            if slot is None:
+                slot = self.loop.create_future()
+                self._enqueue(slot)
+            slot.set_exception(_CloseConnection())
             return
-        self._enqueue(self.loop.create_task(_finish(coro, awaiting)))
+        task = self.loop.create_task(_finish(coro, awaiting))
+        if slot is None:
+            self._enqueue(task)
+        else:
+            task.add_done_callback(functools.partial(_settle, slot))
+            slot.add_done_callback(functools.partial(_cancel_with, task))
+
+        def done(_task) -> None:
+            finished()
+            self._start_waiting()
+        task.add_done_callback(done)
+
+    def _start_waiting(self) -> None:
+        """Start the waiting requests that the order of effects now allows, in arrival order."""
+        if self._starting:  # called from a handler's first step: the loop below goes on after it
+            return
+        self._starting = True
+        try:
+            waiting = self._waiting
+            while waiting and not self._closing and self._may_start(waiting[0][1].header.api_key):
+                entry, ctx, body, slot = waiting.popleft()
+                if not slot.done():  # else the connection is closing
+                    self._start(entry, ctx, body, slot)
+        finally:
+            self._starting = False
 
     def _respond(self, parts: list | None) -> None:
         """Send a finished response now if nothing is ahead of it, else queue it for the writer."""
@@ -373,6 +472,7 @@ class Connection(asyncio.Protocol):
             elif not future.cancelled():
                 future.exception()
         self._pending.clear()
+        self._waiting.clear()
 
     def _abort(self) -> None:
         self._closing = True

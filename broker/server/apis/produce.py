@@ -23,6 +23,11 @@ partition and never fail the whole request:
 * the partition's log closed meanwhile            NOT_LEADER_OR_FOLLOWER (6)
 * the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
 
+Once every partition's append is queued the handler says so
+(``ctx.appends_queued()``): a later Produce on the same connection may then
+start while this one waits, since each writer appends in queue order; any
+other request waits for this one's answer (see :mod:`broker.server.network`).
+
 Versions 0-2 carry legacy message sets (magic 0/1): they are up-converted to
 RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
 topics get the broker's time written into each batch (``log_append_time_ms``
@@ -178,6 +183,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                 continue
             submitted.append((result, name, topics.submit_append(pinfo, batches)))
         responses.append({"name": name, "partition_responses": partitions})
+    ctx.appends_queued()
     try:
         for result, name, fut in submitted:
             try:
