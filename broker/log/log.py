@@ -624,6 +624,46 @@ class Log:
                 pos += entry
         return None
 
+    def offset_of_max_timestamp(self, below: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp in
+        ``[log_start_offset, below)`` (ListOffsets' MAX_TIMESTAMP, KIP-734); None if no record.
+
+        Segments are visited from the largest ``max_timestamp`` down, and only
+        until no later one can beat what was found; in each, batch headers give
+        the batch and one decode gives the record.
+        """
+        lso = self.log_start_offset
+        segs = list(self._view[1])
+        for seg in segs:
+            seg.load_indexes()
+        best: tuple[int, int, int, int] | None = None  # (timestamp, fd, position, entry size)
+        for seg in sorted(segs, key=lambda s: (-s.max_timestamp, s.base_offset)):
+            if best is not None and seg.max_timestamp <= best[0]:
+                break
+            if seg.base_offset >= below:
+                continue
+            loc = seg.find_batch(max(lso, seg.base_offset))
+            if loc is None:
+                continue
+            pos, size, fd = loc[0], seg.size, seg.fd
+            while pos < size:
+                h = read_header(fd, pos)
+                if h is None or h[0] >= below:
+                    break
+                _bo, entry, _last, mts = h
+                if best is None or mts > best[0]:
+                    best = (mts, fd, pos, entry)
+                pos += entry
+        if best is None:
+            return None
+        mts, fd, pos, entry = best
+        found = [(off, ts) for off, ts in record_offsets_and_timestamps(os.pread(fd, entry, pos))
+                 if lso <= off < below]
+        if not found:
+            return None
+        top = max(ts for _off, ts in found)
+        return next((off, ts) for off, ts in found if ts == top)
+
     # -- flushing --------------------------------------------------------------------
     def flush_needed(self, now_ms: int | None = None) -> bool:
         if self.unflushed_messages == 0 and self.recovery_point >= self._log_end_offset:

@@ -41,7 +41,7 @@ def test_the_served_apis_and_their_ranges():
     assert versions[ApiKey.METADATA] == (0, 9)
     assert versions[ApiKey.PRODUCE] == (0, 9)
     assert versions[ApiKey.FETCH] == (0, 12)
-    assert versions[ApiKey.LIST_OFFSETS] == (0, 5)
+    assert versions[ApiKey.LIST_OFFSETS] == (0, 7)
     assert versions[ApiKey.SASL_HANDSHAKE] == (0, 1)
     assert versions[ApiKey.INIT_PRODUCER_ID] == (0, 4)
 

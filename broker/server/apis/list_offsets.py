@@ -1,17 +1,27 @@
-"""ListOffsets (key 2), versions 0-5 (Apache Kafka 2.7's range).
+"""ListOffsets (key 2), versions 0-7 (Apache Kafka 2.7 serves 0-5; v6 is the flexible form, v7
+adds MAX_TIMESTAMP, KIP-734).
 
-For each partition: timestamp -2 (EARLIEST) gives the log start offset, -1
-(LATEST) the high watermark (what a consumer may read), any other timestamp
-the first offset whose record timestamp is >= it, with that record's
-timestamp, or offset -1 when no record is that late. v0 answers in
-``old_style_offsets`` (a list with that one offset, empty when none); v1+ in
-``timestamp``/``offset``; v4+ adds ``leader_epoch`` and checks
-``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
-Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; other partitions carry on.
+For each partition the ``timestamp`` field is a timestamp or a spec:
 
-A lookup by timestamp reads time indexes and record headers from disk (each
-segment's index is loaded on first use), so it runs in the executor; EARLIEST
-and LATEST are answered from memory on the loop.
+* -2 (EARLIEST): the log start offset;
+* -1 (LATEST): the high watermark (what a consumer may read);
+* -3 (MAX_TIMESTAMP, v7+): the first record with the largest timestamp below
+  the high watermark, with that timestamp (offset -1 when the log is empty);
+* a timestamp >= 0: the first offset whose record timestamp is >= it, with that
+  record's timestamp, or offset -1 when no record is that late.
+
+Any other negative value is not a timestamp: a spec this version does not
+serve (-3 before v7; -4 and -5, KIP-1005's, at every version we serve) gets
+UNSUPPORTED_VERSION and any other negative INVALID_REQUEST, never an offset
+that looks like a result. v0 answers in ``old_style_offsets`` (a list with that
+one offset, empty when none); v1+ in ``timestamp``/``offset``; v4+ adds
+``leader_epoch`` and checks ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; other
+partitions carry on.
+
+Lookups by timestamp and MAX_TIMESTAMP read indexes and record headers from
+disk (each segment's index is loaded on first use), so they run in the
+executor; EARLIEST and LATEST are answered from memory on the loop.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from broker.server.context import RequestContext
 
 EARLIEST = -2
 LATEST = -1
+MAX_TIMESTAMP = -3
+LATER_SPECS = (-3, -4, -5)  # MAX_TIMESTAMP (v7), EARLIEST_LOCAL (v8), LATEST_TIERED (v9)
 
 
 def leader_epoch_error(current: int, ours: int) -> int:
@@ -48,13 +60,20 @@ async def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
         offset, found_ts = plog.log_start_offset, -1
     elif timestamp == LATEST:
         offset, found_ts = plog.high_watermark, -1
+    elif timestamp < 0 and not (timestamp == MAX_TIMESTAMP and ctx.api_version >= 7):
+        result["error_code"] = ErrorCode.UNSUPPORTED_VERSION if timestamp in LATER_SPECS else ErrorCode.INVALID_REQUEST
+        return result
     else:
+        high_watermark = plog.high_watermark
         try:
-            found = await ctx.broker.run_blocking(plog.offset_for_timestamp, timestamp)
+            if timestamp == MAX_TIMESTAMP:
+                found = await ctx.broker.run_blocking(plog.offset_of_max_timestamp, high_watermark)
+            else:
+                found = await ctx.broker.run_blocking(plog.offset_for_timestamp, timestamp)
         except (OSError, ValueError):  # the log was closed (topic deleted) or its disk failed meanwhile
             result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             return result
-        offset, found_ts = found if found is not None and found[0] < plog.high_watermark else (-1, -1)
+        offset, found_ts = found if found is not None and found[0] < high_watermark else (-1, -1)
     result.update(offset=offset, timestamp=found_ts, leader_epoch=pinfo.leader_epoch)
     if offset >= 0 and p["max_num_offsets"] > 0:
         result["old_style_offsets"] = [offset]
@@ -72,4 +91,4 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.LIST_OFFSETS, 0, 5, handle)
+    registry.register(ApiKey.LIST_OFFSETS, 0, 7, handle)
