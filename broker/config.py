@@ -45,6 +45,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from broker.log.config import LATEST_FORMAT_VERSION, format_version_magic
+
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
@@ -114,10 +116,17 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 
 
 def _cleanup_policy(value: Any) -> list[str]:
+    # Kafka accepts an empty list: logs neither deleted by retention nor compacted.
     items = _list(value)
-    if not items or any(item not in ("delete", "compact") for item in items):
+    if any(item not in ("delete", "compact") for item in items):
         raise ValueError(f"{value!r} is not a list of delete, compact")
     return items
+
+
+def _format_version(value: Any) -> str:
+    text = _str(value)
+    format_version_magic(text)  # ValueError names the value
+    return text
 
 
 def _ranged(lo: int = -(2**63), hi: int = LONG_MAX) -> Callable[[Any], int]:
@@ -215,7 +224,9 @@ _PROPS: list[Prop] = [
     Prop("log.preallocate", _bool, False, "Preallocate segment files."),
     Prop("log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp kept in the log."),
     Prop("log.message.timestamp.difference.max.ms", _ranged(0), LONG_MAX, "Largest CreateTime distance from broker time."),
-    Prop("log.message.format.version", _str, "2.7", "Accepted for compatibility; the log always writes v2 batches."),
+    Prop("log.message.format.version", _format_version, LATEST_FORMAT_VERSION,
+         "Kafka 2.7's version strings, validated; the log always writes v2 batches."),
+    Prop("log.message.downconversion.enable", _bool, True, "Down-convert v2 batches for fetchers older than v4."),
     Prop("min.insync.replicas", _ranged(1, INT_MAX), 1, "Replicas that must acknowledge acks=all."),
     Prop("unclean.leader.election.enable", _bool, False, "Allow out-of-sync replicas to lead."),
     Prop("num.recovery.threads.per.data.dir", _ranged(1, INT_MAX), 1, "Threads recovering logs at start."),
@@ -276,6 +287,8 @@ TOPIC_PROPERTY_OF: dict[str, str] = {
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.message.format.version": "message.format.version",
+    "log.message.downconversion.enable": "message.downconversion.enable",
 }
 
 

@@ -8,6 +8,23 @@ does not follow that rule is ``segment_ms``, whose property is ``segment.ms``
 
 ``LogConfig`` is an immutable value: change a log's config by building a new one
 (:meth:`LogConfig.with_overrides`) and handing it to ``Log.update_config``.
+
+List-valued configs are comma-separated strings, as Kafka stores them:
+
+* ``cleanup.policy``: any of ``delete`` and ``compact``, or none at all (Apache
+  Kafka 2.7 accepts the empty list: the log is then neither deleted by
+  retention nor compacted, it is kept whole until DeleteRecords moves its start);
+* ``leader.replication.throttled.replicas`` and
+  ``follower.replication.throttled.replicas``: empty, ``*``, or
+  ``partition:broker`` pairs. Accepted and validated for Kafka's tools; there is
+  no replication to throttle yet.
+
+``message.format.version`` takes Apache Kafka 2.7's version strings
+(``0.10.2``, ``0.11.0-IV2``, ``2.7-IV2``, ``2.7.0``...; see :func:`format_version_magic`).
+The log holds RecordBatch v2 whatever it says: an older version is accepted and
+validated, nothing is converted on append. ``message.downconversion.enable`` false
+makes a Fetch older than v4, which needs v2 batches converted, fail with
+UNSUPPORTED_VERSION instead of being down-converted.
 """
 
 from __future__ import annotations
@@ -18,8 +35,44 @@ from typing import Any, Mapping
 
 DAY_MS = 24 * 60 * 60 * 1000
 
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+CLEANUP_POLICY_ITEMS = ("compact", "delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+#: Apache Kafka 2.7's message format versions (its ApiVersion list) -> the record magic each writes.
+_FORMAT_VERSIONS: dict[str, int] = {
+    **{v: 0 for v in ("0.8.0", "0.8.1", "0.8.2", "0.9.0")},
+    **{v: 1 for v in ("0.10.0-IV0", "0.10.0-IV1", "0.10.1-IV0", "0.10.1-IV1", "0.10.1-IV2", "0.10.2-IV0")},
+    **{v: 2 for v in ("0.11.0-IV0", "0.11.0-IV1", "0.11.0-IV2", "1.0-IV0", "1.1-IV0", "2.0-IV0", "2.0-IV1",
+                      "2.1-IV0", "2.1-IV1", "2.1-IV2", "2.2-IV0", "2.2-IV1", "2.3-IV0", "2.3-IV1", "2.4-IV0",
+                      "2.4-IV1", "2.5-IV0", "2.6-IV0", "2.7-IV0", "2.7-IV1", "2.7-IV2")},
+}
+_FORMAT_VERSIONS.update({v.split("-")[0]: magic for v, magic in _FORMAT_VERSIONS.items()})  # short forms
+LATEST_FORMAT_VERSION = "2.7-IV2"
+
+
+def format_version_magic(version: str) -> int:
+    """The record magic Kafka 2.7 writes for ``message.format.version`` ``version``; ValueError if invalid.
+
+    As Kafka parses it: the first three dot-separated parts of a 0.x version and
+    the first two of a later one are looked up (``0.10.2.1`` is ``0.10.2``,
+    ``2.7.0`` is ``2.7``), with or without an ``-IVn`` suffix.
+    """
+    parts = version.strip().split(".")
+    key = ".".join(parts[:3] if version.strip().startswith("0.") else parts[:2])
+    if key not in _FORMAT_VERSIONS:
+        raise ValueError(f"{version!r} is not a valid version")
+    return _FORMAT_VERSIONS[key]
+
+
+def _valid_throttled_replicas(text: str) -> bool:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if items == ["*"]:
+        return True
+    for item in items:
+        partition, _, broker = item.partition(":")
+        if not (partition.isdigit() and broker.isdigit()):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +101,10 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    message_format_version: str = LATEST_FORMAT_VERSION
+    message_downconversion_enable: bool = True
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -55,11 +112,11 @@ class LogConfig:
     # -- derived ----------------------------------------------------------
     @property
     def compact(self) -> bool:
-        return "compact" in self.cleanup_policy.split(",")
+        return "compact" in _items(self.cleanup_policy)
 
     @property
     def delete(self) -> bool:
-        return "delete" in self.cleanup_policy.split(",")
+        return "delete" in _items(self.cleanup_policy)
 
     @property
     def max_index_entries(self) -> int:
@@ -157,8 +214,8 @@ def _validate(c: LogConfig) -> None:
         fail("retention_ms", "must be >= -1")
     if c.retention_bytes < -1:
         fail("retention_bytes", "must be >= -1")
-    if ",".join(sorted(p.strip() for p in c.cleanup_policy.split(","))) not in CLEANUP_POLICIES:
-        fail("cleanup_policy", f"must be one of {', '.join(CLEANUP_POLICIES)}")
+    if any(item not in CLEANUP_POLICY_ITEMS for item in _items(c.cleanup_policy)):
+        fail("cleanup_policy", f"must be a list of {', '.join(CLEANUP_POLICY_ITEMS)} (or empty)")
     if c.delete_retention_ms < 0:
         fail("delete_retention_ms", "must be >= 0")
     if c.min_compaction_lag_ms < 0:
@@ -173,3 +230,14 @@ def _validate(c: LogConfig) -> None:
         fail("file_delete_delay_ms", "must be >= 0")
     if c.min_insync_replicas < 1:
         fail("min_insync_replicas", "must be at least 1")
+    for name in ("leader_replication_throttled_replicas", "follower_replication_throttled_replicas"):
+        if not _valid_throttled_replicas(getattr(c, name)):
+            fail(name, "must be *, or a list of partition:broker pairs")
+    try:
+        format_version_magic(c.message_format_version)
+    except ValueError as exc:
+        fail("message_format_version", str(exc))
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]

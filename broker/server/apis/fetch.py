@@ -18,7 +18,9 @@ of them wakes it (no polling). Shutdown wakes it too.
 
 Versions: v0-3 fetchers cannot read RecordBatch v2; their data is
 down-converted to message sets (magic 0 for v0-1, magic 1 for v2-3), a copy
-only old clients pay for; zstd data then gets UNSUPPORTED_COMPRESSION_TYPE.
+only old clients pay for; zstd data then gets UNSUPPORTED_COMPRESSION_TYPE, and
+a topic with ``message.downconversion.enable=false`` UNSUPPORTED_VERSION (as in
+Kafka, only when there is data to convert: an empty answer is no error).
 v4+ report ``last_stable_offset`` (= high watermark: no transactions yet) and
 ``aborted_transactions`` (null); v5+ ``log_start_offset``; v7+ fetch sessions:
 we create none (``session_id`` 0 in every answer, which tells the client to
@@ -87,6 +89,10 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
             if piece.length == 0:
                 continue
             if version < 4:
+                if not plog.config.message_downconversion_enable:
+                    out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                    has_error = True
+                    continue
                 try:
                     data = downconvert(piece.read_bytes(), 0 if version <= 1 else 1)
                 except UnsupportedCompressionTypeError:

@@ -2,9 +2,14 @@
 
 Each resource names configs with an operation on the topic's current
 overrides: SET (0) to a value, DELETE (1) the override (back to the broker
-default), APPEND (2) and SUBTRACT (3) items of a list config (``cleanup.policy``
-here), starting from the override or, without one, the effective default.
-Configs not named keep their overrides, unlike AlterConfigs.
+default), APPEND (2) and SUBTRACT (3) items of a list config
+(``cleanup.policy``, ``leader.replication.throttled.replicas``,
+``follower.replication.throttled.replicas``), starting from the override or,
+without one, the effective default. APPEND adds only items not there yet;
+SUBTRACT may leave an empty list, which for ``cleanup.policy`` Kafka 2.7
+accepts too (the log is then neither deleted nor compacted). The result is
+validated as a SET of it would be. Configs not named keep their overrides,
+unlike AlterConfigs.
 
 Errors, per resource (the others carry on): a config named twice, an unknown
 operation, APPEND/SUBTRACT on a non-list config or a null value for SET,
