@@ -14,11 +14,11 @@ partition and never fail the whole request:
 * illegal topic name / internal topic             INVALID_TOPIC_EXCEPTION (17)
 * bad CRC, truncated or malformed batch           CORRUPT_MESSAGE (2)
 * batch above max.message.bytes                   MESSAGE_TOO_LARGE (10)
-* v3+ with a legacy message set or >1 batch,      INVALID_RECORD (87)
-  a keyless record on a compacted topic
+* v3+ with a legacy message set or >1 batch       INVALID_RECORD (87)
+* a keyless record on a compacted topic           INVALID_RECORD (87), per record
 * zstd before v7                                  UNSUPPORTED_COMPRESSION_TYPE (76)
-* CreateTime further than message.timestamp.      INVALID_TIMESTAMP (32)
-  difference.max.ms from the broker clock
+* a record's CreateTime further than message.     INVALID_TIMESTAMP (32), per record
+  timestamp.difference.max.ms from the broker clock
 * acks=-1 with ISR below min.insync.replicas      NOT_ENOUGH_REPLICAS (19)
 * the partition's log closed meanwhile            NOT_LEADER_OR_FOLLOWER (6)
 * the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
@@ -27,6 +27,13 @@ Once every partition's append is queued the handler says so
 (``ctx.appends_queued()``): a later Produce on the same connection may then
 start while this one waits, since each writer appends in queue order; any
 other request waits for this one's answer (see :mod:`broker.server.network`).
+
+The per-record checks are Kafka's LogValidator's (KIP-467): a bad record fails
+its whole batch, and from v8 the answer lists each bad record
+(``record_errors``: its index in the batch and why) with an ``error_message``,
+so a client can tell the bad records from the innocent ones. They decode
+the batch, so only compacted topics and topics that set
+``message.timestamp.difference.max.ms`` pay for them.
 
 Versions 0-2 carry legacy message sets (magic 0/1): they are up-converted to
 RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
@@ -52,10 +59,12 @@ LONG_MAX = (1 << 63) - 1
 
 
 class _PartitionError(Exception):
-    def __init__(self, error_code: int, message: str | None = None) -> None:
+    def __init__(self, error_code: int, message: str | None = None,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or "")
         self.error_code = int(error_code)
         self.message = message
+        self.record_errors = record_errors or []  # (index of the record in its batch, why)
 
 
 def _entries(mv: memoryview):
@@ -73,7 +82,7 @@ def _entries(mv: memoryview):
     return out
 
 
-def _prepare(version: int, records, config) -> memoryview | bytes:
+def _prepare(version: int, records, config, tp: str) -> memoryview | bytes:
     """Check the request-level rules and return v2 batches ready for the log."""
     if records is None or len(records) == 0:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "no records")
@@ -99,33 +108,53 @@ def _prepare(version: int, records, config) -> memoryview | bytes:
     elif magics != {2}:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "mixed message formats in one request")
     check_ts = config.message_timestamp_type == "CreateTime" and config.message_timestamp_difference_max_ms < LONG_MAX
-    now = int(time.time() * 1000) if check_ts else 0
     for pos, size, _magic in entries:
         if size < 61:
             raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than its header")
         view = BatchView(mv, pos, size)
         if view.compression == ZSTD and version < 7:
             raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
-        if check_ts:
-            limit = config.message_timestamp_difference_max_ms
-            for ts in (view.base_timestamp, view.max_timestamp):
-                if abs(ts - now) > limit:
-                    raise _PartitionError(ErrorCode.INVALID_TIMESTAMP,
-                                          f"timestamp {ts} is more than {limit} ms from broker time {now}")
-        if config.compact:
-            _check_keys(mv[pos:pos + size])
+        if config.compact or check_ts:
+            _check_records(mv[pos:pos + size], config, check_ts, tp)
     return mv
 
 
-def _check_keys(entry: memoryview) -> None:
+def _check_records(entry: memoryview, config, check_ts: bool, tp: str) -> None:
+    """Kafka's per-record checks (LogValidator.validateRecord), which decode the batch.
+
+    Each record gets at most one error: no key on a compacted topic, else a
+    CreateTime timestamp (other than -1, none) further than
+    ``message.timestamp.difference.max.ms`` from the broker's clock. One bad
+    record fails the whole batch; the answer names every bad record (KIP-467):
+    INVALID_TIMESTAMP if any timestamp was bad, else INVALID_RECORD.
+    """
     try:
         batch = decode_batch(entry)
     except UnsupportedCompressionTypeError as exc:
         raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
     except (CorruptRecordError, ValueError) as exc:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-    if not batch.is_control and any(r.key is None for r in batch.records):
-        raise _PartitionError(ErrorCode.INVALID_RECORD, "compacted topic cannot accept a record without a key")
+    if batch.is_control:
+        return
+    limit = config.message_timestamp_difference_max_ms
+    now = int(time.time() * 1000)
+    errors = []
+    bad_timestamp = False
+    for index, record in enumerate(batch.records):
+        if config.compact and record.key is None:
+            errors.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}."))
+            continue
+        if check_ts:
+            ts = batch.timestamp_of(record)
+            if ts != -1 and abs(ts - now) > limit:
+                bad_timestamp = True
+                errors.append((index, f"Timestamp {ts} of message with offset {batch.offset_of(record)} is out of "
+                                      f"range. The timestamp should be within [{now - limit}, {now + limit}]"))
+    if bad_timestamp:
+        raise _PartitionError(ErrorCode.INVALID_TIMESTAMP,
+                              "One or more records have been rejected due to invalid timestamp", errors)
+    if errors:
+        raise _PartitionError(ErrorCode.INVALID_RECORD, "One or more records have been rejected", errors)
 
 
 async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
@@ -177,7 +206,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                 if acks == -1 and len(pinfo.isr) < plog.config.min_insync_replicas:
                     raise _PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                           f"ISR {pinfo.isr} is smaller than min.insync.replicas")
-                batches = _prepare(version, pd["records"], plog.config)
+                batches = _prepare(version, pd["records"], plog.config, f"{name}-{index}")
             except _PartitionError as exc:
                 errors.append((result, exc))
                 continue
@@ -206,6 +235,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     for result, exc in errors:
         result["error_code"] = exc.error_code
         result["error_message"] = exc.message
+        result["record_errors"] = [{"batch_index": i, "batch_index_error_message": why}
+                                   for i, why in exc.record_errors]
         metrics.produce_errors.labels(error_name(exc.error_code)).inc()
     if acks == 0:
         if errors:
