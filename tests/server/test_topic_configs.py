@@ -142,3 +142,22 @@ def test_downconversion_disabled_fails_old_fetches_with_data_only(broker):
         answer = fetch(w, "no-downconvert", 0, version=4)
         assert answer["error_code"] == 0 and [r.value for r in iter_records(answer["records"])] == [b"v"]
         assert w.call(ApiKey.API_VERSIONS, 2, {})["error_code"] == 0  # the connection carries on
+
+
+def test_broker_wide_format_settings_are_the_topic_defaults(broker_factory):
+    broker = broker_factory({"log.message.downconversion.enable": "false", "log.message.format.version": "0.10.2"})
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _make(client, "from-broker")
+    configs = _configs(client, "from-broker")
+    assert configs["message.downconversion.enable"] == "false" and configs["message.format.version"] == "0.10.2"
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce("from-broker", value=b"v", partition=0)
+    assert producer.flush(WAIT_S) == 0
+    with Wire(broker.bootstrap) as w:
+        assert fetch(w, "from-broker", 0, version=3)["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_a_bad_broker_format_version_stops_the_start(broker_factory):
+    with pytest.raises(RuntimeError) as info:
+        broker_factory({"log.message.format.version": "0.10.9"})
+    assert "log.message.format.version" in str(info.value)

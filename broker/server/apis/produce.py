@@ -82,7 +82,7 @@ def _entries(mv: memoryview):
     return out
 
 
-def _prepare(version: int, records, config, tp: str) -> memoryview | bytes:
+def _prepare(version: int, records, config, topic: str, partition: int) -> memoryview | bytes:
     """Check the request-level rules and return v2 batches ready for the log."""
     if records is None or len(records) == 0:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "no records")
@@ -115,7 +115,7 @@ def _prepare(version: int, records, config, tp: str) -> memoryview | bytes:
         if view.compression == ZSTD and version < 7:
             raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
         if config.compact or check_ts:
-            _check_records(mv[pos:pos + size], config, check_ts, tp)
+            _check_records(mv[pos:pos + size], config, check_ts, f"{topic}-{partition}")
     return mv
 
 
@@ -206,7 +206,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                 if acks == -1 and len(pinfo.isr) < plog.config.min_insync_replicas:
                     raise _PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                           f"ISR {pinfo.isr} is smaller than min.insync.replicas")
-                batches = _prepare(version, pd["records"], plog.config, f"{name}-{index}")
+                batches = _prepare(version, pd["records"], plog.config, name, index)
             except _PartitionError as exc:
                 errors.append((result, exc))
                 continue
