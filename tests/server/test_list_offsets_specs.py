@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -59,6 +61,7 @@ def test_max_timestamp_on_a_log_append_time_topic_is_the_newest_batch(broker):
     for i in range(3):
         producer.produce("maxts-lat", value=b"%d" % i, partition=0, timestamp=10_000_000_000_000 - i)
         assert producer.flush(WAIT_S) == 0
+        time.sleep(0.01)  # appends in distinct milliseconds: equal timestamps would name the first of them
     offset, timestamp = _list(admin, "maxts-lat", OffsetSpec.max_timestamp())
     # The producer's timestamps are replaced by the broker's clock: the last append is the newest.
     assert offset == 2 and timestamp < 10_000_000_000_000 - 2
