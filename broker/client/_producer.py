@@ -258,6 +258,36 @@ class AsyncProducer:
                 await self._send_batches(node, batches)
         return 0.05 if blocked else next_check if not self._acc.flushing else 0.0
 
+    async def send_batch(self, topic: str, partition: int, records: bytes) -> tuple[int, int]:
+        """Append already encoded record batches (v2, as on the wire) to one partition
+        in a Produce request of their own, bypassing the accumulator; returns
+        ``(base_offset, log_append_time)`` of the first batch.
+
+        Not retried: an error leaves it unknown whether the broker appended the
+        batches (a lost connection, a timeout), so the caller decides, for
+        example by reading the partition's tail before sending again. Tools
+        that copy batches between clusters use this.
+        """
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        tp = TopicPartition(topic, partition)
+        cluster = self._cluster
+        if topic not in cluster.topics or partition not in cluster.topics[topic].partitions:
+            await cluster.refresh_metadata([topic])
+        leader = cluster.leader_for(tp)
+        if leader < 0:
+            cluster.request_update()
+            raise error_for_code(5, context=f"Produce to {topic}-{partition}")
+        body = {"transactional_id": None, "acks": self.config.acks, "timeout_ms": self.config.request_timeout_ms,
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+        resp = await cluster.request(leader, Api.PRODUCE, body, timeout=self.config.request_timeout_ms / 1000 + 5)
+        p = resp["responses"][0]["partition_responses"][0]
+        if p["error_code"]:
+            if p["error_code"] in _STALE_METADATA:
+                cluster.request_update()
+            raise error_for_code(p["error_code"], p.get("error_message"), context=f"Produce to {topic}-{partition}")
+        return p["base_offset"], p.get("log_append_time_ms", -1)
+
     def _encode(self, b: ProducerBatch) -> bytes:
         base_ts = b.records[0][0]
         records = [
@@ -386,6 +416,10 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._core.partitions_for(topic))
+
+    def send_batch(self, topic: str, partition: int, records: bytes) -> tuple[int, int]:
+        """Append encoded record batches in a request of their own (see :meth:`AsyncProducer.send_batch`)."""
+        return self._thread.run(self._core.send_batch(topic, partition, records))
 
     def flush(self, timeout: float | None = None) -> None:
         self._thread.run(self._core.flush(timeout))
