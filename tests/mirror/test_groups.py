@@ -1,0 +1,57 @@
+"""Consumer group offset translation: exact, into a target whose topic already
+held other records, from a source whose log was truncated."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.client import Admin, Consumer, TopicPartition
+
+from .conftest import create_topic, end_offsets, mirror_config, produce_records, wait_for
+
+
+def test_group_moves_to_target_without_gap_or_duplicate(broker_factory, mirror_factory):
+    src, dst = broker_factory(), broker_factory()
+    topic = f"grp-{uuid.uuid4().hex[:8]}"
+    group = f"billing-{uuid.uuid4().hex[:6]}"
+    create_topic(src.bootstrap, topic, 2)
+    create_topic(dst.bootstrap, topic, 2)
+    produce_records(dst.bootstrap, topic, 60, partitions=2, prefix="old-")  # the target held data already
+    sent = produce_records(src.bootstrap, topic, 400, partitions=2)
+    with Admin(bootstrap_servers=src.bootstrap) as admin:  # a truncated source: offsets differ even more
+        admin.delete_records({TopicPartition(topic, 0): 15})
+    # the group reads part of the source and commits there
+    seen = []
+    with Consumer(bootstrap_servers=src.bootstrap, group_id=group, auto_offset_reset="earliest",
+                  enable_auto_commit=False, session_timeout_ms=6000) as c:
+        c.subscribe([topic])
+        while len(seen) < 230:
+            seen.extend(c.poll(1000, max_records=230 - len(seen)))
+        c.commit()
+        committed = {tp.partition: om.offset for tp, om in c.committed(
+            [TopicPartition(topic, 0), TopicPartition(topic, 1)]).items() if om is not None}
+    mirror_factory(mirror_config({"src": src.bootstrap, "dst": dst.bootstrap}, [
+        {"source": "src", "target": "dst", "topics": topic, "groups": "billing-.*"}]))
+
+    def translated():
+        with Admin(bootstrap_servers=dst.bootstrap) as admin:
+            got = admin.list_group_offsets(group)
+        return len(got) == len(committed) and {tp.partition: om.offset for tp, om in got.items()}
+
+    offsets = wait_for(translated, 60, "the group's offsets to be translated")
+    # target copies start after the 30 old records of each partition; partition 0's source starts at 15
+    assert offsets == {0: 30 + committed[0] - 15, 1: 30 + committed[1]}
+    wait_for(lambda: sum(end_offsets(dst.bootstrap, topic).values()) == 60 + 400 - 15, 60, "the copy to finish")
+    # the group switches to the target and reads on: exactly the records it had not seen
+    rest = []
+    with Consumer(bootstrap_servers=dst.bootstrap, group_id=group, auto_offset_reset="earliest",
+                  session_timeout_ms=6000) as c:
+        c.subscribe([topic])
+        wait_for(lambda: rest.extend(c.poll(500)) or len(rest) >= 400 - 15 - len(seen), 60, "the rest")
+        rest.extend(c.poll(1000))
+    seen_keys = {(r.partition, r.key) for r in seen}
+    rest_keys = [(r.partition, r.key) for r in rest]
+    all_keys = {(part, key) for part, key, *_ in sent if not (part == 0 and int(key[1:]) // 2 < 15)}
+    assert len(rest_keys) == len(set(rest_keys))
+    assert not seen_keys & set(rest_keys)
+    assert seen_keys | set(rest_keys) == all_keys
