@@ -225,13 +225,12 @@ class FlowRunner:
         log start.
         """
         ttp = TopicPartition(target_topic, tp.partition)
-        bounds = await self.target_admin.list_offsets({ttp: -2})
-        start = bounds[ttp][0]
-        end = (await self.target_admin.list_offsets({ttp: -1}))[ttp][0]
+        start = (await self.target_admin.list_offsets({ttp: -2}))[ttp][0]
+        end = await self.reader.end_offset(ttp, start)
         committed = (await self.consumer.committed([tp])).get(tp)
         hint = _int(committed.metadata) if committed is not None else None
         scan_from = hint if hint is not None and start <= hint <= end else start
-        last = await self.reader.last_copy(ttp, scan_from, end)
+        last = await self.reader.last_copy(ttp, scan_from)
         if last is not None:
             return last.source_offset + 1, last.target_offset + 1
         if committed is not None:

@@ -91,7 +91,7 @@ class GroupSync:
             return self._cache[key]
         ttp = TopicPartition(target_topic, tp.partition)
         start = (await self._target.list_offsets({ttp: -2}))[ttp][0]
-        end = (await self._target.list_offsets({ttp: -1}))[ttp][0]
+        end = await self._reader.end_offset(ttp, start)
         copy = await self._reader.first_copy_at_or_after(ttp, start, end, offset)
         if copy is not None:
             self._cache[key] = copy.target_offset

@@ -23,6 +23,7 @@ import asyncio
 from typing import NamedTuple
 
 from broker.client import AsyncConsumer, TopicPartition
+from broker.client.errors import KafkaTimeoutError
 
 HEADER = "kafkapy.mirror"
 
@@ -76,25 +77,22 @@ class TargetReader:
     async def close(self) -> None:
         await self._consumer.close()
 
-    async def _scan(self, tp: TopicPartition, start: int, end: int, first_at_or_after: int | None):
-        """Walk records of ``tp`` in [start, end); return the last copy from our source, or the first
-        with source offset >= ``first_at_or_after`` when that is given."""
+    def _fresh(self, tp: TopicPartition, offset: int) -> None:
         c = self._consumer
+        c.assign([])  # forget the last high watermark seen
         c.assign([tp])
-        c.seek(tp, start)
+        c.seek(tp, offset)
+
+    async def _scan(self, tp: TopicPartition, start: int, first_at_or_after: int | None):
+        """Walk records of ``tp`` from ``start`` to its high watermark; return the last copy from
+        our source, or the first with source offset >= ``first_at_or_after`` when that is given."""
+        c = self._consumer
+        self._fresh(tp, start)
         last = None
         idle = 0
-        while await c.position(tp) < end:
-            records = await c.poll(1000)
-            if not records:
-                idle += 1
-                if idle >= 10:  # the partition shrank under us (deleted records); stop here
-                    break
-                continue
-            idle = 0
+        while True:
+            records = await c.poll(200)
             for r in records:
-                if r.offset >= end:
-                    return last
                 p = provenance(r.headers)
                 if p is None or p.source != self._source:
                     continue
@@ -103,12 +101,29 @@ class TargetReader:
                         return Copy(r.offset, p.offset)
                     continue
                 last = Copy(r.offset, p.offset)
-        return last
+            high_watermark = c.highwater(tp)
+            if high_watermark is not None and await c.position(tp) >= high_watermark:
+                return last
+            idle = 0 if records else idle + 1
+            if idle >= 50:
+                raise KafkaTimeoutError(f"reading {tp.topic}-{tp.partition} made no progress for 10 s")
 
-    async def last_copy(self, tp: TopicPartition, start: int, end: int) -> Copy | None:
-        """The last record in [start, end) copied from our source cluster."""
+    async def end_offset(self, tp: TopicPartition, start: int) -> int:
+        """The partition's high watermark as its Fetch answers say (one foreign broker's
+        ListOffsets answers less than that)."""
         async with self._lock:
-            return await self._scan(tp, start, end, None)
+            c = self._consumer
+            self._fresh(tp, start)
+            for _ in range(50):
+                await c.poll(200, max_records=1)
+                if c.highwater(tp) is not None:
+                    return c.highwater(tp)
+            raise KafkaTimeoutError(f"no Fetch answer for {tp.topic}-{tp.partition} within 10 s")
+
+    async def last_copy(self, tp: TopicPartition, start: int) -> Copy | None:
+        """The last record from ``start`` on that was copied from our source cluster."""
+        async with self._lock:
+            return await self._scan(tp, start, None)
 
     async def first_copy_at_or_after(self, tp: TopicPartition, start: int, end: int,
                                      source_offset: int) -> Copy | None:
@@ -121,7 +136,7 @@ class TargetReader:
             lo, hi, found = start, end, None
             while lo < hi:
                 mid = (lo + hi) // 2
-                probe = await self._scan(tp, mid, end, -1)
+                probe = await self._scan(tp, mid, -1)
                 if probe is None or probe.source_offset >= source_offset:
                     if probe is not None:
                         found = probe

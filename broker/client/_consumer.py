@@ -341,6 +341,15 @@ class AsyncConsumer:
         res = await self._fetcher.list_offsets({_as_tp(tp): LATEST_TIMESTAMP for tp in partitions})
         return {tp: off for tp, (off, _) in res.items()}
 
+    def highwater(self, partition) -> int | None:
+        """The high watermark of ``partition`` in the last Fetch response for it (None before one).
+
+        Unlike ``end_offsets`` it costs no request, and it is what the broker
+        serves reads by (one foreign broker answers ListOffsets with another figure).
+        """
+        tp, st = self._state(partition)
+        return None if st.high_watermark < 0 else st.high_watermark
+
     def pause(self, *partitions) -> None:
         for p in partitions:
             tp, st = self._state(p)
@@ -554,6 +563,9 @@ class Consumer:
 
     def end_offsets(self, partitions: Iterable) -> dict[TopicPartition, int]:
         return self._run(self._core.end_offsets(list(partitions)))
+
+    def highwater(self, partition) -> int | None:
+        return self._run(_call(self._core.highwater, partition))
 
     def pause(self, *partitions) -> None:
         self._run(_call(self._core.pause, *partitions))

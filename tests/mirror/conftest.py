@@ -127,35 +127,44 @@ def produce_records(bootstrap: str, topic: str, count: int, partitions: int = 1,
     return sent
 
 
-def read_all(bootstrap: str, topic: str, strip_mirror_header: bool = True) -> list[tuple]:
-    """Every record of ``topic`` as ``(partition, key, value, headers, timestamp)`` in partition, offset order."""
+def _topic_partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
     with Admin(bootstrap_servers=bootstrap) as admin:
-        parts = sorted(admin.describe_topics([topic])[topic].partitions)
-    out = []
+        return [TopicPartition(topic, p) for p in sorted(admin.describe_topics([topic])[topic].partitions)]
+
+
+def read_all(bootstrap: str, topic: str, strip_mirror_header: bool = True) -> list[tuple]:
+    """Every record of ``topic`` as ``(partition, key, value, headers, timestamp)`` in partition, offset order.
+
+    Reads each partition up to the high watermark of the Fetch answers (tansu's
+    ListOffsets answers less than its log holds).
+    """
+    tps = _topic_partitions(bootstrap, topic)
+    got: dict[int, list] = {tp.partition: [] for tp in tps}
     with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
                   fetch_max_wait_ms=50) as c:
-        tps = [TopicPartition(topic, p) for p in parts]
-        ends = c.end_offsets(tps)
         c.assign(tps)
         for tp in tps:
             c.seek_to_beginning(tp)
-        got: dict[int, list] = {p: [] for p in parts}
         deadline = time.monotonic() + 60
-        while any(c.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
-            for r in c.poll(500):
-                if r.offset < ends[TopicPartition(topic, r.partition)]:
-                    headers = [h for h in r.headers if not (strip_mirror_header and h[0] == HEADER)]
-                    got[r.partition].append((r.partition, r.key, r.value, headers, r.timestamp))
-        for p in parts:
-            out.extend(got[p])
-    return out
+        while time.monotonic() < deadline:
+            for r in c.poll(200):
+                headers = [h for h in r.headers if not (strip_mirror_header and h[0] == HEADER)]
+                got[r.partition].append((r.partition, r.key, r.value, headers, r.timestamp))
+            if all(c.highwater(tp) is not None and c.position(tp) >= c.highwater(tp) for tp in tps):
+                break
+    return [rec for tp in tps for rec in got[tp.partition]]
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    with Admin(bootstrap_servers=bootstrap) as admin:
-        parts = sorted(admin.describe_topics([topic])[topic].partitions)
-        res = admin.list_offsets({TopicPartition(topic, p): -1 for p in parts})
-    return {tp.partition: off for tp, (off, _) in res.items()}
+    """High watermark of each partition, from a Fetch answer."""
+    tps = _topic_partitions(bootstrap, topic)
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="latest", enable_auto_commit=False,
+                  fetch_max_wait_ms=10) as c:
+        c.assign(tps)
+        deadline = time.monotonic() + 30
+        while any(c.highwater(tp) is None for tp in tps) and time.monotonic() < deadline:
+            c.poll(50)
+        return {tp.partition: c.highwater(tp) for tp in tps}
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.25):
