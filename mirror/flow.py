@@ -49,6 +49,10 @@ COMMIT_INTERVAL_S = 1.0
 BACKOFF_MAX_S = 5.0
 
 
+class NotOwnerError(KafkaError):
+    """This process cannot be sure it still owns its partitions."""
+
+
 class _Partition:
     __slots__ = ("target_topic", "next_offset", "target_next", "broken", "retry_at")
 
@@ -113,6 +117,7 @@ class FlowRunner:
         self._last_commit = 0.0
         self._committed: dict[TopicPartition, tuple[int, int]] = {}
         self._backoff = 0.1
+        self._fence_s = self.consumer.config.session_timeout_ms / 2000
         self._exclude = "|".join(f"(?:{p})" for p in filter(None, [
             "__.*", flow.exclude.pattern if flow.exclude is not None else None, back]))
 
@@ -199,6 +204,7 @@ class FlowRunner:
             if not st.broken or now < st.retry_at:
                 continue
             try:
+                self._check_owner()
                 if st.target_topic is None:
                     st.target_topic = await self.topic_sync.ensure(tp.topic)
                 st.next_offset, st.target_next = await self._resume_point(tp, st.target_topic)
@@ -291,7 +297,16 @@ class FlowRunner:
             self.metrics.skipped.labels(flow.name, tp.topic).inc(skipped)
         st.next_offset = max(st.next_offset, records[-1].offset + 1)
 
+    def _check_owner(self) -> None:
+        """Refuse to write unless the source's group coordinator confirmed our membership
+        within half the session timeout (a member it cannot hear from loses its
+        partitions when the session times out; stop well before that)."""
+        ago = self.consumer.last_heartbeat_seconds_ago()
+        if ago is None or ago > self._fence_s:
+            raise NotOwnerError(f"group membership not confirmed for {'ever' if ago is None else f'{ago:.1f} s'}")
+
     async def _send(self, tp: TopicPartition, st: _Partition, chunk: list) -> None:
+        self._check_owner()
         base_ts = chunk[0][1]
         batch = RecordBatch(compression=self._compression, base_timestamp=base_ts, records=[
             Record(i, ts - base_ts, k, v, [Header(hk, hv) for hk, hv in h])

@@ -341,6 +341,16 @@ class AsyncConsumer:
         res = await self._fetcher.list_offsets({_as_tp(tp): LATEST_TIMESTAMP for tp in partitions})
         return {tp: off for tp, (off, _) in res.items()}
 
+    def last_heartbeat_seconds_ago(self) -> float | None:
+        """Seconds since the group coordinator last confirmed this member (a heartbeat
+        answered without error, or a completed join); None when not a group member.
+        (Kafka's consumer metric of the same name.) A member not confirmed for
+        ``session_timeout_ms`` has probably been removed from the group."""
+        g = self._group
+        if g is None or g.last_heartbeat is None or g.generation < 0:
+            return None
+        return time.monotonic() - g.last_heartbeat
+
     def highwater(self, partition) -> int | None:
         """The high watermark of ``partition`` in the last Fetch response for it (None before one).
 
@@ -566,6 +576,9 @@ class Consumer:
 
     def highwater(self, partition) -> int | None:
         return self._run(_call(self._core.highwater, partition))
+
+    def last_heartbeat_seconds_ago(self) -> float | None:
+        return self._core.last_heartbeat_seconds_ago()
 
     def pause(self, *partitions) -> None:
         self._run(_call(self._core.pause, *partitions))

@@ -68,6 +68,7 @@ class GroupMember:
         self.is_leader = False
         self._leaving = False
         self._lost_pending = False
+        self.last_heartbeat: float | None = None  # monotonic time the coordinator last confirmed us
 
     # -- coordinator ------------------------------------------------------------
     async def ensure_coordinator(self) -> int:
@@ -161,6 +162,7 @@ class GroupMember:
             if sresp["error_code"] in (22, 25):
                 await self._lose()
             raise error_for_code(sresp["error_code"], context="SyncGroup")
+        self.last_heartbeat = time.monotonic()
         new = decode_assignment(sresp["assignment"]).partitions
         self.joined_topics = set(topics)
         self.need_rejoin = False
@@ -207,7 +209,9 @@ class GroupMember:
                 log.debug("heartbeat failed: %s", exc)
                 continue
             code = resp["error_code"]
-            if code == 27:
+            if code == 0:
+                self.last_heartbeat = time.monotonic()
+            elif code == 27:
                 self.need_rejoin = True
             elif code in (22, 25, 82):
                 self.need_rejoin = True
