@@ -17,15 +17,17 @@ from broker.cluster.store import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    SessionState,
     SetData,
     Stat,
     StoreError,
+    StoreUnavailableError,
     WatchEvent,
 )
 from broker.cluster.znodes import BrokerRegistration, PartitionState, new_cluster_id
 
 __all__ = [
     "BadVersionError", "BrokerRegistration", "Check", "ClusterMetadata", "Create", "Delete", "EmbeddedStore",
-    "MetadataStore", "NodeExistsError", "NoNodeError", "NotEmptyError", "PartitionState", "SetData", "Stat",
-    "StoreError", "TopicExistsError", "WatchEvent", "new_cluster_id",
+    "MetadataStore", "NodeExistsError", "NoNodeError", "NotEmptyError", "PartitionState", "SessionState", "SetData", "Stat",
+    "StoreError", "StoreUnavailableError", "TopicExistsError", "WatchEvent", "new_cluster_id",
 ]

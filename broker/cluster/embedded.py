@@ -7,12 +7,16 @@ one, fsync the directory), so a crash leaves either the old or the new tree,
 never a torn one. File layout (UTF-8 JSON)::
 
     {"format": 1,
-     "nodes": {"/cluster/id": {"version": 0, "data": "{\\"version\\":\\"1\\",...}"},
-               "/brokers/topics/t": {"version": 3, "data_b64": "..."}, ...}}
+     "nodes": {"/cluster/id": {"version": 0, "ctime": 1700000000000, "data": "{\\"version\\":\\"1\\",...}"},
+               "/brokers/topics/t": {"version": 3, "data_b64": "..."},
+               "/config/changes": {"version": 0, "cversion": 12, "data": ""}, ...}}
 
-``data`` holds node data that is valid UTF-8, ``data_b64`` anything else.
-Ephemeral nodes (broker registrations) are never written: they end with the
-process, like a ZooKeeper session. The root ``/`` always exists.
+``data`` holds node data that is valid UTF-8, ``data_b64`` anything else;
+``ctime`` is the creation time in ms and ``cversion`` the count of child
+creations and deletions (the next sequence number), each written only when
+not zero. Ephemeral nodes (broker registrations) are never written: they end
+with the process, like a ZooKeeper session. The root ``/`` always exists. The
+store has no session to lose: it never calls session listeners.
 
 Thread-safe: one lock guards the tree and the file; watch callbacks run after
 the lock is released, in the thread that made the change.
@@ -24,6 +28,7 @@ import base64
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -56,12 +61,15 @@ class _Node:
     version: int = 0
     ephemeral: bool = False
     children: set[str] = field(default_factory=set)
+    cversion: int = 0
+    ctime_ms: int = 0
 
 
 class EmbeddedStore(MetadataStore):
     """A :class:`MetadataStore` persisted to ``directory / metadata-store.json``."""
 
     def __init__(self, directory: str | os.PathLike) -> None:
+        super().__init__()
         self.directory = Path(directory)
         self.path = self.directory / FILE_NAME
         self._lock = threading.RLock()
@@ -98,10 +106,11 @@ class EmbeddedStore(MetadataStore):
         if doc.get("format") != FORMAT:
             raise ValueError(f"{self.path}: unknown metadata store format {doc.get('format')!r}")
         nodes: dict[str, _Node] = {"/": _Node(b"")}
-        for path in sorted(doc["nodes"], key=lambda p: p.count("/")):
+        for path in sorted(doc["nodes"], key=lambda p: (p != "/", p.count("/"))):
             entry = doc["nodes"][path]
             data = entry["data"].encode() if "data" in entry else base64.b64decode(entry.get("data_b64", ""))
-            nodes[path] = _Node(data, int(entry.get("version", 0)))
+            nodes[path] = _Node(data, int(entry.get("version", 0)), cversion=int(entry.get("cversion", 0)),
+                                ctime_ms=int(entry.get("ctime", 0)))
         for path in nodes:
             if path != "/":
                 parent = parent_of(path)
@@ -114,9 +123,13 @@ class EmbeddedStore(MetadataStore):
     def _persist(self) -> None:
         entries = {}
         for path, node in sorted(self._nodes.items()):
-            if path == "/" or node.ephemeral:
+            if node.ephemeral:
                 continue
             entry: dict = {"version": node.version}
+            if node.cversion:
+                entry["cversion"] = node.cversion
+            if node.ctime_ms:
+                entry["ctime"] = node.ctime_ms
             try:
                 entry["data"] = node.data.decode("utf-8")
             except UnicodeDecodeError:
@@ -136,12 +149,12 @@ class EmbeddedStore(MetadataStore):
             os.close(dir_fd)
 
     # -- primitives ------------------------------------------------------------------
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, make_parents: bool = False) -> str:
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
+               make_parents: bool = False) -> str:
         path = normalize(path)
         if make_parents:
             self.ensure_path(parent_of(path))
-        self.multi([Create(path, data, ephemeral)])
-        return path
+        return self._multi([Create(path, data, ephemeral, sequence)])[0]
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
         path = normalize(path)
@@ -190,19 +203,23 @@ class EmbeddedStore(MetadataStore):
             return sorted(node.children)
 
     def multi(self, ops: Sequence[Op]) -> None:
+        self._multi(ops)
+
+    def _multi(self, ops: Sequence[Op]) -> list[str]:
+        """Apply ``ops`` atomically; returns the paths created."""
         with self._lock:
             # Validate against a scratch copy of just the touched state, then apply.
             durable = any(not self._is_ephemeral_op(op) for op in ops)
             scratch = _Scratch(self._nodes)
             fired: list[tuple[str, str]] = []
-            for op in ops:
-                scratch.apply(op, fired)
+            created = [scratch.apply(op, fired) for op in ops]
             scratch.commit()
             if durable:
                 self._persist()
             callbacks = self._take_watches(fired)
         for callback, event in callbacks:
             callback(event)
+        return [path for path in created if path is not None]
 
     # -- helpers -----------------------------------------------------------------------
     def _is_ephemeral_op(self, op: Op) -> bool:
@@ -216,14 +233,20 @@ class EmbeddedStore(MetadataStore):
 
     @staticmethod
     def _stat(node: _Node) -> Stat:
-        return Stat(node.version, node.ephemeral, len(node.children))
+        return Stat(node.version, node.ephemeral, len(node.children), node.ctime_ms)
 
     def _take_watches(self, fired: list[tuple[str, str]]) -> list[tuple[Watcher, WatchEvent]]:
         out = []
         for kind, path in fired:
-            table = self._child_watches if kind == "child" else self._data_watches
-            for callback in table.pop(path, []):
-                out.append((callback, WatchEvent(kind, path)))
+            if kind == "child":
+                tables = [self._child_watches]
+            elif kind == "deleted":  # as ZooKeeper: a deleted node ends its children watches too
+                tables = [self._data_watches, self._child_watches]
+            else:
+                tables = [self._data_watches]
+            for table in tables:
+                for callback in table.pop(path, []):
+                    out.append((callback, WatchEvent(kind, path)))
         return out
 
 
@@ -243,25 +266,32 @@ class _Scratch:
         node = self._get(path)
         assert node is not None
         if path not in self._changed:
-            node = _Node(node.data, node.version, node.ephemeral, set(node.children))
+            node = _Node(node.data, node.version, node.ephemeral, set(node.children), node.cversion, node.ctime_ms)
             self._changed[path] = node
         return node
 
-    def apply(self, op: Op, fired: list[tuple[str, str]]) -> None:
+    def apply(self, op: Op, fired: list[tuple[str, str]]) -> str | None:
+        """Apply one operation to the scratch state; returns the path a Create made."""
         path = normalize(op.path)
         node = self._get(path)
         if isinstance(op, Create):
-            if node is not None:
-                raise NodeExistsError(path)
             parent = parent_of(path)
             parent_node = self._get(parent)
             if parent_node is None:
                 raise NoNodeError(parent)
+            if op.sequence:
+                path = f"{path}{parent_node.cversion:010d}"
+                node = self._get(path)
+            if node is not None:
+                raise NodeExistsError(path)
             if parent_node.ephemeral:
                 raise NoNodeError(f"{parent} is ephemeral and cannot have children")
-            self._writable(parent).children.add(path.rsplit("/", 1)[1])
-            self._changed[path] = _Node(bytes(op.data), 0, op.ephemeral)
+            writable_parent = self._writable(parent)
+            writable_parent.children.add(path.rsplit("/", 1)[1])
+            writable_parent.cversion += 1
+            self._changed[path] = _Node(bytes(op.data), 0, op.ephemeral, ctime_ms=int(time.time() * 1000))
             fired += [("created", path), ("child", parent)]
+            return path
         elif isinstance(op, SetData):
             if node is None:
                 raise NoNodeError(path)
@@ -279,7 +309,9 @@ class _Scratch:
             if node.children:
                 raise NotEmptyError(path)
             parent = parent_of(path)
-            self._writable(parent).children.discard(path.rsplit("/", 1)[1])
+            writable_parent = self._writable(parent)
+            writable_parent.children.discard(path.rsplit("/", 1)[1])
+            writable_parent.cversion += 1
             self._changed[path] = None
             fired += [("deleted", path), ("child", parent)]
         elif isinstance(op, Check):
@@ -289,6 +321,7 @@ class _Scratch:
                 raise BadVersionError(f"{path}: version {node.version}, expected {op.version}")
         else:  # pragma: no cover - type guard
             raise TypeError(f"unknown operation {op!r}")
+        return None
 
     def commit(self) -> None:
         for path, node in self._changed.items():

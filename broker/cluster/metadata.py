@@ -5,6 +5,11 @@ into Python values: the cluster id, broker registrations, the controller, topic
 assignments, topic configs and partition states. Multi-node writes are atomic
 (``store.multi``), so a topic is either fully created or absent.
 
+A topic config change writes ``/config/topics/<t>`` and then a sequential
+``/config/changes/config_change_N`` notification, as Kafka's admin client
+does; notifications older than 15 minutes (Kafka's expiry) are removed at the
+next change, so they do not pile up.
+
 Topic deletion is two-phase, as in Kafka: :meth:`mark_topic_deletion` writes
 ``/admin/delete_topics/<t>``, the caller removes the logs, then
 :meth:`complete_topic_deletion` removes the topic's nodes and the mark. A broker
@@ -17,6 +22,8 @@ store fsyncs), so the event loop calls them through an executor.
 
 from __future__ import annotations
 
+import time
+
 from broker.cluster.store import (
     BadVersionError,
     Create,
@@ -26,11 +33,15 @@ from broker.cluster.store import (
     NoNodeError,
     Op,
     SetData,
+    StoreError,
 )
 from broker.cluster.znodes import (
+    PERSISTENT_PATHS,
     BrokerIdZNode,
     BrokerRegistration,
+    BrokerSequenceIdZNode,
     ClusterIdZNode,
+    ConfigChangeNotificationZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicZNode,
@@ -43,7 +54,13 @@ from broker.cluster.znodes import (
     new_cluster_id,
 )
 
-PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics", "/cluster")
+#: How long a config change notification is kept (Kafka's ``changeExpirationMs``).
+NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
+
+
+class BrokerIdInUseError(StoreError):
+    """``/brokers/ids/<id>`` is held by another session: a live broker with our id, or a dead one's
+    session that has not expired yet."""
 
 
 class TopicExistsError(Exception):
@@ -80,10 +97,34 @@ class ClusterMetadata:
 
     # -- brokers and controller ------------------------------------------------------------
     def register_broker(self, registration: BrokerRegistration) -> None:
-        """Announce this broker (ephemeral: gone when the store session ends)."""
-        self.store.create(
-            BrokerIdZNode.path(registration.broker_id), BrokerIdZNode.encode(registration), ephemeral=True
-        )
+        """Announce this broker (ephemeral: gone when the store session ends); BrokerIdInUseError if taken."""
+        try:
+            self.store.create(
+                BrokerIdZNode.path(registration.broker_id), BrokerIdZNode.encode(registration), ephemeral=True
+            )
+        except NodeExistsError:
+            raise self.broker_id_in_use(registration.broker_id) from None
+
+    def check_broker_id_free(self, broker_id: int) -> None:
+        """Raise BrokerIdInUseError when ``/brokers/ids/<broker_id>`` exists (checked before touching data)."""
+        if self.store.exists(BrokerIdZNode.path(broker_id)) is not None:
+            raise self.broker_id_in_use(broker_id)
+
+    def broker_id_in_use(self, broker_id: int) -> BrokerIdInUseError:
+        where = getattr(self.store, "connect", "the metadata store")
+        return BrokerIdInUseError(
+            f"broker.id {broker_id} is already registered in {where} (/brokers/ids/{broker_id}): another "
+            f"broker runs with this id, or a killed one's ZooKeeper session has not expired yet")
+
+    def generate_broker_id(self, reserved_broker_max_id: int) -> int:
+        """Kafka's broker id generation: bump ``/brokers/seqid`` and add its new version to the reserved max."""
+        path = BrokerSequenceIdZNode.path()
+        try:
+            stat = self.store.set(path, b"")
+        except NoNodeError:
+            self.store.ensure_path(path)
+            stat = self.store.set(path, b"")
+        return reserved_broker_max_id + stat.version
 
     def brokers(self) -> dict[int, BrokerRegistration]:
         result = {}
@@ -94,18 +135,35 @@ class ClusterMetadata:
         return result
 
     def elect_controller(self, broker_id: int) -> int:
-        """Try to become controller; returns the controller's id (ours or the incumbent's)."""
-        try:
-            self.store.create(ControllerZNode.path(), ControllerZNode.encode(broker_id), ephemeral=True)
-        except NodeExistsError:
-            return self.controller_id()
-        found = self.store.get_or_none(ControllerEpochZNode.path())
-        if found is None:
-            self.store.create(ControllerEpochZNode.path(), ControllerEpochZNode.encode(1))
-        else:
+        """Try to become controller; returns the controller's id (ours or the incumbent's).
+
+        As Kafka: ``/controller_epoch`` is made as ``0`` when missing, and the
+        ephemeral ``/controller`` is created in one transaction with the epoch
+        bump, conditional on the epoch's version, so two brokers racing cannot
+        both win or bump it twice.
+        """
+        epoch_path = ControllerEpochZNode.path()
+        while True:
+            found = self.store.get_or_none(epoch_path)
+            if found is None:
+                try:
+                    self.store.create(epoch_path, ControllerEpochZNode.encode(0))
+                except NodeExistsError:
+                    pass
+                continue
             epoch = ControllerEpochZNode.decode(found[0]) + 1
-            self.store.set(ControllerEpochZNode.path(), ControllerEpochZNode.encode(epoch), found[1].version)
-        return broker_id
+            try:
+                self.store.multi([
+                    Create(ControllerZNode.path(), ControllerZNode.encode(broker_id), ephemeral=True),
+                    SetData(epoch_path, ControllerEpochZNode.encode(epoch), found[1].version),
+                ])
+                return broker_id
+            except NodeExistsError:
+                current = self.controller_id()
+                if current != -1:
+                    return current
+            except BadVersionError:
+                pass  # another broker was elected meanwhile: look again
 
     def controller_id(self) -> int:
         found = self.store.get_or_none(ControllerZNode.path())
@@ -128,8 +186,7 @@ class ClusterMetadata:
                     return start, start + size - 1
                 except NodeExistsError:
                     continue
-            _broker, _start, end = ProducerIdBlockZNode.decode(found[0])
-            start = end + 1
+            start = ProducerIdBlockZNode.decode(found[0])[2] + 1 if found[0] else 0
             try:
                 self.store.set(path, ProducerIdBlockZNode.encode(broker_id, start, start + size - 1),
                                found[1].version)
@@ -150,12 +207,31 @@ class ClusterMetadata:
         return {} if found is None else TopicConfigZNode.decode(found[0])
 
     def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Write a topic's config overrides and notify every broker (see the module docstring)."""
         path = TopicConfigZNode.path(topic)
         data = TopicConfigZNode.encode(config)
         if self.store.exists(path) is None:
             self.store.create(path, data, make_parents=True)
         else:
             self.store.set(path, data)
+        self.store.create(ConfigChangeNotificationZNode.create_path(), ConfigChangeNotificationZNode.encode_topic(topic),
+                          sequence=True, make_parents=True)
+        self._purge_notifications()
+
+    def config_change_notifications(self) -> list[str]:
+        """Names of the pending config change notifications, oldest first."""
+        return self.store.get_children(ConfigChangeNotificationZNode.path())
+
+    def _purge_notifications(self) -> None:
+        oldest_kept = time.time() * 1000 - NOTIFICATION_EXPIRY_MS
+        for name in self.config_change_notifications():
+            path = f"{ConfigChangeNotificationZNode.path()}/{name}"
+            stat = self.store.exists(path)
+            if stat is not None and stat.ctime_ms < oldest_kept:
+                try:
+                    self.store.delete(path)
+                except NoNodeError:
+                    pass
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         found = self.store.get_or_none(TopicPartitionStateZNode.path(topic, partition))

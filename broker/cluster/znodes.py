@@ -1,23 +1,28 @@
-"""One small class per znode: its path and its JSON layout (Apache Kafka 2.x).
+"""One small class per znode: its path and its JSON layout (Apache Kafka 2.7).
 
 Every class has ``path(...)``, ``encode(...) -> bytes`` and ``decode(bytes)``,
-and the layouts are Kafka's, so ZooKeeper tooling reads ours and we read theirs::
+and the layouts are those Kafka 2.7 writes (its ``ZkData``), so ZooKeeper
+tooling reads ours and we read theirs::
 
     /cluster/id                              {"version":"1","id":"<22 chars>"}
-    /brokers/ids/<id>            (ephemeral) {"version":4,"host":h,"port":p,"jmx_port":-1,
+    /brokers/ids/<id>            (ephemeral) {"version":5,"host":h,"port":p,"jmx_port":-1,
                                               "timestamp":"<ms>","endpoints":["PLAINTEXT://h:p"],
                                               "listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},
-                                              "rack":null}
+                                              "rack":"r1","features":{}}   (rack only when set)
+    /brokers/seqid                           (empty; its version numbers generated broker ids)
     /brokers/topics/<t>                      {"version":2,"partitions":{"0":[0,1]},
                                               "adding_replicas":{},"removing_replicas":{}}
     /brokers/topics/<t>/partitions/<p>/state {"version":1,"leader":0,"leader_epoch":0,
                                               "isr":[0],"controller_epoch":1}
     /config/topics/<t>                       {"version":1,"config":{"retention.ms":"1000"}}
+    /config/changes/config_change_<10 digits> {"version":2,"entity_path":"topics/<t>"}  (sequential)
     /controller                  (ephemeral) {"version":1,"brokerid":0,"timestamp":"<ms>"}
-    /controller_epoch                        "1"  (a bare integer)
+    /controller_epoch                        "1"  (a bare integer; made as "0", bumped by every election)
     /admin/delete_topics/<t>                 (empty)
     /latest_producer_id_block                {"version":1,"broker":0,"block_start":"0","block_end":"999"}
+                                             (empty until the first block is handed out)
 
+:data:`PERSISTENT_PATHS` are the nodes Kafka makes at every broker start.
 JSON is written compactly with sorted keys; decoders accept any field order and
 ignore unknown fields.
 """
@@ -31,6 +36,14 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.config import Endpoint
+
+
+#: Made (empty) at every start when missing, as Kafka's ``ZkData.PersistentZkPaths``.
+PERSISTENT_PATHS = (
+    "/consumers", "/brokers/ids", "/brokers/topics", "/config/changes", "/admin/delete_topics",
+    "/brokers/seqid", "/isr_change_notification", "/latest_producer_id_block",
+    "/log_dir_event_notification", "/config/topics", "/config/clients", "/config/users", "/config/brokers",
+)
 
 
 def _dump(obj) -> bytes:
@@ -79,19 +92,22 @@ class BrokerIdZNode:
 
     @staticmethod
     def encode(reg: BrokerRegistration) -> bytes:
-        first = reg.endpoint()
-        return _dump(
-            {
-                "version": 4,
-                "host": first.host if first else None,
-                "port": first.port if first else -1,
-                "jmx_port": -1,
-                "timestamp": str(reg.timestamp_ms or int(time.time() * 1000)),
-                "endpoints": [str(e) for e in reg.endpoints],
-                "listener_security_protocol_map": {e.listener_name: "PLAINTEXT" for e in reg.endpoints},
-                "rack": reg.rack,
-            }
-        )
+        # host and port are the first PLAINTEXT endpoint's, for clients older than endpoints (Kafka's rule);
+        # every listener is PLAINTEXT today (broker.config refuses others).
+        plaintext = next((e for e in reg.endpoints if e.listener_name == "PLAINTEXT"), None)
+        doc = {
+            "version": 5,
+            "host": plaintext.host if plaintext else None,
+            "port": plaintext.port if plaintext else -1,
+            "jmx_port": -1,
+            "timestamp": str(reg.timestamp_ms or int(time.time() * 1000)),
+            "endpoints": [str(e) for e in reg.endpoints],
+            "listener_security_protocol_map": {e.listener_name: "PLAINTEXT" for e in reg.endpoints},
+            "features": {},
+        }
+        if reg.rack is not None:
+            doc["rack"] = reg.rack
+        return _dump(doc)
 
     @staticmethod
     def decode(broker_id: int, data: bytes) -> BrokerRegistration:
@@ -102,6 +118,14 @@ class BrokerIdZNode:
         if not endpoints and doc.get("host"):
             endpoints = (Endpoint("PLAINTEXT", doc["host"], int(doc["port"])),)
         return BrokerRegistration(broker_id, endpoints, doc.get("rack"), int(doc.get("timestamp", 0)))
+
+
+class BrokerSequenceIdZNode:
+    """Its data stays empty: every write bumps its version, which numbers generated broker ids."""
+
+    @staticmethod
+    def path() -> str:
+        return "/brokers/seqid"
 
 
 class TopicZNode:
@@ -186,6 +210,29 @@ class TopicConfigZNode:
     @staticmethod
     def decode(data: bytes) -> dict[str, str]:
         return {k: str(v) for k, v in json.loads(data).get("config", {}).items()}
+
+
+class ConfigChangeNotificationZNode:
+    """A sequential node telling every broker that an entity's config changed."""
+
+    PREFIX = "config_change_"
+
+    @staticmethod
+    def path() -> str:
+        return "/config/changes"
+
+    @classmethod
+    def create_path(cls) -> str:
+        return f"/config/changes/{cls.PREFIX}"
+
+    @staticmethod
+    def encode_topic(topic: str) -> bytes:
+        return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        """The changed entity as ``type/name`` (``topics/orders``)."""
+        return json.loads(data)["entity_path"]
 
 
 class ControllerZNode:
