@@ -63,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"broker: config error: {exc}", file=sys.stderr)
         return 2
+    from broker.cluster import StoreError
+
     try:
         return asyncio.run(_serve(config))
-    except (OSError, ValueError) as exc:
-        # A port in use, an unreadable or foreign log dir (meta.properties of another cluster)...
+    except (OSError, ValueError, StoreError) as exc:
+        # A port in use, an unreadable or foreign log dir (meta.properties of another cluster), ZooKeeper
+        # unreachable, a broker id registered by another broker...
         print(f"broker: cannot start: {exc}", file=sys.stderr)
         return 1
 

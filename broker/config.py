@@ -19,8 +19,9 @@ Properties that are ours, not Apache Kafka's:
     TCP port of the Prometheus ``/metrics`` HTTP endpoint, bound on the host of
     the first listener. ``0`` picks an ephemeral port, ``-1`` turns it off.
 ``metadata.store``
-    ``embedded`` (default: cluster metadata kept in the first log dir) or
-    ``zookeeper`` (uses ``zookeeper.connect``; arrives with the cluster issue).
+    ``embedded`` (cluster metadata kept in the first log dir) or ``zookeeper``
+    (on ``zookeeper.connect``). Unset, it follows ``zookeeper.connect``: set
+    means ZooKeeper, as in Kafka, absent means embedded.
 ``fetch.purgatory.max.wait.ms``
     Upper bound applied to a fetch request's ``max_wait_ms`` (default 30000),
     so a long poll never outlives a client's own request timeout by much.
@@ -161,6 +162,27 @@ def parse_endpoint(text: str) -> Endpoint:
     return Endpoint(name.upper(), host, port)
 
 
+def split_zookeeper_connect(connect: str) -> tuple[str, str]:
+    """``"h1:p1,h2:p2/kafka"`` -> ``("h1:p1,h2:p2", "/kafka")``; the chroot is ``""`` when absent."""
+    hosts, slash, chroot = str(connect).strip().partition("/")
+    if not hosts:
+        raise ValueError(f"{connect!r} names no ZooKeeper server")
+    for server in hosts.split(","):
+        host, colon, port = server.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{server!r} in {connect!r} is not host:port")
+    parts = [p for p in chroot.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise ValueError(f"chroot of {connect!r} may not contain . or ..")
+    return hosts, "".join("/" + p for p in parts)
+
+
+def _zookeeper_connect(value: Any) -> str:
+    text = _str(value).strip()
+    split_zookeeper_connect(text)
+    return text
+
+
 def _listeners(value: Any) -> list[Endpoint]:
     endpoints = [parse_endpoint(item) for item in _list(value)]
     names = [e.listener_name for e in endpoints]
@@ -187,7 +209,9 @@ class Prop:
 
 
 _PROPS: list[Prop] = [
-    Prop("broker.id", _ranged(-1, INT_MAX), -1, "Id of this broker in the cluster."),
+    Prop("broker.id", _ranged(-1, INT_MAX), -1, "Id of this broker; -1 takes meta.properties', else a generated one."),
+    Prop("broker.id.generation.enable", _bool, True, "Generate an id from /brokers/seqid when none is set."),
+    Prop("reserved.broker.max.id", _ranged(0, INT_MAX), 1000, "Largest id an operator may set; generated ids are above."),
     Prop("broker.rack", _optional(_str), None, "Rack of this broker (reported in Metadata)."),
     Prop("listeners", _listeners, "PLAINTEXT://:9092", "Comma-separated NAME://host:port; port 0 binds an ephemeral port."),
     Prop("advertised.listeners", _optional(_listeners), None, "Addresses given to clients; defaults to listeners."),
@@ -241,11 +265,13 @@ _PROPS: list[Prop] = [
     Prop("group.min.session.timeout.ms", _ranged(0, INT_MAX), 6000, "Smallest session timeout a member may ask for."),
     Prop("group.max.session.timeout.ms", _ranged(0, INT_MAX), 1800000, "Largest session timeout a member may ask for."),
     Prop("group.max.size", _ranged(1, INT_MAX), INT_MAX, "Largest number of members in a group."),
-    Prop("zookeeper.connect", _optional(_str), None, "ZooKeeper connection string (used by metadata.store=zookeeper)."),
+    Prop("zookeeper.connect", _optional(_zookeeper_connect), None, "host:port,host:port[/chroot]: run on ZooKeeper."),
     Prop("zookeeper.session.timeout.ms", _ranged(1, INT_MAX), 18000, "ZooKeeper session timeout."),
-    Prop("zookeeper.connection.timeout.ms", _optional(_ranged(1, INT_MAX)), None, "ZooKeeper connect timeout."),
+    Prop("zookeeper.connection.timeout.ms", _optional(_ranged(1, INT_MAX)), None,
+         "Wait for a ZooKeeper connection; defaults to the session timeout."),
     Prop("metrics.port", _ranged(-1, 65535), -1, "Prometheus /metrics HTTP port: 0 ephemeral, -1 off.", ours=True),
-    Prop("metadata.store", _choice("embedded", "zookeeper"), "embedded", "Where cluster metadata lives.", ours=True),
+    Prop("metadata.store", _optional(_choice("embedded", "zookeeper")), None,
+         "Where cluster metadata lives; follows zookeeper.connect when unset.", ours=True),
     Prop("fetch.purgatory.max.wait.ms", _ranged(0, INT_MAX), 30000, "Cap on a fetch's max_wait_ms.", ours=True),
     Prop("shutdown.timeout.ms", _ranged(0, INT_MAX), 10000, "Graceful shutdown wait for in-flight requests.", ours=True),
     Prop("group.new.member.join.timeout.ms", _ranged(1, INT_MAX), 300000,
@@ -260,7 +286,6 @@ EMBEDDED_DEFAULTS: dict[str, Any] = {
     "broker.id": 0,
     "listeners": "PLAINTEXT://127.0.0.1:9092",
     "log.dirs": "data/kafka-logs",
-    "metadata.store": "embedded",
     "num.partitions": 1,
     "default.replication.factor": 1,
     "offsets.topic.replication.factor": 1,
@@ -325,10 +350,12 @@ class BrokerConfig:
     def _check(self) -> None:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
-        if self["metadata.store"] == "zookeeper":
-            if not self["zookeeper.connect"]:
-                raise ConfigError("metadata.store=zookeeper needs zookeeper.connect")
-            raise ConfigError("metadata.store=zookeeper is not supported yet; use embedded")
+        if self.metadata_store_kind == "zookeeper" and not self["zookeeper.connect"]:
+            raise ConfigError("metadata.store=zookeeper needs zookeeper.connect")
+        broker_id, reserved = self["broker.id"], self["reserved.broker.max.id"]
+        if self["broker.id.generation.enable"] and broker_id > reserved:
+            raise ConfigError(f"broker.id {broker_id} is above reserved.broker.max.id {reserved}, "
+                              f"where generated ids live")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         if self["advertised.listeners"] is not None:
@@ -366,6 +393,14 @@ class BrokerConfig:
         return value
 
     # -- derived values -------------------------------------------------------
+    @property
+    def metadata_store_kind(self) -> str:
+        """``zookeeper`` or ``embedded``: ``metadata.store`` when set, else whether ``zookeeper.connect`` is."""
+        explicit = self._values["metadata.store"]
+        if explicit is not None:
+            return explicit
+        return "zookeeper" if self._values["zookeeper.connect"] else "embedded"
+
     @property
     def log_dirs(self) -> list[Path]:
         dirs = self._values["log.dirs"] or [self._values["log.dir"]]

@@ -1,13 +1,22 @@
-"""Cluster metadata: the store interface, the embedded store and typed access.
+"""Cluster metadata: the store interface, its two stores and typed access.
 
 See :mod:`broker.cluster.store` for the interface (ZooKeeper-shaped: versioned
-compare-and-set, one-shot watches, ephemeral nodes), :mod:`broker.cluster.embedded`
-for the single-node file store, :mod:`broker.cluster.znodes` for Kafka's znode
-layouts and :mod:`broker.cluster.metadata` for the typed facade the broker uses.
+compare-and-set, one-shot watches, ephemeral nodes, session states),
+:mod:`broker.cluster.embedded` for the single-node file store,
+:mod:`broker.cluster.zookeeper` for the ZooKeeper store (kazoo),
+:mod:`broker.cluster.znodes` for Kafka 2.7's znode layouts,
+:mod:`broker.cluster.metadata` for the typed facade the broker uses and
+:mod:`broker.cluster.session` for the broker's registration across sessions.
+:func:`store_for` picks the store a configuration asks for.
+
+Not here yet (the rest of cluster mode): the controller (its state machines,
+conditional writes on the controller epoch, LeaderAndIsr/UpdateMetadata),
+a metadata cache fed by watches, replication.
 """
 
 from broker.cluster.embedded import EmbeddedStore
-from broker.cluster.metadata import ClusterMetadata, TopicExistsError
+from broker.cluster.metadata import BrokerIdInUseError, ClusterMetadata, TopicExistsError
+from broker.cluster.session import BrokerSession
 from broker.cluster.store import (
     BadVersionError,
     Check,
@@ -24,10 +33,20 @@ from broker.cluster.store import (
     StoreUnavailableError,
     WatchEvent,
 )
+from broker.cluster.zookeeper import ZooKeeperStore
 from broker.cluster.znodes import BrokerRegistration, PartitionState, new_cluster_id
 
+
+def store_for(config) -> MetadataStore:
+    """The metadata store a :class:`~broker.config.BrokerConfig` asks for (``metadata_store_kind``)."""
+    if config.metadata_store_kind == "zookeeper":
+        return ZooKeeperStore(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
+                              connection_timeout_ms=config.zookeeper_connection_timeout_ms)
+    return EmbeddedStore(config.log_dirs[0])
+
+
 __all__ = [
-    "BadVersionError", "BrokerRegistration", "Check", "ClusterMetadata", "Create", "Delete", "EmbeddedStore",
+    "BadVersionError", "BrokerIdInUseError", "BrokerRegistration", "BrokerSession", "Check", "ClusterMetadata", "Create", "Delete", "EmbeddedStore",
     "MetadataStore", "NodeExistsError", "NoNodeError", "NotEmptyError", "PartitionState", "SessionState", "SetData", "Stat",
-    "StoreError", "StoreUnavailableError", "TopicExistsError", "WatchEvent", "new_cluster_id",
+    "StoreError", "StoreUnavailableError", "TopicExistsError", "WatchEvent", "ZooKeeperStore", "new_cluster_id", "store_for",
 ]

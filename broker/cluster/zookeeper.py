@@ -31,11 +31,12 @@ Mapping onto ZooKeeper (and what differs from a plain kazoo call):
 ``zookeeper.session.timeout.ms`` is the session timeout asked of the server
 (which bounds it by its own min and max); ``zookeeper.connection.timeout.ms``
 (default: the session timeout) bounds the wait for the first connection.
-Reconnection attempts back off to at most one second apart. While SUSPENDED
-an operation waits up to the connection timeout for the connection to come
-back, and any request waits at most the session timeout for its answer; then
-it raises :class:`StoreUnavailableError` (a broker thread never hangs on a
-ZooKeeper that is gone).
+Reconnection attempts back off to at most one second apart. While the session
+is not CONNECTED (SUSPENDED, or LOST until kazoo has a new session) every
+operation fails at once with :class:`StoreUnavailableError`: the broker
+decides nothing that needs ZooKeeper until it is back, and no request waits
+for it (one would hold up every later response on its connection). A request
+sent while connected waits at most the session timeout for its answer.
 
 Thread-safe: kazoo serialises requests on one connection.
 """
@@ -85,6 +86,7 @@ from broker.cluster.store import (
     normalize,
     parent_of,
 )
+from broker.config import split_zookeeper_connect
 
 log = logging.getLogger("broker.cluster.zookeeper")
 
@@ -118,21 +120,6 @@ _SESSION_STATES = {
 _RECURSIVE_DELETE_TRIES = 5
 
 
-def split_connect(connect: str) -> tuple[str, str]:
-    """``"h1:p1,h2:p2/kafka"`` -> ``("h1:p1,h2:p2", "/kafka")``; the chroot is ``""`` when absent."""
-    hosts, slash, chroot = connect.strip().partition("/")
-    if not hosts:
-        raise ValueError(f"{connect!r} names no ZooKeeper server")
-    for server in hosts.split(","):
-        host, colon, port = server.strip().rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{server!r} in {connect!r} is not host:port")
-    if not slash:
-        return hosts, ""
-    chroot = normalize("/" + chroot)
-    return hosts, "" if chroot == "/" else chroot
-
-
 def _translate(exc: BaseException, path: str) -> StoreError:
     for kazoo_type, ours in _ERRORS:
         if isinstance(exc, kazoo_type):
@@ -155,7 +142,7 @@ class ZooKeeperStore(MetadataStore):
                  connection_timeout_ms: int | None = None) -> None:
         super().__init__()
         self.connect = connect
-        self.hosts, self.chroot = split_connect(connect)
+        self.hosts, self.chroot = split_zookeeper_connect(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self._client: KazooClient | None = None
@@ -245,10 +232,8 @@ class ZooKeeperStore(MetadataStore):
         client = self._client
         if client is None:
             raise StoreUnavailableError("the ZooKeeper store is not started")
-        if not self._connected.wait(self.connection_timeout_ms / 1000):
-            raise StoreUnavailableError(
-                f"no connection to ZooKeeper at {self.hosts} for "
-                f"zookeeper.connection.timeout.ms={self.connection_timeout_ms}")
+        if not self._connected.is_set():
+            raise StoreUnavailableError(f"no ZooKeeper session ({self._state.value}) with {self.hosts}")
         return client
 
     def _call(self, path: str, operation: str, *args, **kwargs):

@@ -4,14 +4,19 @@ Start-up order (each step blocking work runs in an executor, never on the loop):
 
 1. lock every log dir (``<log.dir>/.lock``, :mod:`broker.log.dirlock`) before
    anything in them is read; a dir held by another process stops the start;
-2. open the metadata store (embedded: ``<first log dir>/metadata-store.json``),
-   make or read the cluster id, write ``meta.properties`` in every log dir;
+2. open the metadata store (:func:`broker.cluster.store_for`: embedded in
+   ``<first log dir>/metadata-store.json``, or ZooKeeper when
+   ``zookeeper.connect`` is set), settle the broker id
+   (:mod:`broker.server.broker_id`) and refuse an id another broker has
+   registered, before anything is written in the log dirs; make or read the
+   cluster id, write ``meta.properties`` in every log dir;
 3. open the log manager (recovering every partition; it logs one line saying
    what it found and cut) and load the topics;
 4. bind the listeners (port 0 allowed), remove the clean-shutdown markers
    (nothing could be appended before this point), start accepting, compute the
    advertised endpoints from the ports actually bound, register this broker
-   (ephemeral) and take the controller role (single node: always us);
+   (ephemeral) and stand for controller (:class:`broker.cluster.BrokerSession`,
+   which registers again when a ZooKeeper session expires);
 5. start the metrics HTTP endpoint and the log's background threads.
 
 A start that fails at any step undoes what ran (closes the listeners, stops
@@ -30,15 +35,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from functools import partial
 from typing import Any, Callable
 
-from broker.cluster import BrokerRegistration, ClusterMetadata, EmbeddedStore
+from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, store_for
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
+from broker.server.broker_id import resolve_broker_id
 from broker.server.network import NetworkServer
 from broker.server.purgatory import Purgatory
 from broker.server.registry import ApiRegistry, load_apis
@@ -57,13 +62,13 @@ class Broker:
         self.registry = registry if registry is not None else load_apis()
         self.purgatory = Purgatory()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
-        self.metadata = ClusterMetadata(EmbeddedStore(config.log_dirs[0]))
+        self.metadata = ClusterMetadata(store_for(config))
+        self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None
         self.topics = TopicManager(self)
         self.coordinator = GroupCoordinator(self)
         self.network: NetworkServer | None = None
         self.cluster_id: str | None = None
-        self.controller_id: int = -1
         self.endpoints: list[Endpoint] = []
         self.metrics_port: int | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -77,6 +82,11 @@ class Broker:
     async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run blocking work (store writes, file removal) in the default executor."""
         return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args))
+
+    @property
+    def controller_id(self) -> int:
+        """The controller as this broker knows it; -1 before registration and while its session is lost."""
+        return -1 if self.session is None else self.session.controller_id
 
     def live_brokers(self) -> list[int]:
         """Ids of the live brokers (single node: this one)."""
@@ -117,6 +127,8 @@ class Broker:
     def _open_storage(self) -> None:
         self.dir_locks = lock_log_dirs(self.config.log_dirs)
         self.metadata.start()
+        self.broker_id = resolve_broker_id(self.config, self.metadata)
+        self.metadata.check_broker_id_free(self.broker_id)
         self.cluster_id = self.metadata.ensure_cluster_id()
         cfg = self.config
         self.log_manager = LogManager(
@@ -169,11 +181,14 @@ class Broker:
             return None
 
     def _register(self) -> None:
-        self.metadata.register_broker(
-            BrokerRegistration(self.broker_id, tuple(self.endpoints), self.config.broker_rack,
-                               int(time.time() * 1000))
-        )
-        self.controller_id = self.metadata.elect_controller(self.broker_id)
+        registration = BrokerRegistration(self.broker_id, tuple(self.endpoints), self.config.broker_rack)
+        self.session = BrokerSession(self.metadata, registration, self.cluster_id)
+        self.session.register()
+
+    def _close_metadata(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        self.metadata.close()
 
     async def _abandon_start(self) -> None:
         self._stopped = True
@@ -184,7 +199,7 @@ class Broker:
         self.metrics.stop_http()
         if self.log_manager is not None:
             await self.run_blocking(self.log_manager.abandon)
-        await self.run_blocking(self.metadata.close)
+        await self.run_blocking(self._close_metadata)
         self._release_dirs()
 
     def _release_dirs(self) -> None:
@@ -203,7 +218,7 @@ class Broker:
             await self.network.stop(self.config.shutdown_timeout_ms / 1000)
         if self.log_manager is not None:
             await self.run_blocking(self.log_manager.shutdown)
-        await self.run_blocking(self.metadata.close)
+        await self.run_blocking(self._close_metadata)
         self.metrics.stop_http()
         self._release_dirs()
         log.info("broker %d stopped", self.broker_id)

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from broker.cluster import PartitionState, TopicExistsError
+from broker.cluster import PartitionState, StoreUnavailableError, TopicExistsError
 from broker.log import LogConfig
 from broker.protocol import ErrorCode
 
@@ -180,6 +180,13 @@ class TopicManager:
             plog.high_watermark = plog.log_end_offset
         self.broker.purgatory.notify((pinfo.topic, pinfo.partition))
 
+    async def _write(self, fn, *args):
+        """Run blocking metadata work; a store out of reach is REQUEST_TIMED_OUT, which clients retry."""
+        try:
+            return await self.broker.run_blocking(fn, *args)
+        except StoreUnavailableError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+
     # -- startup (blocking, before the loop serves) ----------------------------------------
     def load(self) -> None:
         """Read every topic from the store and open (or create) the logs of our partitions."""
@@ -265,7 +272,7 @@ class TopicManager:
             return None
         states = {p: PartitionState(replicas[0], 0, tuple(replicas)) for p, replicas in assignment.items()}
         info = TopicInfo(name, config=overrides)
-        await self.broker.run_blocking(self._create_blocking, name, assignment, overrides, states, cfg, info)
+        await self._write(self._create_blocking, name, assignment, overrides, states, cfg, info)
         self.topics[name] = info
         log.info("created topic %s with %d partition(s)", name, len(assignment))
         return info
@@ -349,7 +356,7 @@ class TopicManager:
                 self.broker.metadata.add_partitions(name, full, states)
                 self._open_partitions(name, full, states, cfg, info)
 
-            await self.broker.run_blocking(blocking)
+            await self._write(blocking)
 
     async def alter_topic_config(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
         """Replace a topic's config overrides and apply them to its logs at once."""
@@ -373,7 +380,7 @@ class TopicManager:
             for p in info.partitions.values():
                 self.broker.purgatory.notify((name, p.partition))
             assignment = {p: pi.replicas for p, pi in info.partitions.items()}
-            await self.broker.run_blocking(self._delete_blocking, name, assignment)
+            await self._write(self._delete_blocking, name, assignment)
             log.info("deleted topic %s", name)
 
     def _delete_blocking(self, name: str, assignment: dict[int, list[int]]) -> None:
@@ -403,7 +410,7 @@ class TopicManager:
             cfg = self.log_config(overrides)
             if validate_only:
                 return overrides
-            await self.broker.run_blocking(self.broker.metadata.set_topic_config, name, overrides)
+            await self._write(self.broker.metadata.set_topic_config, name, overrides)
             info.config = overrides
             for p in info.partitions.values():
                 if p.log is not None:

@@ -28,7 +28,19 @@ def test_embedded_default_file_matches_the_builtin_defaults():
     assert cfg.broker_id == 0
     assert cfg.listeners == [Endpoint("PLAINTEXT", "127.0.0.1", 9092)]
     assert [str(d) for d in cfg.log_dirs] == ["data/kafka-logs"]
-    assert cfg["metadata.store"] == "embedded" and cfg["zookeeper.connect"] is None
+    assert cfg.metadata_store_kind == "embedded" and cfg["zookeeper.connect"] is None
+
+
+def test_zookeeper_connect_chooses_the_zookeeper_store():
+    cfg = BrokerConfig({"zookeeper.connect": "zk1:2181,zk2:2181/kafka", "zookeeper.session.timeout.ms": 6000})
+    assert cfg.metadata_store_kind == "zookeeper"
+    assert cfg["zookeeper.session.timeout.ms"] == 6000 and cfg["zookeeper.connection.timeout.ms"] is None
+    assert BrokerConfig({}).metadata_store_kind == "embedded"
+    assert BrokerConfig({}).zookeeper_session_timeout_ms == 18000
+    explicit = BrokerConfig({"zookeeper.connect": "zk1:2181", "metadata.store": "embedded"})
+    assert explicit.metadata_store_kind == "embedded"
+    cfg = BrokerConfig({})
+    assert (cfg.broker_id, cfg.broker_id_generation_enable, cfg.reserved_broker_max_id) == (-1, True, 1000)
 
 
 def test_kafka_defaults_and_types():
@@ -71,6 +83,10 @@ def test_log_config_mapping_is_accepted_by_log_config():
         ({"log.message.timestamp.type": "Now"}, "log.message.timestamp.type"),
         ({"metrics.port": 70000}, "metrics.port"),
         ({"metadata.store": "zookeeper"}, "zookeeper.connect"),
+        ({"zookeeper.connect": "zk1"}, "zookeeper.connect"),
+        ({"zookeeper.connect": "zk1:2181,/kafka"}, "zookeeper.connect"),
+        ({"zookeeper.connect": "zk1:2181/a/../b"}, "zookeeper.connect"),
+        ({"broker.id": 1001}, "reserved.broker.max.id"),
         ({"group.min.session.timeout.ms": 10, "group.max.session.timeout.ms": 5}, "group.min.session"),
     ],
 )
