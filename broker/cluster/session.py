@@ -45,6 +45,8 @@ class BrokerSession:
         self.cluster_id = cluster_id
         #: The controller as this broker last learnt it; -1 while unknown or after our session was lost.
         self.controller_id = -1
+        #: The controller epoch as of this broker's last election.
+        self.controller_epoch = 0
         #: How many times the session was lost (renewal proves it registered under the latest one).
         self.losses = 0
         self._lock = threading.Lock()
@@ -60,6 +62,7 @@ class BrokerSession:
         self.metadata.register_broker(self.registration)
         self.metadata.store.add_session_listener(self._on_state)
         self.controller_id = self.metadata.elect_controller(self.broker_id)
+        self.controller_epoch = self.metadata.controller_epoch()
 
     def close(self) -> None:
         """Stop reacting to the session (the store's own close ends the session)."""
@@ -96,6 +99,7 @@ class BrokerSession:
             try:
                 self.metadata.register_broker(self.registration)
                 controller_id = self.metadata.elect_controller(self.broker_id)
+                controller_epoch = self.metadata.controller_epoch()
                 cluster_id = self.metadata.ensure_cluster_id()
             except BrokerIdInUseError as exc:
                 log.error("broker %d: cannot register again: %s", self.broker_id, exc)
@@ -110,7 +114,7 @@ class BrokerSession:
                           self.broker_id, self.cluster_id, cluster_id)
             with self._lock:
                 if self.losses == losses:  # else registered under a session that is gone too: once more
-                    self.controller_id = controller_id
+                    self.controller_id, self.controller_epoch = controller_id, controller_epoch
                     self._renewer = None
                     log.info("broker %d registered again under a new session; controller is %d",
                              self.broker_id, controller_id)

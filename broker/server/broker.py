@@ -88,6 +88,11 @@ class Broker:
         """The controller as this broker knows it; -1 before registration and while its session is lost."""
         return -1 if self.session is None else self.session.controller_id
 
+    @property
+    def controller_epoch(self) -> int:
+        """The epoch this broker was elected controller in (written into the partition states it makes)."""
+        return 0 if self.session is None else self.session.controller_epoch
+
     def live_brokers(self) -> list[int]:
         """Ids of the live brokers (single node: this one)."""
         return [self.broker_id]

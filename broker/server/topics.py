@@ -270,7 +270,8 @@ class TopicManager:
         cfg = self.log_config(overrides)
         if validate_only:
             return None
-        states = {p: PartitionState(replicas[0], 0, tuple(replicas)) for p, replicas in assignment.items()}
+        epoch = self.broker.controller_epoch
+        states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
         info = TopicInfo(name, config=overrides)
         await self._write(self._create_blocking, name, assignment, overrides, states, cfg, info)
         self.topics[name] = info
@@ -349,7 +350,7 @@ class TopicManager:
             if validate_only:
                 return
             full = {p: pi.replicas for p, pi in info.partitions.items()} | new
-            states = {p: PartitionState(r[0], 0, tuple(r)) for p, r in new.items()}
+            states = {p: PartitionState(r[0], 0, tuple(r), self.broker.controller_epoch) for p, r in new.items()}
             cfg = self.log_config(info.config)
 
             def blocking():

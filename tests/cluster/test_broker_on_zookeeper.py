@@ -127,6 +127,8 @@ def test_one_broker_on_zookeeper_end_to_end(broker_factory, zookeeper, zk_connec
         assert zk.get("/controller_epoch")[0] == b"2"
         assert consume_values(b.bootstrap, "orders", 50, partition=1) == values
         produce_values(b.bootstrap, "orders", [b"after restart"], partition=1)
+        create_topic(b.bootstrap, "later")  # partition states carry the controller epoch that wrote them
+        assert json.loads(zk.get("/brokers/topics/later/partitions/0/state")[0])["controller_epoch"] == 2
         assert consume_values(b.bootstrap, "orders", 51, partition=1)[-1] == b"after restart"
         _, client = admin(b.bootstrap)
         described = client.describe_configs([ck.admin.ConfigResource("topic", "orders")])
