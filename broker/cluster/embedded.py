@@ -1,6 +1,7 @@
 """The embedded metadata store: the ZooKeeper-shaped tree kept in one file.
 
-Used when ``metadata.store=embedded`` (the single-node default). The tree lives
+Used when ``zookeeper.connect`` is not set (the single-node default) or
+``metadata.store=embedded`` says so. The tree lives
 in memory and every change is written to ``<first log dir>/metadata-store.json``
 with an atomic replace (write a temporary file, fsync it, rename it over the old
 one, fsync the directory), so a crash leaves either the old or the new tree,

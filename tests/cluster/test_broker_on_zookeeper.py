@@ -238,6 +238,10 @@ def test_broker_ids_are_generated_from_brokers_seqid_and_kept(broker_factory, zk
         assert "broker.id=1001" in (first.data_dir / "meta.properties").read_text()
         assert first.restart() is first
         assert sorted(zk.get_children("/brokers/ids")) == ["1001", "1002"]  # meta.properties kept its id
+        ck, client = admin(first.bootstrap)
+        assert list(client.list_topics(timeout=WAIT_S).brokers) == [1001]
+        resource = ck.admin.ConfigResource("broker", "1001")
+        assert client.describe_configs([resource])[resource].result(WAIT_S)["broker.id"].value == "1001"
         assert second.stop() == 0
         moved = _run_broker(tmp_path / "moved", {"zookeeper.connect": zk_connect, "broker.id": 7,
                                                  "log.dirs": str(second.data_dir)})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 
@@ -158,6 +159,20 @@ def test_topic_config_change_writes_a_notification(metadata):
     doc = json.loads(metadata.store.get(f"/config/changes/{names[0]}")[0])
     assert doc == {"version": 2, "entity_path": "topics/t"}
     assert json.loads(metadata.store.get("/config/topics/t")[0]) == {"version": 1, "config": {}}
+
+
+def test_config_change_notifications_expire(metadata, monkeypatch):
+    from broker.cluster import metadata as metadata_module
+
+    monkeypatch.setattr(metadata_module, "NOTIFICATION_EXPIRY_MS", 200)
+    state = PartitionState(leader=0, leader_epoch=0, isr=(0,))
+    metadata.create_topic("t", {0: [0]}, {}, {0: state})
+    metadata.set_topic_config("t", {"retention.ms": "1"})
+    first = metadata.config_change_notifications()
+    time.sleep(0.5)
+    metadata.set_topic_config("t", {"retention.ms": "2"})
+    latest = metadata.config_change_notifications()
+    assert len(latest) == 1 and latest != first
 
 
 def test_producer_id_blocks_start_from_the_empty_node(metadata):

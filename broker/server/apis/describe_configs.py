@@ -164,7 +164,8 @@ def broker_config_entries(ctx: RequestContext, names: Iterable[str] | None = Non
     for name in wanted:
         prop = BROKER_PROPERTIES[name]
         source = STATIC_BROKER_CONFIG if config.is_set(name) else DEFAULT_CONFIG
-        value = _text(config[name])
+        # broker.id as settled at start (meta.properties or generated), as Kafka reports it
+        value = _text(ctx.broker.broker_id if name == "broker.id" else config[name])
         synonyms = [{"name": name, "value": value, "source": source}]
         if source == STATIC_BROKER_CONFIG:
             default = prop.parse(prop.default) if prop.default is not None else None
