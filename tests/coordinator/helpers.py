@@ -130,8 +130,3 @@ class MemberOutput:
                 if line:
                     return line
         raise AssertionError(f"member {self.proc.pid} got no assignment: {self.assignments}")
-
-
-def assignment_lines(proc: subprocess.Popen) -> list[list[int]]:
-    out = proc.stdout.read() if proc.stdout else ""
-    return [json.loads(line)["assigned"] for line in out.splitlines() if line.startswith("{")]

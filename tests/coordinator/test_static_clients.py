@@ -138,3 +138,38 @@ def test_join_phase_left_to_an_absent_static_member_waits_for_its_session(group_
     assert preparing[0] + 2 * rebalance_s < session_end, f"the rebalance started late: {seen}"
     assert all(s == "PreparingRebalance" for t, s in seen if preparing[0] <= t < session_end), seen
     assert seen[-1][1] == "Empty" and seen[-1][0] >= session_end, seen
+
+
+def test_frozen_static_member_is_fenced_by_its_replacement(group_broker, tmp_path):
+    """A static member's process stops (SIGSTOP: a long pause, not a crash) and a replacement starts
+    with its group.instance.id: the replacement takes its place, and when the old process wakes
+    up its next request is answered FENCED_INSTANCE_ID, which librdkafka reports as a fatal error."""
+    group, bootstrap = "fenced", group_broker.bootstrap
+
+    def member(instance: str, n: int):
+        return start_member("confluent", bootstrap, group, TOPIC, log_path=tmp_path / f"{instance}-{n}.log",
+                            instance_id=instance, session_ms=STATIC_SESSION_MS)
+
+    procs = [member("s0", 0), member("s1", 0)]
+    try:
+        wait_stable(bootstrap, group, 2, PARTITIONS)
+        old, other = MemberOutput(procs[0]), MemberOutput(procs[1])
+        before = settle({"s0": old, "s1": other})
+        procs[0].send_signal(signal.SIGSTOP)
+        procs.append(member("s0", 1))
+        assert MemberOutput(procs[2]).wait_assigned() == before["s0"]
+        procs[0].send_signal(signal.SIGCONT)
+        old_log = tmp_path / "s0-0.log"
+        deadline = time.monotonic() + 60
+        while "Static consumer fenced" not in old_log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, old_log.read_text(errors="replace")[-2000:]
+            time.sleep(0.2)
+        assert "FATAL" in old_log.read_text(errors="replace")
+        assert other.read(QUIET_S) == [], f"the other member saw a rebalance: {other.assignments}"
+        state, owned = describe(bootstrap, group)
+        assert state == "Stable" and sorted(owned.values()) == sorted(before.values())
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+        stop_all(procs)
