@@ -38,6 +38,7 @@ from kafkactl import configs as configs_cmd
 from kafkactl import consume as consume_cmd
 from kafkactl import groups as groups_cmd
 from kafkactl import log as log_cmd
+from kafkactl import mirror as mirror_cmd
 from kafkactl import offsets as offsets_cmd
 from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
@@ -108,6 +109,7 @@ app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(groups_cmd.app, name="groups")
 app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(perf_cmd.app, name="perf")
+app.add_typer(mirror_cmd.app, name="mirror")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 

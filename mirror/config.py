@@ -122,6 +122,14 @@ class MirrorConfig:
     metrics_host: str = "127.0.0.1"
     sync_interval_ms: int = 5000
 
+    def renamed_back(self, flow: Flow) -> str | None:
+        """Regex of the names the target's own topics have in the flow's source, copied
+        there by a reverse flow with a rename (``dc2.orders`` in dc1 for dc1 -> dc2)."""
+        for other in self.flows:
+            if other.source == flow.target and other.target == flow.source:
+                return other.renamed_from(flow.target)
+        return None
+
 
 def _regex(value: Any, where: str) -> re.Pattern:
     if not isinstance(value, str):

@@ -105,10 +105,7 @@ class FlowRunner:
         self.producer = AsyncProducer(pprops)
         self._compression = _CODECS[self.producer.config.compression_type]
         self.reader = TargetReader(tgt.client_properties("consumer"), flow.source)
-        back = None
-        for other in config.flows:  # names under which the target's own topics arrive in the source
-            if other.source == flow.target and other.target == flow.source:
-                back = other.renamed_from(flow.target)
+        back = config.renamed_back(flow)
         self.topic_sync = TopicSync(flow, self.source_admin, self.target_admin, back)
         self.group_sync = GroupSync(flow, self.source_admin, self.target_admin, self.reader, self.topic_sync,
                                     metrics)

@@ -3,11 +3,21 @@ held other records, from a source whose log was truncated."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 
 from broker.client import Admin, Consumer, TopicPartition
 
-from .conftest import create_topic, end_offsets, mirror_config, produce_records, wait_for
+from .conftest import REPO, create_topic, end_offsets, mirror_config, produce_records, wait_for
+
+
+def _status(config_path) -> dict:
+    res = subprocess.run([sys.executable, "-m", "kafkactl", "-o", "json", "mirror", "status", "--config",
+                          str(config_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
 
 
 def test_group_moves_to_target_without_gap_or_duplicate(broker_factory, mirror_factory):
@@ -30,7 +40,7 @@ def test_group_moves_to_target_without_gap_or_duplicate(broker_factory, mirror_f
         c.commit()
         committed = {tp.partition: om.offset for tp, om in c.committed(
             [TopicPartition(topic, 0), TopicPartition(topic, 1)]).items() if om is not None}
-    mirror_factory(mirror_config({"src": src.bootstrap, "dst": dst.bootstrap}, [
+    mirror = mirror_factory(mirror_config({"src": src.bootstrap, "dst": dst.bootstrap}, [
         {"source": "src", "target": "dst", "topics": topic, "groups": "billing-.*"}]))
 
     def translated():
@@ -42,6 +52,12 @@ def test_group_moves_to_target_without_gap_or_duplicate(broker_factory, mirror_f
     # target copies start after the 30 old records of each partition; partition 0's source starts at 15
     assert offsets == {0: 30 + committed[0] - 15, 1: 30 + committed[1]}
     wait_for(lambda: sum(end_offsets(dst.bootstrap, topic).values()) == 60 + 400 - 15, 60, "the copy to finish")
+    status = _status(mirror.config_path)
+    assert {(r["partition"], r["target_offset"]) for r in status["groups"] if r["group"] == group} == \
+        set(offsets.items())
+    wait_for(lambda: all(r["lag"] == 0 for r in _status(mirror.config_path)["partitions"]), 30, "zero lag")
+    assert {r["partition"]: r["mirrored_offset"] for r in _status(mirror.config_path)["partitions"]} == \
+        {0: 200, 1: 200}
     # the group switches to the target and reads on: exactly the records it had not seen
     rest = []
     with Consumer(bootstrap_servers=dst.bootstrap, group_id=group, auto_offset_reset="earliest",

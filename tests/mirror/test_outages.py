@@ -89,3 +89,12 @@ def test_metrics_and_sigterm(broker_factory, mirror_factory):
     assert f"kafkapy_mirror_partitions{{{flow}}} 1.0" in text
     assert "process_resident_memory_bytes" in text
     assert mirror.stop() == 0
+
+
+def test_status_with_a_bad_config_exits_2(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("clusters: {a: {bootstrap.servers: 'x:1'}}\nflows: [{source: a, target: b}]\n")
+    res = subprocess.run([sys.executable, "-m", "kafkactl", "mirror", "status", "--config", str(path)],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "kafkactl: flows[0].target: unknown cluster 'b'", res.stderr
