@@ -123,8 +123,27 @@ class ConsumerConfig(CommonConfig):
     key_deserializer: Callable | None = None
     value_deserializer: Callable | None = None
     exclude_internal_topics: bool = True
+    # legacy ZooKeeper groups and offsets (broker.client._zk_group, broker.client._offset_storage)
+    group_protocol: str = "classic"
+    offsets_storage: str = "kafka"
+    dual_commit_enabled: bool = False
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    rebalance_backoff_ms: int = 2000
 
     def __post_init__(self) -> None:
+        self.group_protocol = str(self.group_protocol).lower()
+        if self.group_protocol not in ("classic", "zookeeper"):
+            raise ConfigError(f"group_protocol must be classic or zookeeper, not {self.group_protocol!r}")
+        self.offsets_storage = str(self.offsets_storage).lower()
+        if self.offsets_storage not in ("kafka", "zookeeper"):
+            raise ConfigError(f"offsets_storage must be kafka or zookeeper, not {self.offsets_storage!r}")
+        if self.uses_zookeeper() and not self.zookeeper_connect:
+            raise ConfigError("zookeeper_connect is needed with group_protocol=zookeeper, "
+                              "offsets_storage=zookeeper or dual_commit_enabled")
+        if self.group_protocol == "zookeeper" and not self.group_id:
+            raise ConfigError("group_protocol=zookeeper needs group_id")
         reset = str(self.auto_offset_reset).lower()
         reset = {"smallest": "earliest", "beginning": "earliest", "largest": "latest", "end": "latest"}.get(reset, reset)
         if reset not in ("earliest", "latest", "none"):
@@ -136,6 +155,10 @@ class ConsumerConfig(CommonConfig):
             self.partition_assignment_strategy = [
                 s.strip() for s in self.partition_assignment_strategy.split(",") if s.strip()
             ]
+
+
+    def uses_zookeeper(self) -> bool:
+        return self.group_protocol == "zookeeper" or self.offsets_storage == "zookeeper" or self.dual_commit_enabled
 
 
 @dataclass

@@ -32,9 +32,12 @@ from ._cluster import Cluster
 from ._config import ConsumerConfig, build_config
 from ._fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher, PartitionState, SubscriptionState
 from ._group import GroupMember
+from ._offset_storage import OffsetStorage
 from ._serde import bytes_deserializer
 from ._sync import LoopThread, wait_event
 from ._types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from ._zk_group import ZooKeeperGroupMember
+from ._zookeeper import ZooKeeperOffsetStore
 from .errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
 
 log = logging.getLogger("broker.client")
@@ -57,7 +60,9 @@ class AsyncConsumer:
         self._subs = SubscriptionState()
         self._assignors = resolve_assignors(c.partition_assignment_strategy)
         self._fetcher: Fetcher | None = None
-        self._group: GroupMember | None = None
+        self._group: GroupMember | ZooKeeperGroupMember | None = None
+        self._offsets: OffsetStorage | None = None
+        self._zookeeper: ZooKeeperOffsetStore | None = None
         self._listeners: dict[str, Callable | None] = {"assign": None, "revoke": None, "lost": None}
         self._next_auto_commit = 0.0
         self._next_pattern_refresh = 0.0
@@ -71,9 +76,21 @@ class AsyncConsumer:
         self._fetcher = Fetcher(self._cluster, self.config, self._subs,
                                 self.config.key_deserializer or bytes_deserializer,
                                 self.config.value_deserializer or bytes_deserializer)
-        if self.config.group_id:
-            self._group = GroupMember(self._cluster, self.config, self._assignors,
-                                      self._subscribed_topics, self._on_assignment_change)
+        c = self.config
+        if c.uses_zookeeper():
+            self._zookeeper = await asyncio.to_thread(
+                ZooKeeperOffsetStore, c.zookeeper_connect, session_timeout_ms=c.zookeeper_session_timeout_ms,
+                connection_timeout_ms=c.zookeeper_connection_timeout_ms)
+        if c.group_id:
+            # the classic member joins through the coordinator; otherwise it only commits there
+            broker = GroupMember(self._cluster, c, self._assignors, self._subscribed_topics,
+                                 self._on_assignment_change)
+            if c.group_protocol == "zookeeper":
+                self._group = ZooKeeperGroupMember(self._cluster, c, self._zookeeper, self._subs,
+                                                   self._subscribed_topics, self._on_assignment_change)
+            else:
+                self._group = broker
+            self._offsets = OffsetStorage(c, broker, self._zookeeper)
         await self._cluster.refresh_metadata()
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
         self._started = True
@@ -104,6 +121,8 @@ class AsyncConsumer:
             raise ConfigError("subscribe needs group_id; use assign() without a group")
         if self._subs.manual:
             raise IllegalStateError("cannot subscribe while partitions are assigned manually")
+        if exclude is not None and self.config.group_protocol == "zookeeper":
+            raise ConfigError("group_protocol=zookeeper takes topics or one pattern, not exclude")
         if isinstance(topics, str):
             topics = [topics]
         self._subs.topics = set(topics or ())
@@ -232,7 +251,7 @@ class AsyncConsumer:
         await self._cluster.ensure_topics({tp.topic for tp in need})
         missing = list(need)
         if self._group is not None:
-            committed = await self._group.fetch_committed(need)
+            committed = await self._offsets.fetch_committed(need)
             missing = []
             for tp in need:
                 om = committed.get(tp)
@@ -266,7 +285,7 @@ class AsyncConsumer:
         offsets = {tp: OffsetAndMetadata(self._subs.assignment[tp].position)
                    for tp in tps if tp in self._subs.assignment and self._subs.assignment[tp].position is not None}
         if offsets and self._group is not None and self._group.generation >= 0:
-            await self._group.commit(offsets)
+            await self._offsets.commit(offsets)
 
     async def commit(self, offsets: Mapping | None = None) -> None:
         """Commit ``{tp: offset | OffsetAndMetadata}``, or the current positions of every
@@ -278,12 +297,12 @@ class AsyncConsumer:
             return
         om = {_as_tp(tp): (v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v)))
               for tp, v in offsets.items()}
-        await self._group.commit(om)
+        await self._offsets.commit(om)
 
     async def committed(self, partitions: Iterable) -> dict[TopicPartition, OffsetAndMetadata | None]:
         if self._group is None:
             raise ConfigError("committed needs group_id")
-        return await self._group.fetch_committed([_as_tp(tp) for tp in partitions])
+        return await self._offsets.fetch_committed([_as_tp(tp) for tp in partitions])
 
     # -- positions -------------------------------------------------------------------
     def _state(self, tp):
@@ -397,6 +416,8 @@ class AsyncConsumer:
             return
         self._closed = True
         if not self._started:
+            if self._zookeeper is not None:  # start failed after reaching ZooKeeper
+                await asyncio.to_thread(self._zookeeper.close)
             return
         limit = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         try:
@@ -411,6 +432,8 @@ class AsyncConsumer:
         finally:
             await self._fetcher.close()
             await self._cluster.close()
+            if self._zookeeper is not None:
+                await asyncio.to_thread(self._zookeeper.close)
 
     async def _close_gracefully(self) -> None:
         if self._commit_task is not None:

@@ -1,0 +1,315 @@
+"""Our consumer as a legacy ZooKeeper consumer (``group.protocol=zookeeper``), with real ZooKeeper,
+a real broker and consumer processes killed with SIGKILL.
+
+Ownership is checked three ways: each process reports every assignment change with its own
+timestamp (taken after its claim, before its release), and no two processes' intervals for one
+partition may overlap; a watcher thread records every owners znode it sees, and an owner may only
+change with a new znode (nobody overwrites another's claim); and a killed consumer's partitions
+move only after ZooKeeper ended its session.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from broker.client import Admin, NewTopic, Producer, TopicPartition
+from broker.client._zk_group import range_assignment
+from broker.client._zookeeper import Registration
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSION_MS = 3000
+COMMIT_MS = 500
+LEGACY = ["group.protocol=zookeeper", f"zookeeper.session.timeout.ms={SESSION_MS}", "rebalance.backoff.ms=200",
+          f"auto.commit.interval.ms={COMMIT_MS}"]
+WAIT_S = 60  # a guard against a hang, not a performance assertion
+
+
+class ConsumerProc:
+    """A tests/client/zk_consumer_proc.py process and the JSON lines it printed so far."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, props: list[str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.client.zk_consumer_proc", bootstrap, group, topic,
+                                      *props], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+        self.events: list[dict] = []
+        self.killed_at: float | None = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.events.append(json.loads(line))
+
+    @property
+    def member(self) -> str | None:
+        return next((e["member"] for e in self.events if "member" in e), None)
+
+    def assignment(self) -> set[tuple[str, int]]:
+        changes = [e for e in self.events if "assigned" in e]
+        return {tuple(tp) for tp in changes[-1]["assigned"]} if changes else set()
+
+    def records(self) -> list[tuple[int, int, str, float]]:
+        return [(p, o, v, e["t"]) for e in list(self.events) if "records" in e for p, o, v in e["records"]]
+
+    def kill(self) -> None:
+        self.killed_at = time.time()
+        self.proc.kill()
+        self.proc.wait()
+        self.reader.join(5)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(WAIT_S)
+        self.reader.join(5)
+
+    def intervals(self) -> dict[tuple[str, int], list[tuple[float, float]]]:
+        """Per partition, the [assigned, revoked) times this process reported (killed: until the kill)."""
+        out: dict[tuple[str, int], list] = {}
+        held: dict[tuple[str, int], float] = {}
+        for e in [e for e in self.events if "assigned" in e]:
+            now = {tuple(tp) for tp in e["assigned"]}
+            for tp in now - set(held):
+                held[tp] = e["t"]
+            for tp in set(held) - now:
+                out.setdefault(tp, []).append((held.pop(tp), e["t"]))
+        end = self.killed_at or float("inf")
+        for tp, start in held.items():
+            out.setdefault(tp, []).append((start, end))
+        return out
+
+
+class OwnersWatcher(threading.Thread):
+    """Reads every owners znode of a group's topic in a loop; records (time, partition, owner, czxid)."""
+
+    def __init__(self, zk: KazooClient, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.zk, self.base = zk, f"/consumers/{group}/owners/{topic}"
+        self.seen: list[tuple[float, int, str | None, int | None]] = []
+        self.last: dict[int, tuple[str | None, int | None]] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                names = self.zk.get_children(self.base)
+            except NoNodeError:
+                names = []
+            state = {p: (None, None) for p in self.last}
+            for name in names:
+                try:
+                    data, stat = self.zk.get(f"{self.base}/{name}")
+                except NoNodeError:
+                    continue
+                state[int(name)] = (data.decode(), stat.czxid)
+            for p, value in state.items():
+                if self.last.get(p) != value:
+                    self.seen.append((time.time(), p, *value))
+                    self.last[p] = value
+            time.sleep(0.01)
+
+    def owners(self) -> dict[int, str]:
+        return {p: owner for p, (owner, _) in self.last.items() if owner is not None}
+
+    def check(self) -> None:
+        """An owner changes only with a new znode: nobody overwrote another consumer's claim."""
+        by_zxid: dict[int, str] = {}
+        for _, p, owner, czxid in self.seen:
+            if czxid is not None:
+                assert by_zxid.setdefault(czxid, owner) == owner, (p, czxid)
+
+
+def wait_for(condition, what: str, limit: float = WAIT_S) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def assert_exclusive(procs: list[ConsumerProc]) -> None:
+    spans: dict[tuple[str, int], list] = {}
+    for proc in procs:
+        for tp, ivs in proc.intervals().items():
+            spans.setdefault(tp, []).extend((a, b, proc.member) for a, b in ivs)
+    for tp, ivs in spans.items():
+        ivs.sort()
+        for (a1, b1, m1), (a2, b2, m2) in zip(ivs, ivs[1:]):
+            assert b1 <= a2, f"{tp} held by {m1} until {b1} and by {m2} from {a2}"
+
+
+@pytest.fixture
+def zk(zk_connect):
+    client = KazooClient(hosts=zk_connect, timeout=10)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+def test_range_assignment_gives_the_remainder_to_the_first_consumers():
+    consumers = {c: Registration("static", ["t"]) for c in ("g_b", "g_a", "g_c")}
+    got = {c: [tp.partition for tp in range_assignment(c, {"t": 10}, consumers)] for c in consumers}
+    assert got == {"g_a": [0, 1, 2, 3], "g_b": [4, 5, 6], "g_c": [7, 8, 9]}
+    consumers["g_d"] = Registration("white_list", ["o.*"])  # subscribes to other topics only
+    assert [tp.partition for tp in range_assignment("g_a", {"t": 10}, consumers)] == [0, 1, 2, 3]
+    assert range_assignment("g_d", {"t": 10}, consumers) == []
+
+
+@pytest.mark.parametrize("members", [2, 3])
+def test_killed_consumer_partitions_move_only_after_its_session_ends(broker, zk, zk_connect, members):
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("clicks", 6, 1)])
+    props = [*LEGACY, f"zookeeper.connect={zk_connect}"]
+    watcher = OwnersWatcher(zk, "legacy", "clicks")
+    watcher.start()
+    procs = [ConsumerProc(broker.bootstrap, "legacy", "clicks", props) for _ in range(members)]
+    try:
+        wait_for(lambda: len(watcher.owners()) == 6 and len(set(watcher.owners().values())) == members
+                 and all(p.member for p in procs), f"{members} consumers to own the 6 partitions")
+        live = sorted(procs, key=lambda p: p.member)
+        per = 6 // members
+        expected = {live[i].member + "-0": set(range(i * per, (i + 1) * per)) for i in range(members)}
+        wait_for(lambda: {o: {p for p, x in watcher.owners().items() if x == o} for o in expected} == expected,
+                 "the range assignment")
+        for proc in procs:
+            wait_for(lambda: {p for _, p in proc.assignment()} == expected[proc.member + "-0"], "reports")
+
+        victim = live[0]
+        victim.kill()
+        survivors = [p for p in procs if p is not victim]
+        wait_for(lambda: set(watcher.owners().values()) == {p.member + "-0" for p in survivors}
+                 and len(watcher.owners()) == 6, "the survivors to own everything")
+        for proc in survivors:
+            wait_for(lambda: len(proc.assignment()) == 6 // len(survivors), "the survivors' reports")
+        taken = [min(a for a, _ in proc.intervals()[("clicks", p)] if a > victim.killed_at)
+                 for p in expected[victim.member + "-0"] for proc in survivors if ("clicks", p) in proc.assignment()]
+        # ZooKeeper ends a session no sooner than about two thirds of its timeout after the last
+        # ping, which kazoo sends every third of it: a third of the timeout is a safe lower bound
+        assert min(taken) - victim.killed_at >= SESSION_MS / 3000, "taken over before the session ended"
+    finally:
+        for proc in procs:
+            proc.stop()
+        watcher.done.set()
+        watcher.join(5)
+    watcher.check()
+    assert_exclusive(procs)
+    assert zk.get_children("/consumers/legacy/ids") == []  # the clean ones deregistered
+    assert watcher.owners() == {}
+
+
+class RunningProducer(threading.Thread):
+    """Produces "p-<n>" to 3 partitions round-robin until stopped; knows what it acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.stopped = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        with Producer(bootstrap_servers=self.bootstrap, linger_ms=1) as producer:
+            while not self.stopped.is_set():
+                producer.send(self.topic, f"v-{self.sent}".encode(), partition=self.sent % 3).result(30)
+                self.sent += 1
+                time.sleep(0.005)
+
+
+def zk_offsets(zk: KazooClient, group: str, topic: str) -> dict[int, int]:
+    base = f"/consumers/{group}/offsets/{topic}"
+    try:
+        return {int(p): int(zk.get(f"{base}/{p}")[0]) for p in zk.get_children(base)}
+    except NoNodeError:
+        return {}
+
+
+def broker_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        return {tp.partition: om.offset for tp, om in admin.list_group_offsets(group).items()}
+
+
+def test_four_step_migration_and_rollback_with_a_producer_running(broker, zk, zk_connect):
+    """Seed 003's steps with legacy consumers: ZooKeeper only; then kafka + dual commit (1), verify
+    (2), dual commit off (3), verify (4); then the rollback the same way with offsets_storage
+    zookeeper. Every switch restarts the consumer, half of them by SIGKILL."""
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("orders", 3, 1)])
+    producer = RunningProducer(broker.bootstrap, "orders")
+    producer.start()
+    base = [*LEGACY, f"zookeeper.connect={zk_connect}"]
+    phases = [
+        ("legacy: offsets in ZooKeeper", ["offsets.storage=zookeeper"], "kill"),
+        ("1. kafka + dual commit", ["offsets.storage=kafka", "dual.commit.enabled=true"], "term"),
+        ("3. kafka only", ["offsets.storage=kafka", "dual.commit.enabled=false"], "kill"),
+        ("rollback 1. zookeeper + dual commit", ["offsets.storage=zookeeper", "dual.commit.enabled=true"], "term"),
+        ("rollback 3. zookeeper only", ["offsets.storage=zookeeper", "dual.commit.enabled=false"], "term"),
+    ]
+    procs, seen = [], {}
+    try:
+        for name, props, ending in phases:
+            proc = ConsumerProc(broker.bootstrap, "legacy", "orders", base + props)
+            procs.append(proc)
+            start_sent = producer.sent
+            wait_for(lambda: len(proc.records()) > 0 and producer.sent > start_sent + 150, f"{name} to consume")
+            before = (zk_offsets(zk, "legacy", "orders"), broker_offsets(broker.bootstrap, "legacy"))
+            time.sleep(3 * COMMIT_MS / 1000)  # a few commits in this phase
+            after = (zk_offsets(zk, "legacy", "orders"), broker_offsets(broker.bootstrap, "legacy"))
+            seen[name] = (before, after)
+            if name.startswith("legacy"):  # real legacy data: the migration refuses while it is live
+                res = subprocess.run([sys.executable, "-m", "kafkactl", "-b", broker.bootstrap, "offsets",
+                                      "migrate-from-zookeeper", "--zookeeper", zk_connect], capture_output=True,
+                                     text=True, cwd=ROOT, timeout=WAIT_S)
+                assert res.returncode == 1 and "legacy consumer(s) still registered" in res.stderr
+            if ending == "kill":
+                proc.kill()
+            else:
+                proc.stop()
+        # let the last phase read everything produced up to the stop
+        producer.stopped.set()
+        producer.join(30)
+        last = ConsumerProc(broker.bootstrap, "legacy", "orders", base + ["offsets.storage=zookeeper"])
+        procs.append(last)
+        wait_for(lambda: sum(zk_offsets(zk, "legacy", "orders").values()) == producer.sent, "the final commit")
+        last.stop()
+    finally:
+        producer.stopped.set()
+        for proc in procs:
+            proc.stop()
+
+    def moved(before: dict, after: dict) -> bool:
+        return sum(after.values()) > sum(before.values())
+
+    (zb, bb), (za, ba) = seen["legacy: offsets in ZooKeeper"]
+    assert moved(zb, za) and ba == bb == {}, "ZooKeeper only"
+    (zb, bb), (za, ba) = seen["1. kafka + dual commit"]
+    assert moved(zb, za) and moved(bb, ba), "both"
+    (zb, bb), (za, ba) = seen["3. kafka only"]
+    assert za == zb and moved(bb, ba), "the broker only"
+    (zb, bb), (za, ba) = seen["rollback 1. zookeeper + dual commit"]
+    assert moved(zb, za) and moved(bb, ba), "both again"
+    (zb, bb), (za, ba) = seen["rollback 3. zookeeper only"]
+    assert moved(zb, za) and ba == bb, "ZooKeeper only again"
+
+    # no record skipped; a duplicate only from a killed consumer's last commit interval
+    delivered: dict[tuple[int, int], list] = {}
+    for proc in procs:
+        for p, offset, value, t in proc.records():
+            delivered.setdefault((p, offset), []).append((t, proc))
+    per_partition = {p: sorted(o for q, o in delivered if q == p) for p in range(3)}
+    for p, offsets in per_partition.items():
+        assert offsets == list(range(len(offsets))), f"partition {p} has a gap"
+    assert sum(len(o) for o in per_partition.values()) == producer.sent
+    margin = COMMIT_MS / 1000 + 2.0  # one commit interval, plus a generous allowance for a loaded machine
+    for (p, offset), deliveries in delivered.items():
+        for t, proc in deliveries[:-1] if len(deliveries) > 1 else []:
+            assert proc.killed_at is not None, f"{p}/{offset} delivered twice without a crash"
+            assert proc.killed_at - t <= margin, f"{p}/{offset} re-delivered though read {proc.killed_at - t:.1f} s " \
+                                                 "before the crash"
