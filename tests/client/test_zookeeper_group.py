@@ -313,3 +313,132 @@ def test_four_step_migration_and_rollback_with_a_producer_running(broker, zk, zk
             assert proc.killed_at is not None, f"{p}/{offset} delivered twice without a crash"
             assert proc.killed_at - t <= margin, f"{p}/{offset} re-delivered though read {proc.killed_at - t:.1f} s " \
                                                  "before the crash"
+
+
+@pytest.mark.parametrize("props, says", [
+    ({"group.protocol": "zookeeper"}, "zookeeper_connect is needed"),
+    ({"offsets.storage": "zookeeper"}, "zookeeper_connect is needed"),
+    ({"dual.commit.enabled": "true"}, "zookeeper_connect is needed"),
+    ({"offsets.storage": "hbase", "zookeeper.connect": "h:1"}, "offsets_storage must be kafka or zookeeper"),
+    ({"group.protocol": "consumer"}, "group_protocol must be classic or zookeeper"),
+])
+def test_bad_legacy_settings_are_config_errors(props, says):
+    from broker.client import Consumer, errors
+
+    with pytest.raises(errors.ConfigError, match=says):
+        Consumer({"group.id": "g", **props})
+
+
+def test_unreachable_zookeeper_is_one_error():
+    from broker.client import Consumer, errors
+    from tests.zookeeper import free_port
+
+    with pytest.raises(errors.ZooKeeperError, match="cannot reach ZooKeeper"):
+        Consumer({"group.id": "g", "group.protocol": "zookeeper", "zookeeper.connect": f"127.0.0.1:{free_port()}",
+                  "zookeeper.connection.timeout.ms": 1000})
+
+
+def poll_until(consumer, condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        consumer.poll(100)
+
+
+def test_expired_session_loses_partitions_then_registers_anew(broker, zk, zk_connect):
+    """LOST (session expired: our ephemeral znodes are gone) is reported as lost partitions; the
+    consumer registers with its new session and claims its partitions again."""
+    from broker.client import Consumer
+
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("clicks", 2, 1)])
+    events = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "legacy", "group.protocol": "zookeeper",
+                         "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_MS,
+                         "rebalance.backoff.ms": 200})
+    try:
+        consumer.subscribe(["clicks"], on_assign=lambda ps: events.append(("assign", sorted(ps))),
+                           on_lost=lambda ps: events.append(("lost", sorted(ps))))
+        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "the assignment")
+        owner = consumer.member_id + "-0"
+        assert zk.get("/consumers/legacy/owners/clicks/0")[0].decode() == owner
+
+        # expire the session the ZooKeeper way: another client takes it over and closes it
+        session = consumer._core._zookeeper.client.client_id
+        thief = KazooClient(hosts=zk_connect, client_id=session, timeout=SESSION_MS / 1000)
+        thief.start(timeout=30)
+        thief.stop()
+        thief.close()
+
+        poll_until(consumer, lambda: ("lost", [TopicPartition("clicks", 0), TopicPartition("clicks", 1)]) in events,
+                   "the partitions to be reported lost")
+        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "the new claim")
+        assert events[-1] == ("assign", [TopicPartition("clicks", 0), TopicPartition("clicks", 1)])
+        assert consumer._core._zookeeper.client.client_id[0] != session[0]
+        assert zk.get_children("/consumers/legacy/ids") == [consumer.member_id]
+        assert zk.get("/consumers/legacy/owners/clicks/1")[0].decode() == owner
+    finally:
+        consumer.close()
+    assert zk.get_children("/consumers/legacy/ids") == []
+
+
+def test_classic_group_with_offsets_in_zookeeper(broker, zk, zk_connect):
+    """offsets_storage applies to the broker's group protocol too: commits land in ZooKeeper only."""
+    from broker.client import Consumer
+
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("clicks", 1, 1)])
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        for i in range(5):
+            producer.send("clicks", b"x", partition=0)
+    zk.create("/consumers/modern/offsets/clicks/0", b"2\n", makepath=True)  # as a legacy consumer left it
+    with Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "modern", "offsets.storage": "zookeeper",
+                   "zookeeper.connect": zk_connect, "enable.auto.commit": "false"}) as consumer:
+        consumer.subscribe(["clicks"])
+        records = []
+        deadline = time.monotonic() + WAIT_S
+        while len(records) < 3 and time.monotonic() < deadline:
+            records += consumer.poll(200)
+        assert [r.offset for r in records] == [2, 3, 4]  # started from ZooKeeper's offset
+        consumer.commit()
+    assert zk_offsets(zk, "modern", "clicks") == {0: 5}
+    assert broker_offsets(broker.bootstrap, "modern") == {}
+
+
+def test_suspended_connection_stops_reading_and_keeps_the_claims(broker, tmp_path):
+    """SUSPENDED (ZooKeeper gone, session alive): the partitions are reported lost at once; when
+    the server is back within the session, the same owner znodes are claimed again, not recreated."""
+    from broker.client import Consumer
+    from tests.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("clicks", 2, 1)])
+    events = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "legacy", "group.protocol": "zookeeper",
+                         "zookeeper.connect": server.connect, "zookeeper.session.timeout.ms": 20000,
+                         "rebalance.backoff.ms": 200})
+    zk = KazooClient(hosts=server.connect, timeout=20)
+    try:
+        consumer.subscribe(["clicks"], on_assign=lambda ps: events.append(("assign", sorted(ps))),
+                           on_lost=lambda ps: events.append(("lost", sorted(ps))))
+        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "the assignment")
+        session = consumer._core._zookeeper.client.client_id
+        zk.start(timeout=30)
+        czxid = zk.get("/consumers/legacy/owners/clicks/0")[1].czxid
+        zk.stop()
+
+        server.kill()
+        poll_until(consumer, lambda: consumer.assignment() == set(), "the partitions to be dropped")
+        assert events[-1] == ("lost", [TopicPartition("clicks", 0), TopicPartition("clicks", 1)])
+        server.start()
+        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "the claim within the same session")
+        assert consumer._core._zookeeper.client.client_id == session
+        zk.start(timeout=30)
+        data, stat = zk.get("/consumers/legacy/owners/clicks/0")
+        assert (data.decode(), stat.czxid) == (consumer.member_id + "-0", czxid)
+    finally:
+        consumer.close()
+        zk.stop()
+        zk.close()
+        server.stop()
