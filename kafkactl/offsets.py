@@ -27,10 +27,10 @@ and prints what it did. Checks, the same for every command:
 - a target offset ahead of the source's is kept unless ``--overwrite-newer``; an equal one is
   left alone, so a second run writes nothing.
 
-Exit codes (as every kafkactl command): 0 done, nothing skipped or refused; 1 an offset was skipped
-or a group refused (dry run included, so a script can check first; the rest was still done); 2 bad
-input (malformed CSV, bad regex; nothing is written); 3 ZooKeeper or the cluster unreachable or
-answering with an error.
+Exit codes (kafkactl's contract, :mod:`kafkactl.errors`): 0 done, nothing skipped or refused;
+1 an offset was skipped or a group refused (in a dry run too, so a script can check first; the
+other groups and offsets were still done); 2 bad input: a malformed CSV, a bad regex, no group
+matching (nothing is written); 3 ZooKeeper or the cluster unreachable or answering with an error.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def _run(ctx: typer.Context, admin: Admin, store: ZooKeeperOffsetStore | None, t
 def _matching(names: list[str], group_re: re.Pattern, where: str, pattern: str) -> list[str]:
     groups = [g for g in names if group_re.fullmatch(g)]
     if not groups:
-        raise CliError(f"no group in {where} matches {pattern!r}", EXIT_PROBLEM)
+        raise CliError(f"no group in {where} matches {pattern!r}", EXIT_USAGE)
     return groups
 
 

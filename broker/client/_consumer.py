@@ -8,6 +8,11 @@ takes partitions by hand. ``poll`` returns records and advances positions;
 with ``enable_auto_commit`` positions are committed every
 ``auto_commit_interval_ms``, before partitions are revoked, and on close.
 
+With ``group_protocol="zookeeper"`` the group is formed the legacy way, in
+ZooKeeper (:mod:`._zk_group`); ``offsets_storage`` and ``dual_commit_enabled``
+say where commits go and committed offsets come from (:mod:`._offset_storage`),
+with either protocol.
+
 Positions start from the group's committed offset, else ``auto_offset_reset``
 (earliest, latest, or none: :class:`~.errors.NoOffsetForPartitionError`).
 Rebalance callbacks ``on_assign(partitions)``, ``on_revoke(partitions)``,

@@ -15,8 +15,8 @@ dual-committed only with ``offsets.storage=kafka``; here dual commit works in bo
 the rollback is the same four steps with ``offsets_storage=zookeeper``.)
 
 ZooKeeper is written as old consumers did: one znode per partition, bare decimal text
-(:mod:`._zookeeper`), committed after the broker so that the broker never lags ZooKeeper.
-Owned by the consumer's event loop; ZooKeeper calls run in a worker thread.
+(:mod:`._zookeeper`), after the broker, as they dual-committed. Owned by the consumer's event
+loop; ZooKeeper calls run in a worker thread.
 """
 
 from __future__ import annotations

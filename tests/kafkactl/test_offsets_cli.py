@@ -199,6 +199,10 @@ def test_export_and_import_round_trip(ctl: Ctl, broker, zk, zk_connect, topics, 
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         assert admin.list_group_offsets("copy")[TopicPartition("orders", 2)].metadata == "hand edited"
 
+    zk.create("/consumers/copy/ids/copy_host-1-abcd", b"{}", ephemeral=True, makepath=True)
+    refused = ctl("offsets", "import", str(edited), "--check-zookeeper", zk_connect, "--execute")
+    assert refused.returncode == 1 and "legacy consumer(s) still registered" in refused.stderr
+    zk.delete("/consumers/copy/ids/copy_host-1-abcd")
     ctl.json("offsets", "import", str(edited), "--zookeeper", zk_connect, "--execute")
     assert zk.get("/consumers/copy/offsets/orders/2")[0] == b"5"
     assert ctl("offsets", "export", "--group", "copy", "--zookeeper", zk_connect).stdout.splitlines()[1:] == \
@@ -230,10 +234,10 @@ def test_error_paths_are_one_line(ctl: Ctl, broker, zk_connect, topics, tmp_path
                  ["export", "--group", "g", "--zookeeper", nowhere]):
         assert "cannot reach ZooKeeper" in one_line_error(ctl("offsets", *args), 3)
     assert "no group in ZooKeeper" in one_line_error(
-        ctl("offsets", "migrate-from-zookeeper", "--zookeeper", zk_connect, "--group", "nosuch"), 1)
+        ctl("offsets", "migrate-from-zookeeper", "--zookeeper", zk_connect, "--group", "nosuch"), 2)
     assert "no group in the cluster" in one_line_error(
-        ctl("offsets", "migrate-to-zookeeper", "--zookeeper", zk_connect, "--group", "nosuch"), 1)
-    assert "no group in the cluster" in one_line_error(ctl("offsets", "export", "--group", "nosuch"), 1)
+        ctl("offsets", "migrate-to-zookeeper", "--zookeeper", zk_connect, "--group", "nosuch"), 2)
+    assert "no group in the cluster" in one_line_error(ctl("offsets", "export", "--group", "nosuch"), 2)
     assert "bad group regex" in one_line_error(
         ctl("offsets", "migrate-from-zookeeper", "--zookeeper", zk_connect, "--group", "("), 2)
     assert "cannot read" in one_line_error(ctl("offsets", "import", str(tmp_path / "missing.csv")), 2)
