@@ -438,6 +438,8 @@ class GroupCoordinator(OffsetsMixin):
         else:
             group.join_initial = False
             group.join_timer = loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._complete_join, group)
+            # as Kafka's purgatory tries a new join phase at once: the last member leaving empties the group now
+            self._check_join_complete(group)
 
     def _initial_delay_expired(self, group: Group, delay: int, remaining: int) -> None:
         group.join_timer = None
