@@ -146,7 +146,7 @@ class ZooKeeperGroupMember:
             return
         try:
             await self._rebalance(topics)
-        except (ZooKeeperError, KafkaError) as exc:
+        except KafkaError as exc:  # ZooKeeperError included
             log.warning("group %s: rebalance failed, retrying: %s", self.group_id, exc)
             self.need_rejoin = True
             self._next_attempt = time.monotonic() + self.config.rebalance_backoff_ms / 1000

@@ -22,10 +22,11 @@ Every kazoo failure surfaces as :class:`~.errors.ZooKeeperError`, one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from ._types import TopicPartition
 from .errors import ZooKeeperError
@@ -132,8 +133,13 @@ def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_t
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
+    from kazoo.retry import KazooRetry
+
+    # kazoo's default backoff grows to an hour; try at least every third of the session timeout
+    # so that an outage shorter than the session never costs the session
+    retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=session_timeout_ms / 3000)
     try:
-        client = KazooClient(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000)
+        client = KazooClient(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000, connection_retry=retry)
     except (ValueError, KazooException) as exc:
         raise ZooKeeperError(f"bad zookeeper connect string {zookeeper_connect!r}: {exc}") from None
     try:
@@ -146,20 +152,15 @@ def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_t
     return client
 
 
-def zk_errors(what: str):
-    """Context manager turning kazoo failures into ZooKeeperError("<what>: ...")."""
-    import contextlib
-
+@contextlib.contextmanager
+def zk_errors(what: str) -> Iterator[None]:
+    """Turn kazoo failures inside the block into ZooKeeperError("ZooKeeper <what>: ...")."""
     from kazoo.exceptions import KazooException
 
-    @contextlib.contextmanager
-    def guard():
-        try:
-            yield
-        except KazooException as exc:
-            raise ZooKeeperError(f"ZooKeeper {what}: {type(exc).__name__} {exc}".rstrip()) from exc
-
-    return guard()
+    try:
+        yield
+    except KazooException as exc:
+        raise ZooKeeperError(f"ZooKeeper {what}: {type(exc).__name__} {exc}".rstrip()) from exc
 
 
 class ZooKeeperOffsetStore:

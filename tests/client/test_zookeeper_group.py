@@ -432,13 +432,36 @@ def test_suspended_connection_stops_reading_and_keeps_the_claims(broker, tmp_pat
         poll_until(consumer, lambda: consumer.assignment() == set(), "the partitions to be dropped")
         assert events[-1] == ("lost", [TopicPartition("clicks", 0), TopicPartition("clicks", 1)])
         server.start()
-        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "the claim within the same session")
-        assert consumer._core._zookeeper.client.client_id == session
+        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "the claim again")
         zk.start(timeout=30)
         data, stat = zk.get("/consumers/legacy/owners/clicks/0")
-        assert (data.decode(), stat.czxid) == (consumer.member_id + "-0", czxid)
+        assert data.decode() == consumer.member_id + "-0"
+        # Usually the restarted server restores the session, and our znodes with it. Now and then
+        # (about one run in ten here) it has expired it instead: then this was the LOST path, and
+        # the claim is a new znode of a new session.
+        same_session = consumer._core._zookeeper.client.client_id == session
+        assert (stat.czxid == czxid) == same_session
     finally:
         consumer.close()
         zk.stop()
         zk.close()
         server.stop()
+
+
+def test_a_consumer_registered_the_old_way_gets_its_range_share(broker, zk, zk_connect):
+    """A registration as old Kafka consumers wrote it counts in the range assignment: ours waits
+    for nothing it is not given, and takes only its share."""
+    from broker.client import Consumer
+
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("clicks", 5, 1)])
+    old = b'{"version":1,"subscription":{"clicks":1},"pattern":"static","timestamp":"1400000000000"}'
+    zk.create("/consumers/legacy/ids/legacy_!old", old, ephemeral=True, makepath=True)  # '!' sorts first
+    with Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "legacy", "group.protocol": "zookeeper",
+                   "zookeeper.connect": zk_connect, "rebalance.backoff.ms": 200}) as consumer:
+        consumer.subscribe(["clicks"])
+        poll_until(consumer, lambda: len(consumer.assignment()) == 2, "our share")
+        assert consumer.assignment() == {TopicPartition("clicks", 3), TopicPartition("clicks", 4)}
+        zk.delete("/consumers/legacy/ids/legacy_!old")  # it leaves: we take everything
+        poll_until(consumer, lambda: len(consumer.assignment()) == 5, "everything")
+        assert sorted(zk.get_children("/consumers/legacy/owners/clicks")) == ["0", "1", "2", "3", "4"]
