@@ -4,12 +4,15 @@ Without ``--group`` the command assigns itself every partition of TOPIC (or
 ``--partition P``) and starts at the end, at the beginning with
 ``--from-beginning``, or at ``--offset``: an absolute offset, ``-N`` for N
 before the end, ``earliest`` or ``latest``. With ``--group`` it joins the group,
-starts at the group's committed offsets (``--from-beginning`` only changes
-where a partition with no committed offset starts) and commits as it reads and
+starts at the group's committed offsets; a partition with none starts at the
+end of the log (Kafka's ``auto.offset.reset=latest``), or at the beginning
+with ``--from-beginning`` and commits as it reads and
 on exit. ``--offset``/``--partition`` and ``--group`` exclude each other.
 
-It stops after ``--max-messages`` records, when ``--timeout`` seconds pass with
-no record, or on Ctrl-C or SIGTERM; then it prints ``Processed a total of N messages`` on
+It follows the log as ``kafka-console-consumer`` does: it stops after
+``--max-messages`` records, when ``--timeout`` seconds pass with no record
+(Kafka's ``--timeout-ms``), or on Ctrl-C or SIGTERM, so ``--max-messages``
+alone waits until that many records exist; then it prints ``Processed a total of N messages`` on
 stderr and exits 0.
 
 Output (``--output table``, the default): one line per record, the value
