@@ -112,11 +112,11 @@ class LogConfig:
     # -- derived ----------------------------------------------------------
     @property
     def compact(self) -> bool:
-        return "compact" in _items(self.cleanup_policy)
+        return "compact" in self.cleanup_policy  # a substring test suffices: the items are validated
 
     @property
     def delete(self) -> bool:
-        return "delete" in _items(self.cleanup_policy)
+        return "delete" in self.cleanup_policy
 
     @property
     def max_index_entries(self) -> int:

@@ -268,36 +268,18 @@ class Connection(asyncio.Protocol):
     def _start(self, entry, ctx: RequestContext, body: dict, slot: asyncio.Future | None) -> None:
         """Run a handler's first step now; ``slot`` is its place in ``_pending`` if it has one already."""
         self._running += 1
-        queued = False
-
-        def appends_queued() -> None:
-            nonlocal queued
-            queued = True
-            self._produces_queued += 1
-            if self._waiting and not self._starting:
-                # Called from inside this handler's task: start the next ones outside it, as
-                # every handler's first step runs outside any task.
-                self.loop.call_soon(self._start_waiting)
-
-        def finished() -> None:
-            self._running -= 1
-            if queued:
-                self._produces_queued -= 1
-
         if ctx.header.api_key == ApiKey.PRODUCE:
-            ctx.on_appends_queued = appends_queued
+            ctx.on_appends_queued = self._appends_queued
         coro = self._run(entry, ctx, body)
         try:
             awaiting = coro.send(None)
         except StopIteration as done:
-            finished()
             if slot is None:
                 self._respond(done.value)
             else:
                 slot.set_result(done.value)
             return
         except (_CloseConnection, asyncio.CancelledError):
-            finished()
             # Close in request order: earlier responses still go out first.
             if slot is None:
                 slot = self.loop.create_future()
@@ -311,10 +293,24 @@ class Connection(asyncio.Protocol):
             task.add_done_callback(functools.partial(_settle, slot))
             slot.add_done_callback(functools.partial(_cancel_with, task))
 
-        def done(_task) -> None:
-            finished()
-            self._start_waiting()
-        task.add_done_callback(done)
+    def _appends_queued(self) -> None:
+        """A running Produce queued all its appends (see "order of effects")."""
+        self._produces_queued += 1
+        self._maybe_start_waiting()
+
+    def _finished(self, ctx: RequestContext) -> None:
+        """A handler ended (answered, failed or cancelled)."""
+        self._running -= 1
+        # The hook is dropped once called: a Produce that queued its appends was counted.
+        if ctx.header.api_key == ApiKey.PRODUCE and ctx.on_appends_queued is None:
+            self._produces_queued -= 1
+        self._maybe_start_waiting()
+
+    def _maybe_start_waiting(self) -> None:
+        if self._waiting and not self._starting:
+            # We may be inside a handler's task: start the next ones outside it, as every
+            # handler's first step runs outside any task.
+            self.loop.call_soon(self._start_waiting)
 
     def _start_waiting(self) -> None:
         """Start the waiting requests that the order of effects now allows, in arrival order."""
@@ -390,6 +386,8 @@ class Connection(asyncio.Protocol):
                 self.peer, name, ctx.api_version, exc, exc_info=log.isEnabledFor(logging.DEBUG),
             )
             raise _CloseConnection() from exc
+        finally:
+            self._finished(ctx)
         requests, duration = self.broker.metrics.api_instruments(name)
         requests.inc()
         duration.observe(self.loop.time() - ctx.received_at)
