@@ -19,6 +19,15 @@ from broker.protocol import ApiKey, encode_request
 from broker.records import iter_records
 
 from .test_api import fetch_body, produce
+from .test_disk_stall import (  # noqa: F401 - ext4_mount is a fixture
+    WAIT_S as STALL_WAIT_S,
+    answered,
+    create_split_topic,
+    ext4_mount,
+    frozen,
+    produce_body,
+    two_dir_broker,
+)
 from .wire import Wire, make_batch
 
 P, F, LO, DR = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.DELETE_RECORDS
@@ -156,3 +165,29 @@ def test_kafka_python_committed_right_after_commit_async_sees_it(broker):
             assert consumer.committed(tp) == offset
     finally:
         consumer.close()
+
+
+def test_a_produce_behind_a_stalled_produce_is_appended_meanwhile(ext4_mount, broker_factory, tmp_path):
+    # Pipelined produce overlaps: a Produce behind one whose append is queued starts at once,
+    # while any other request waits. Partition 1 lives on a disk that is frozen.
+    b, dirs = two_dir_broker(broker_factory, tmp_path, ext4_mount)
+    with Wire(b.bootstrap, timeout=STALL_WAIT_S) as w:
+        create_split_topic(w, "overlap", dirs)
+    with Wire(b.bootstrap, timeout=STALL_WAIT_S) as pipelined:
+        with frozen(ext4_mount):
+            pipelined.send(P, 8, produce_body("overlap", 1, make_batch([b"stalled"])))
+            pipelined.send(P, 8, produce_body("overlap", 0, make_batch([b"behind"])))
+            _list_offset(pipelined, "overlap", -1)
+            with Wire(b.bootstrap, timeout=STALL_WAIT_S) as other:
+                deadline = time.monotonic() + STALL_WAIT_S
+                while True:  # the second produce lands on the healthy disk while the first is stuck
+                    _list_offset(other, "overlap", -1)
+                    if other.receive(LO, 5)[1]["topics"][0]["partitions"][0]["offset"] == 1:
+                        break
+                    assert time.monotonic() < deadline, "the produce behind a stalled one never started"
+                    time.sleep(0.05)
+            assert not answered(pipelined)  # answers stay in request order: none before the first
+        for partition in (1, 0):
+            (r,) = pipelined.receive(P, 8)[1]["responses"][0]["partition_responses"]
+            assert (r["index"], r["error_code"], r["base_offset"]) == (partition, 0, 0)
+        assert pipelined.receive(LO, 5)[1]["topics"][0]["partitions"][0]["offset"] == 1
