@@ -1,7 +1,7 @@
 """A broker process on a real ZooKeeper, end to end with a real client.
 
-Each test gets a fresh chroot (``zk_connect``) or its own ZooKeeper server
-(when ZooKeeper itself is killed). What the broker writes is read back with
+Each test gets a fresh chroot (``zk_connect``), or its own ZooKeeper server or
+3-node ensemble when ZooKeeper itself is killed. What the broker writes is read back with
 kazoo and with Debian's ``zkCli.sh``, in Kafka 2.7's layouts. Sessions are
 expired the way they expire in production: the broker is frozen with SIGSTOP
 past its session timeout, or killed with SIGKILL.
@@ -248,6 +248,36 @@ def test_broker_ids_are_generated_from_brokers_seqid_and_kept(broker_factory, zk
         assert moved.returncode != 0
         assert moved.stderr.strip().splitlines()[-1].startswith(
             "broker: cannot start: configured broker.id 7 does not match broker.id 1002 stored in meta.properties")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_broker_on_an_ensemble_survives_losing_the_zookeeper_leader(broker_factory, zk_ensemble_factory):
+    ensemble = zk_ensemble_factory(3)
+    connect = ensemble.connect + "/kafka"
+    b = broker_factory(props={"zookeeper.connect": connect, "zookeeper.session.timeout.ms": 10000})
+    zk = kazoo(connect)
+    try:
+        _, owner = registration(zk)
+        create_topic(b.bootstrap, "before")
+        leader = ensemble.leader_index()
+        ensemble.kill(leader)
+        wait_until(lambda: ensemble.leader_index() not in (None, leader), "the ensemble to elect a new leader")
+        produce_values(b.bootstrap, "before", [b"kept"])
+
+        def created() -> bool:  # the broker's session moves to a surviving server meanwhile
+            try:
+                create_topic(b.bootstrap, "after")
+                return True
+            except Exception as exc:  # REQUEST_TIMED_OUT while its connection moves
+                assert "REQUEST_TIMED_OUT" in str(exc), exc
+                return False
+
+        wait_until(created, "a topic creation after the ZooKeeper leader's loss")
+        assert registration(zk)[1] == owner  # the same session throughout
+        assert sorted(zk.get_children("/brokers/topics")) == ["after", "before"]
+        assert "session lost" not in b.stderr_text()
     finally:
         zk.stop()
         zk.close()
