@@ -1,14 +1,27 @@
-"""``python -m broker [--config FILE] [--override key=value ...]``: run one broker.
+"""``python -m broker [--config FILE] [--override key=value ...] [--log-level LEVEL] [--version]``: run one broker.
 
-Without ``--config`` the embedded single-node default (``configs/broker.yaml``)
-is used. A bad configuration prints one line to stderr and exits with status 2.
-Once every listener is bound the broker prints exactly one line to stdout::
+The ``kafka-broker`` script is the same command. ``--config`` takes our YAML or a
+Kafka ``server.properties`` file (see :mod:`broker.config`); without it the
+embedded single-node default (``configs/broker.yaml``) is used. A Kafka
+property this broker does not implement gets one warning line on stderr.
 
-    broker ready: listener=127.0.0.1:PORT metrics=127.0.0.1:MPORT
+Exit statuses and what is printed:
 
-(``metrics=off`` when ``metrics.port`` is -1). SIGTERM or SIGINT shuts down
-gracefully (in-flight requests answered, logs flushed, checkpoints written)
-and exits 0.
+* ``--version`` prints ``kafkapy <version>`` (the installed package's) and exits 0;
+* a bad argument (``--log-level LOUD``) or a bad configuration prints one line
+  to stderr and exits 2; a configuration error names the property, the value
+  and where it came from (the ``--override`` or the config file);
+* a start that fails (a log dir locked by another process, a port in use, a
+  foreign ``meta.properties``, ZooKeeper unreachable) prints one line
+  ``broker: cannot start: ...`` and exits 1, having written no checkpoint and
+  no clean-shutdown marker;
+* once every listener is bound the broker prints exactly one line to stdout::
+
+      broker ready: listener=127.0.0.1:PORT metrics=127.0.0.1:MPORT
+
+  (``metrics=off`` when ``metrics.port`` is -1). SIGTERM or SIGINT shuts down
+  gracefully (in-flight requests answered, logs flushed, checkpoints written)
+  and exits 0.
 """
 
 from __future__ import annotations
@@ -18,17 +31,35 @@ import asyncio
 import logging
 import signal
 import sys
+from importlib import metadata
 
 from broker.config import ConfigError, load_config, parse_overrides
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def version() -> str:
+    """``kafkapy <version>`` from the installed package's metadata."""
+    try:
+        return f"kafkapy {metadata.version('kafkapy')}"
+    except metadata.PackageNotFoundError:
+        return "kafkapy (version unknown: the package is not installed)"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse adds the usage lines)
+        self.exit(2, f"broker: {message}\n")
+
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m broker", description="Run a Kafka-compatible broker.")
-    parser.add_argument("--config", metavar="FILE", help="YAML file of Kafka broker properties")
+    parser = _Parser(prog="python -m broker", description="Run a Kafka-compatible broker.")
+    parser.add_argument("--config", metavar="FILE", help="YAML file or Kafka server.properties of broker properties")
     parser.add_argument(
         "--override", metavar="KEY=VALUE", action="append", default=[], help="set one property (repeatable)"
     )
-    parser.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
+                        help=f"logging level: {', '.join(LOG_LEVELS)} (default INFO)")
+    parser.add_argument("--version", action="version", version=version())
     return parser.parse_args(argv)
 
 
@@ -54,7 +85,7 @@ async def _serve(config) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -63,12 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"broker: config error: {exc}", file=sys.stderr)
         return 2
+    for name in config.ignored:
+        logging.getLogger("broker.config").warning(
+            "%s: a Kafka broker property this broker does not implement; ignored", name)
     from broker.cluster import StoreError
 
     try:
         return asyncio.run(_serve(config))
     except (OSError, ValueError, StoreError) as exc:
-        # A port in use, an unreadable or foreign log dir (meta.properties of another cluster), ZooKeeper
+        # A log dir locked by another process, a port in use, a foreign meta.properties, ZooKeeper
         # unreachable, a broker id registered by another broker...
         print(f"broker: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -7,11 +7,20 @@ A configuration file is a flat YAML mapping of property name to value::
     log.dirs: data/kafka-logs
     num.partitions: 1
 
-Values may be written as YAML scalars or as strings (``"true"``, ``"1048588"``),
-exactly as in a Kafka ``server.properties`` file. Every property has Kafka's
-default; ``configs/broker.yaml`` (mirrored by :data:`EMBEDDED_DEFAULTS`) is what
-``python -m broker`` runs when no ``--config`` is given. Unknown keys and bad
-values raise :class:`ConfigError` with a one-line message.
+Values may be written as YAML scalars or as strings (``"true"``, ``"1048588"``).
+A Kafka ``server.properties`` file (Java properties syntax, :mod:`broker.properties`)
+is read as well: by its ``.properties`` suffix, or by its content when the name
+says nothing (:func:`read_config_file`). Every property has Kafka's default;
+``configs/broker.yaml`` (mirrored by :data:`EMBEDDED_DEFAULTS`) is what
+``python -m broker`` runs when no ``--config`` is given.
+
+A broker property of Apache Kafka 2.7 that this broker does not implement
+(``num.network.threads``, ``transaction.state.log.min.isr``, ...) is accepted and
+listed in :attr:`BrokerConfig.ignored` (the CLI warns once for each), so an
+operator's existing file works. Any other unknown name is refused as a typo,
+with the closest known name as a hint. Bad values raise :class:`ConfigError`
+with a one-line message that names the property, the value and, from
+:func:`load_config`, where it came from (``--override`` or the file).
 
 Properties that are ours, not Apache Kafka's:
 
@@ -38,6 +47,7 @@ value in it has passed its property's parser and validator.
 
 from __future__ import annotations
 
+import difflib
 import math
 import socket
 from dataclasses import dataclass
@@ -46,14 +56,24 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from broker.kafka_properties import KAFKA_27_BROKER_PROPERTIES, is_kafka_broker_property
 from broker.log.config import LATEST_FORMAT_VERSION, format_version_magic
+from broker.properties import PropertiesError, read_properties
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
 
 class ConfigError(ValueError):
-    """A configuration problem; ``str(err)`` is one line meant for the operator."""
+    """A configuration problem; ``str(err)`` is one line meant for the operator.
+
+    ``property`` names the property at fault, when one is (not for a rule
+    between several properties).
+    """
+
+    def __init__(self, message: str, property: str | None = None) -> None:
+        super().__init__(message)
+        self.property = property
 
 
 # -- value parsers ---------------------------------------------------------------
@@ -67,7 +87,10 @@ def _int(value: Any, *, lo: int = -(2**63), hi: int = LONG_MAX) -> int:
             raise ValueError(f"expected an integer, got {value!r}")
         value = int(value)
     if isinstance(value, str):
-        value = int(value.strip())
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {value!r}") from None
     if not isinstance(value, int):
         raise ValueError(f"expected an integer, got {value!r}")
     if value < lo or value > hi:
@@ -92,7 +115,10 @@ def _str(value: Any) -> str:
 def _float(value: Any, *, lo: float = -math.inf, hi: float = math.inf) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a number, got a boolean")
-    value = float(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
     if not lo <= value <= hi:
         raise ValueError(f"{value} is out of range [{lo}, {hi}]")
     return value
@@ -326,15 +352,22 @@ class BrokerConfig:
     properties of this class.
     """
 
-    __slots__ = ("_values", "_explicit")
+    __slots__ = ("_values", "_explicit", "ignored")
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         parsed: dict[str, Any] = {}
         explicit: set[str] = set()
         given = dict(values or {})
+        ignored = []
         for name in given:
-            if name not in PROPERTIES:
-                raise ConfigError(f"unknown property {name!r}")
+            if name in PROPERTIES:
+                continue
+            if is_kafka_broker_property(name):
+                ignored.append(name)
+                continue
+            close = difflib.get_close_matches(name, [*PROPERTIES, *KAFKA_27_BROKER_PROPERTIES], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown property {name!r}{hint}", name)
         for prop in _PROPS:
             raw = given.get(prop.name, prop.default)
             if prop.name in given:
@@ -342,9 +375,11 @@ class BrokerConfig:
             try:
                 parsed[prop.name] = prop.parse(raw) if raw is not None else None
             except (ValueError, TypeError) as exc:
-                raise ConfigError(f"bad value for {prop.name!r}: {raw!r} ({exc})") from None
+                raise ConfigError(f"{prop.name}: {exc}", prop.name) from None
         self._values = parsed
         self._explicit = frozenset(explicit)
+        #: Kafka 2.7 broker properties that were given but that this broker does not implement.
+        self.ignored: tuple[str, ...] = tuple(sorted(ignored))
         self._check()
 
     def _check(self) -> None:
@@ -480,22 +515,44 @@ def default_config_path() -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A config file as property -> value: YAML or a Java properties file (``server.properties``).
+
+    ``*.properties`` is read as a properties file, ``*.yaml`` / ``*.yml`` as YAML;
+    any other name as YAML when it holds a YAML mapping, else as a properties
+    file (``key=value`` lines are one YAML string, never a mapping).
+    """
+    path = Path(path)
     try:
-        text = Path(path).read_text()
+        if path.suffix.lower() == ".properties":
+            return read_properties(path)
+        text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except PropertiesError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
+        if path.suffix.lower() not in (".yaml", ".yml"):
+            return _properties_of(path)
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path}{where} is not valid YAML") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
+        if path.suffix.lower() not in (".yaml", ".yml"):
+            return _properties_of(path)
         raise ConfigError(f"config file {path} must be a mapping of property: value")
     return {str(k): v for k, v in data.items()}
+
+
+def _properties_of(path: Path) -> dict[str, str]:
+    try:
+        return read_properties(path)
+    except PropertiesError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
@@ -510,16 +567,27 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
-    """Load ``path`` (or the embedded default) and apply ``overrides``."""
+    """Load ``path`` (or the embedded default) and apply ``overrides``.
+
+    An error names where the bad setting came from: the override that set the
+    property, else the config file.
+    """
     if path is None:
         default_path = default_config_path()
-        values = read_yaml(default_path) if default_path else dict(EMBEDDED_DEFAULTS)
-        source = str(default_path) if default_path else "embedded defaults"
+        values = read_config_file(default_path) if default_path else dict(EMBEDDED_DEFAULTS)
+        source = f"config file {default_path}" if default_path else "the embedded defaults"
     else:
-        values = read_yaml(Path(path))
-        source = str(path)
-    values.update(overrides or {})
+        values = read_config_file(Path(path))
+        source = f"config file {path}"
+    overrides = dict(overrides or {})
+    values.update(overrides)
     try:
         return BrokerConfig(values)
     except ConfigError as exc:
-        raise ConfigError(f"{exc} (config: {source})") from None
+        if exc.property is not None and exc.property in overrides:
+            where = f"--override {exc.property}={overrides[exc.property]}"
+        elif exc.property is None and overrides:
+            where = f"{source} with its overrides"
+        else:
+            where = source
+        raise ConfigError(f"{exc} (in {where})", exc.property) from None

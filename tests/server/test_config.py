@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ from broker.config import (
     parse_overrides,
 )
 from broker.log import LogConfig
+from broker.properties import PropertiesError, parse_properties
 
 
 def test_embedded_default_file_matches_the_builtin_defaults():
@@ -166,3 +168,130 @@ def test_no_arguments_runs_the_embedded_default_under_the_current_directory(tmp_
         proc.stdout.close()
     assert code == 0
     assert (tmp_path / "data" / "kafka-logs" / ".kafka_cleanshutdown").exists()
+
+
+def broker_cli(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--override", "no.such.key=1"],
+         "broker: config error: unknown property 'no.such.key' (in --override no.such.key=1)"),
+        (["--override", "num.partitions=abc"],
+         "broker: config error: num.partitions: expected an integer, got 'abc' (in --override num.partitions=abc)"),
+        (["--override", "log.retentoin.hours=3"],
+         "broker: config error: unknown property 'log.retentoin.hours' (did you mean 'log.retention.hours'?) "
+         "(in --override log.retentoin.hours=3)"),
+        (["--override", "log.cleaner.min.cleanable.ratio=half"],
+         "broker: config error: log.cleaner.min.cleanable.ratio: expected a number, got 'half' "
+         "(in --override log.cleaner.min.cleanable.ratio=half)"),
+        (["--log-level", "LOUD"],
+         "broker: argument --log-level: invalid choice: 'LOUD' (choose from 'DEBUG', 'INFO', 'WARNING', 'ERROR', "
+         "'CRITICAL')"),
+    ],
+)
+def test_cli_errors_name_their_source_in_one_line(tmp_path, args, line):
+    proc = broker_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [line]
+    assert not (tmp_path / "data").exists()  # nothing started, nothing written
+
+
+def test_cli_blames_the_config_file_for_its_own_values(tmp_path):
+    (tmp_path / "broker.yaml").write_text("num.partitions: abc\n")
+    proc = broker_cli("--config", "broker.yaml", "--override", "num.partitions=2", "--override", "broker.id=x",
+                      cwd=tmp_path)
+    assert proc.stderr.splitlines() == [
+        "broker: config error: broker.id: expected an integer, got 'x' (in --override broker.id=x)"]
+    proc = broker_cli("--config", "broker.yaml", "--override", "broker.id=3", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "broker: config error: num.partitions: expected an integer, got 'abc' (in config file broker.yaml)"]
+
+
+def test_version_comes_from_the_package_metadata(tmp_path):
+    from importlib import metadata
+
+    proc = broker_cli("--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, f"kafkapy {metadata.version('kafkapy')}\n")
+    script = Path(sys.executable).parent / "kafka-broker"
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, proc.stdout)
+
+
+def test_java_properties_syntax():
+    text = ("# a comment\n! another\n\n   broker.id = 7\nlog.dirs:/a,\\\n      /b\n"
+            "listeners PLAINTEXT://127.0.0.1:0\n#not.a.key=1 \\\nkey\\ with\\=escapes=\\u0041\\tb\\\\\n"
+            "empty=\nnum.partitions=1\r\nnum.partitions=3\rtrailing = kept  \n")
+    assert parse_properties(text) == {
+        "broker.id": "7", "log.dirs": "/a,/b", "listeners": "PLAINTEXT://127.0.0.1:0",
+        "key with=escapes": "A\tb\\", "empty": "", "num.partitions": "3", "trailing": "kept  ",
+    }
+    with pytest.raises(PropertiesError, match="line 1: malformed"):
+        parse_properties("bad=\\u12\n")
+
+
+KAFKA_27_SERVER_PROPERTIES = """\
+# A Kafka 2.7 server.properties, as its distribution ships it (listeners and log.dirs changed)
+broker.id=0
+listeners=PLAINTEXT://127.0.0.1:0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs={data}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+#log.flush.interval.messages=10000
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+
+
+@pytest.mark.parametrize("name", ["server.properties", "server.cfg"])
+def test_a_kafka_server_properties_file_runs_with_a_warning_per_unimplemented_property(tmp_path, name):
+    import signal
+
+    from tests.conftest import READY
+
+    path = tmp_path / name  # by suffix, or by content when the name says nothing
+    path.write_text(KAFKA_27_SERVER_PROPERTIES.format(data=tmp_path / "data"))
+    cfg = load_config(path)
+    assert (cfg.broker_id, cfg.num_partitions, [str(d) for d in cfg.log_dirs]) == (0, 1, [str(tmp_path / "data")])
+    stderr = tmp_path / "stderr"
+    with open(stderr, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "broker", "--config", str(path)], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=err)
+    try:
+        assert READY.search(proc.stdout.readline().decode())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        proc.stdout.close()
+    assert code == 0
+    warnings = [line.split("broker.config: ", 1)[1] for line in stderr.read_text().splitlines()
+                if " WARNING broker.config: " in line]
+    assert warnings == [f"{p}: a Kafka broker property this broker does not implement; ignored" for p in (
+        "num.io.threads", "num.network.threads", "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+        "transaction.state.log.min.isr", "transaction.state.log.replication.factor")]
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+def test_a_typo_in_a_properties_file_is_refused(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=0\nnum.partition=3\n")
+    proc = broker_cli("--config", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"broker: config error: unknown property 'num.partition' "
+                                        f"(did you mean 'num.partitions'?) (in config file {path})"]
