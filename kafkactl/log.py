@@ -10,7 +10,9 @@
   touching a file.
 
 Run these against a stopped broker's directories: a running broker owns its
-active segments.
+active segments. ``recover`` (not ``--dry-run``) takes the lock of each log dir
+it writes in that a broker has used (``<log.dir>/.lock``), so it refuses, exit 1,
+a dir that a running broker holds, and a broker cannot start on it meanwhile.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 
 import typer
 
-from broker.log import Log, LogConfig
+from broker.log import Log, LogConfig, LogDirInUseError, LogDirLocks, lock_log_dirs
+from broker.log.dirlock import LOCK_FILE
 from broker.log.scan import scan_file
 from kafkactl import logfiles
 from kafkactl._common import output_format
@@ -224,6 +227,36 @@ def verify(
         raise typer.Exit(EXIT_PROBLEM)
 
 
+def _lock_broker_dirs(pdirs: list[Path]) -> LogDirLocks:
+    """Lock the log dirs holding ``pdirs`` that a broker has used (they have a ``.lock``)."""
+    dirs = sorted({p.parent for p in pdirs if (p.parent / LOCK_FILE).exists()})
+    try:
+        return lock_log_dirs(dirs)
+    except LogDirInUseError as exc:
+        raise CliError(f"{exc}: stop its broker first", EXIT_PROBLEM) from None
+
+
+def _recover_partition(pdir: Path, dry_run: bool) -> dict:
+    if dry_run:
+        r = _scan_partition(pdir)
+        return {"partition_dir": r["partition_dir"], "cuts": r["corruption"],
+                "log_end_offset": r["log_end_offset"], "dry_run": True}
+    if not os.access(pdir, os.W_OK):
+        raise CliError(f"permission denied (recovery writes): {pdir}")
+    log = Log.open(pdir, LogConfig(), recovery_point=0)
+    try:
+        report = log.recovery_report
+        return {
+            "partition_dir": str(pdir),
+            "cuts": [{"segment": c.segment, "position": c.position, "bytes_removed": c.bytes_removed,
+                      "reason": c.reason} for c in report.cuts],
+            "log_end_offset": report.log_end_offset,
+            "dry_run": False,
+        }
+    finally:
+        log.close()
+
+
 @app.command()
 def recover(
     ctx: typer.Context,
@@ -232,27 +265,12 @@ def recover(
 ) -> None:
     """Run the broker's start-up recovery offline: cut at the first invalid byte, rebuild indexes."""
     fmt = output_format(ctx)
-    results = []
-    for pdir in logfiles.partition_dirs(path):
-        if dry_run:
-            r = _scan_partition(pdir)
-            results.append({"partition_dir": r["partition_dir"], "cuts": r["corruption"],
-                            "log_end_offset": r["log_end_offset"], "dry_run": True})
-            continue
-        if not os.access(pdir, os.W_OK):
-            raise CliError(f"permission denied (recovery writes): {pdir}")
-        log = Log.open(pdir, LogConfig(), recovery_point=0)
-        try:
-            report = log.recovery_report
-            results.append({
-                "partition_dir": str(pdir),
-                "cuts": [{"segment": c.segment, "position": c.position, "bytes_removed": c.bytes_removed,
-                          "reason": c.reason} for c in report.cuts],
-                "log_end_offset": report.log_end_offset,
-                "dry_run": False,
-            })
-        finally:
-            log.close()
+    pdirs = logfiles.partition_dirs(path)
+    locks = LogDirLocks({}) if dry_run else _lock_broker_dirs(pdirs)
+    try:
+        results = [_recover_partition(pdir, dry_run) for pdir in pdirs]
+    finally:
+        locks.release()
     if fmt is OutputFormat.table:
         for r in results:
             verb = "would cut" if r["dry_run"] else "cut"

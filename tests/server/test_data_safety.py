@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from broker.log import LogDirInUseError, lock_log_dirs
+from tests.kafkactl.conftest import one_line_error, run
 
 from .wire import make_batch
 
@@ -121,6 +122,13 @@ def test_second_broker_on_a_live_dir_is_refused_and_kill_9_then_restart_recovers
     assert sorted(os.listdir(fresh)) == [".lock"]  # no meta.properties, no metadata store
     lock_log_dirs([fresh]).release()  # B released what it had taken
     assert a.running()
+
+    # The offline recovery tool keeps out of a live dir too (its dry run only reads).
+    res = run([sys.executable, "-m", "kafkactl", "log", "recover", str(a.data_dir / "safe-0")])
+    assert one_line_error(res, 1) == (f"kafkactl: log dir {a.data_dir} is in use by another process (it holds "
+                                      f"the lock on {a.data_dir / '.lock'}): stop its broker first")
+    assert run([sys.executable, "-m", "kafkactl", "log", "recover", "--dry-run", str(a.data_dir)]).returncode == 0
+    assert files_of(a.data_dir) == before
 
     # A dies without a clean shutdown, in the middle of a write.
     a.kill()
