@@ -56,9 +56,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from broker import properties
 from broker.kafka_properties import KAFKA_27_BROKER_PROPERTIES, is_kafka_broker_property
 from broker.log.config import LATEST_FORMAT_VERSION, format_version_magic
-from broker.properties import PropertiesError, read_properties
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -524,35 +524,36 @@ def read_config_file(path: Path) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        if path.suffix.lower() == ".properties":
-            return read_properties(path)
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except PropertiesError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 text") from None
+    suffix = path.suffix.lower()
+    if suffix == ".properties":
+        return _properties_of(path, text)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        if path.suffix.lower() not in (".yaml", ".yml"):
-            return _properties_of(path)
+        if suffix not in (".yaml", ".yml"):
+            return _properties_of(path, text)
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path}{where} is not valid YAML") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        if path.suffix.lower() not in (".yaml", ".yml"):
-            return _properties_of(path)
+        if suffix not in (".yaml", ".yml"):
+            return _properties_of(path, text)
         raise ConfigError(f"config file {path} must be a mapping of property: value")
     return {str(k): v for k, v in data.items()}
 
 
-def _properties_of(path: Path) -> dict[str, str]:
+def _properties_of(path: Path, text: str) -> dict[str, str]:
     try:
-        return read_properties(path)
-    except PropertiesError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+        return {key: value for key, (_line, value) in properties.parse(text, f"config file {path}").items()}
+    except properties.PropertiesError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:

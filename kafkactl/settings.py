@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from broker.client import AdminConfig, ConsumerConfig, ProducerConfig, build_config, errors
-from kafkactl import properties
+from broker import properties
 from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat
 

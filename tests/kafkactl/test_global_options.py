@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kafkactl.main import GLOBAL_OPTIONS, build_command
-from kafkactl.properties import PropertiesError, parse
+from broker.properties import PropertiesError, parse
 from tests.kafkactl.conftest import RUN_LIMIT_S, Ctl, one_line_error
 
 

@@ -19,7 +19,7 @@ from broker.config import (
     parse_overrides,
 )
 from broker.log import LogConfig
-from broker.properties import PropertiesError, parse_properties
+from broker.properties import PropertiesError, parse
 
 
 def test_embedded_default_file_matches_the_builtin_defaults():
@@ -226,12 +226,12 @@ def test_java_properties_syntax():
     text = ("# a comment\n! another\n\n   broker.id = 7\nlog.dirs:/a,\\\n      /b\n"
             "listeners PLAINTEXT://127.0.0.1:0\n#not.a.key=1 \\\nkey\\ with\\=escapes=\\u0041\\tb\\\\\n"
             "empty=\nnum.partitions=1\r\nnum.partitions=3\rtrailing = kept  \n")
-    assert parse_properties(text) == {
+    assert {key: value for key, (_line, value) in parse(text).items()} == {
         "broker.id": "7", "log.dirs": "/a,/b", "listeners": "PLAINTEXT://127.0.0.1:0",
         "key with=escapes": "A\tb\\", "empty": "", "num.partitions": "3", "trailing": "kept  ",
     }
     with pytest.raises(PropertiesError, match="line 1: malformed"):
-        parse_properties("bad=\\u12\n")
+        parse("bad=\\u12\n")
 
 
 KAFKA_27_SERVER_PROPERTIES = """\
