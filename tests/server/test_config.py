@@ -235,7 +235,7 @@ def test_java_properties_syntax():
 
 
 KAFKA_27_SERVER_PROPERTIES = """\
-# A Kafka 2.7 server.properties, as its distribution ships it (listeners and log.dirs changed)
+# A Kafka 2.7 server.properties, as its distribution ships it (listeners, log.dirs and zookeeper.connect changed)
 broker.id=0
 listeners=PLAINTEXT://127.0.0.1:0
 num.network.threads=3
@@ -253,20 +253,20 @@ transaction.state.log.min.isr=1
 log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
-zookeeper.connect=localhost:2181
+zookeeper.connect={zk_connect}
 zookeeper.connection.timeout.ms=18000
 group.initial.rebalance.delay.ms=0
 """
 
 
 @pytest.mark.parametrize("name", ["server.properties", "server.cfg"])
-def test_a_kafka_server_properties_file_runs_with_a_warning_per_unimplemented_property(tmp_path, name):
+def test_a_kafka_server_properties_file_runs_with_a_warning_per_unimplemented_property(tmp_path, name, zk_connect):
     import signal
 
     from tests.conftest import READY
 
     path = tmp_path / name  # by suffix, or by content when the name says nothing
-    path.write_text(KAFKA_27_SERVER_PROPERTIES.format(data=tmp_path / "data"))
+    path.write_text(KAFKA_27_SERVER_PROPERTIES.format(data=tmp_path / "data", zk_connect=zk_connect))
     cfg = load_config(path)
     assert (cfg.broker_id, cfg.num_partitions, [str(d) for d in cfg.log_dirs]) == (0, 1, [str(tmp_path / "data")])
     stderr = tmp_path / "stderr"
