@@ -52,10 +52,6 @@ class LogDirLocks:
     def __init__(self, fds: dict[Path, int]) -> None:
         self._fds = fds
 
-    @property
-    def dirs(self) -> list[Path]:
-        return list(self._fds)
-
     def release(self) -> None:
         """Drop every lock (closing the file drops it). Safe to call twice."""
         fds, self._fds = self._fds, {}

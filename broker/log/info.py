@@ -123,14 +123,6 @@ class LogStartupReport:
     dirs: list[LogDirStartup] = field(default_factory=list)
     seconds: float = 0.0
 
-    @property
-    def clean_shutdown(self) -> bool:
-        return all(d.clean_shutdown for d in self.dirs)
-
-    @property
-    def bytes_removed(self) -> int:
-        return sum(c.bytes_removed for d in self.dirs for _name, c in d.cuts)
-
     def summary(self) -> str:
         logs = sum(d.logs for d in self.dirs)
         return f"loaded {logs} log(s) in {self.seconds:.3f} s: " + "; ".join(d.describe() for d in self.dirs)

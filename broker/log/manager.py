@@ -96,8 +96,6 @@ class LogManager:
         self._doomed_dirs: list[Path] = []
         self._first_dirty: dict[TopicPartition, int] = {}
         self._cleaner_lock = threading.Lock()
-        #: What the last :meth:`startup` found and did.
-        self.startup_report: LogStartupReport | None = None
         self._appenders: dict[Path, LogAppender] = {}
         self._appenders_lock = threading.Lock()
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
@@ -115,7 +113,7 @@ class LogManager:
         Logs the returned report's one-line summary.
         """
         started = time.perf_counter()
-        report = self.startup_report = LogStartupReport()
+        report = LogStartupReport()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_SHUTDOWN_FILE
