@@ -31,7 +31,7 @@ import time
 
 from broker.client import AsyncAdmin, AsyncConsumer, AsyncProducer, OffsetAndMetadata, TopicPartition
 from broker.client.errors import KafkaError
-from broker.records.batch import Header, Record, RecordBatch, encode_batch
+from broker.records.batch import encode_batch_tuples
 from broker.records.compression import Compression
 
 from .config import Flow, MirrorConfig
@@ -96,6 +96,9 @@ class FlowRunner:
         cprops = src.client_properties("consumer")
         cprops.update({"group.id": flow.group_id, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         cprops.setdefault("isolation.level", "read_committed")
+        # heartbeats well inside the session: a member unconfirmed for half of it stops writing
+        session_ms = int(cprops.get("session.timeout.ms", 10000))
+        cprops.setdefault("heartbeat.interval.ms", max(session_ms // 5, 100))
         cprops.setdefault("max.partition.fetch.bytes", 4 * 1024 * 1024)
         # the subscription pattern is matched again at each metadata refresh: new topics are noticed this fast
         cprops.setdefault("metadata.max.age.ms", min(config.sync_interval_ms, 30000))
@@ -115,6 +118,7 @@ class FlowRunner:
         self._committed: dict[TopicPartition, tuple[int, int]] = {}
         self._backoff = 0.1
         self._fence_s = self.consumer.config.session_timeout_ms / 2000
+        self._own_prefix = Provenance(flow.source, flow.source, 0).encode()[:-1]  # b"SOURCE|SOURCE|"
         self._exclude = "|".join(f"(?:{p})" for p in filter(None, [
             "__.*", flow.exclude.pattern if flow.exclude is not None else None, back]))
 
@@ -174,11 +178,12 @@ class FlowRunner:
                 log.debug("closing %s: %s", type(client).__name__, exc)
 
     # -- ownership -------------------------------------------------------------------
-    async def _on_assign(self, tps: list[TopicPartition]) -> None:
+    def _on_assign(self, tps: list[TopicPartition]) -> None:
+        # Paused until the main loop has read each one's resume point from the target: doing
+        # it here, inside the group join, would hold up the first heartbeat.
         for tp in tps:
             self.parts[tp] = _Partition(None)
             self.consumer.pause(tp)
-        await self._resume_broken()
         self.metrics.partitions.labels(self.flow.name).set(len(self.parts))
 
     async def _on_revoke(self, tps: list[TopicPartition]) -> None:
@@ -254,6 +259,7 @@ class FlowRunner:
             return
         flow = self.flow
         source, target = flow.source, flow.target
+        own = self._own_prefix
         chunk: list = []
         size = 0
         skipped = 0
@@ -262,26 +268,27 @@ class FlowRunner:
                 if r.offset < st.next_offset:
                     continue
                 headers = r.headers
-                origin = source
+                prefix = own
                 if headers:
                     p = provenance(headers)
                     if p is not None:
                         if p.origin == target:
                             skipped += 1
                             continue
-                        origin = p.origin
+                        prefix = f"{p.origin}|{source}|".encode()
                         headers = [h for h in headers if h[0] != HEADER]
                     headers = list(headers)
                 else:
                     headers = []
-                headers.append((HEADER, Provenance(origin, source, r.offset).encode()))
-                chunk.append((r.offset, r.timestamp, r.key, r.value, headers))
+                headers.append((HEADER, b"%b%d" % (prefix, r.offset)))
+                chunk.append((r.timestamp, r.key, r.value, headers))
+                last_offset = r.offset
                 size += (len(r.key) if r.key else 0) + (len(r.value) if r.value else 0) + 64
                 if size >= CHUNK_BYTES:
-                    await self._send(tp, st, chunk)
+                    await self._send(tp, st, chunk, last_offset)
                     chunk, size = [], 0
             if chunk:
-                await self._send(tp, st, chunk)
+                await self._send(tp, st, chunk, last_offset)
         except KafkaError as exc:
             self.health.trouble("produce", exc)
             st.broken = True
@@ -302,24 +309,22 @@ class FlowRunner:
         if ago is None or ago > self._fence_s:
             raise NotOwnerError(f"group membership not confirmed for {'ever' if ago is None else f'{ago:.1f} s'}")
 
-    async def _send(self, tp: TopicPartition, st: _Partition, chunk: list) -> None:
+    async def _send(self, tp: TopicPartition, st: _Partition, chunk: list, last_offset: int) -> None:
+        """Write ``chunk`` (``(timestamp, key, value, headers)``, the last one from source offset
+        ``last_offset``) as one batch; the position moves only once the target acknowledged it."""
         self._check_owner()
-        base_ts = chunk[0][1]
-        batch = RecordBatch(compression=self._compression, base_timestamp=base_ts, records=[
-            Record(i, ts - base_ts, k, v, [Header(hk, hv) for hk, hv in h])
-            for i, (_, ts, k, v, h) in enumerate(chunk)])
-        data = encode_batch(batch)
+        data = encode_batch_tuples(chunk, self._compression)
         base, _ = await self.producer.send_batch(st.target_topic, tp.partition, data)
-        now = time.time()
-        st.next_offset = chunk[-1][0] + 1
+        now_ms = time.time() * 1000
+        st.next_offset = last_offset + 1
         st.target_next = base + len(chunk)
         m = self.metrics
         m.records.labels(self.flow.name, tp.topic).inc(len(chunk))
         m.bytes.labels(self.flow.name, tp.topic).inc(
-            sum((len(k) if k else 0) + (len(v) if v else 0) for _, _, k, v, _ in chunk))
-        hist = m.latency.labels(self.flow.name)
-        for _, ts, _, _, _ in chunk:
-            hist.observe(max(now - ts / 1000, 0.0))
+            sum((len(k) if k else 0) + (len(v) if v else 0) for _, k, v, _ in chunk))
+        observe = m.latency.labels(self.flow.name).observe
+        for ts, _, _, _ in chunk:
+            observe(max(now_ms - ts, 0.0) / 1000)
 
     # -- progress --------------------------------------------------------------------
     async def _commit(self, tps=None) -> None:

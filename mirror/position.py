@@ -91,7 +91,7 @@ class TargetReader:
         last = None
         idle = 0
         while True:
-            records = await c.poll(200)
+            records = await c.poll(50)
             for r in records:
                 p = provenance(r.headers)
                 if p is None or p.source != self._source:
@@ -105,7 +105,7 @@ class TargetReader:
             if high_watermark is not None and await c.position(tp) >= high_watermark:
                 return last
             idle = 0 if records else idle + 1
-            if idle >= 50:
+            if idle >= 200:
                 raise KafkaTimeoutError(f"reading {tp.topic}-{tp.partition} made no progress for 10 s")
 
     async def end_offset(self, tp: TopicPartition, start: int) -> int:
@@ -114,8 +114,8 @@ class TargetReader:
         async with self._lock:
             c = self._consumer
             self._fresh(tp, start)
-            for _ in range(50):
-                await c.poll(200, max_records=1)
+            for _ in range(500):
+                await c.poll(20, max_records=1)
                 if c.highwater(tp) is not None:
                     return c.highwater(tp)
             raise KafkaTimeoutError(f"no Fetch answer for {tp.topic}-{tp.partition} within 10 s")
