@@ -94,6 +94,8 @@ class GroupSync:
         end = await self._reader.end_offset(ttp, start)
         copy = await self._reader.first_copy_at_or_after(ttp, start, end, offset)
         if copy is not None:
+            if len(self._cache) >= 100_000:  # committed offsets move on; old entries are rarely asked again
+                self._cache.clear()
             self._cache[key] = copy.target_offset
             return copy.target_offset
         try:

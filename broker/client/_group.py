@@ -63,6 +63,7 @@ class GroupMember:
         self.owned: list[TopicPartition] = []
         self.need_rejoin = True
         self.joined_topics: set[str] = set()
+        self.joined_partitions: dict[str, int] = {}  # partition counts the last assignment was made for
         self._heartbeat: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.is_leader = False
@@ -98,7 +99,7 @@ class GroupMember:
     async def ensure_active(self) -> None:
         """Join (and sync) if needed; returns once we hold a current assignment."""
         async with self._lock:
-            while self.need_rejoin or set(self.subscribed_topics()) != self.joined_topics:
+            while self.need_rejoin or set(self.subscribed_topics()) != self.joined_topics or self._grown():
                 try:
                     await self._join_and_sync()
                 except (RetriableError, GroupError) as exc:
@@ -113,8 +114,19 @@ class GroupMember:
             if not self._leaving and (self._heartbeat is None or self._heartbeat.done()):
                 self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
 
+    def _partition_counts(self, topics) -> dict[str, int]:
+        known = self.cluster.topics
+        return {t: len(known[t].partitions) for t in topics if t in known}
+
+    def _grown(self) -> bool:
+        """Whether a topic has more partitions than the last assignment was made for: the
+        group then rejoins so that the new partitions are assigned (as Kafka's consumer does)."""
+        known = self.cluster.topics
+        return any(t in known and len(known[t].partitions) > n for t, n in self.joined_partitions.items())
+
     async def _join_and_sync(self) -> None:
         topics = sorted(self.subscribed_topics())
+        counts = self._partition_counts(topics)
         cooperative = self._protocol_kind() == COOPERATIVE
         if not cooperative and self.owned:
             revoked, self.owned = self.owned, []
@@ -165,6 +177,7 @@ class GroupMember:
         self.last_heartbeat = time.monotonic()
         new = decode_assignment(sresp["assignment"]).partitions
         self.joined_topics = set(topics)
+        self.joined_partitions = {**self._partition_counts(topics), **counts}  # topics unknown at the start too
         self.need_rejoin = False
         old = set(self.owned)
         revoked = [tp for tp in self.owned if tp not in set(new)]

@@ -171,6 +171,24 @@ def test_pattern_subscription_with_exclude(kafka):
         m.stop()
 
 
+def test_partitions_added_to_a_subscribed_topic_are_assigned(kafka):
+    kafka.skip_unless(37, "CreatePartitions")
+    topic = create_topic(kafka, partitions=1)
+    m = Member(kafka.bootstrap, kafka.topic("grp"), [topic], metadata_max_age_ms=500)
+    m.start()
+    try:
+        wait_until(lambda: len(m.assigned) == 1, "the first partition")
+        with Admin(bootstrap_servers=kafka.bootstrap) as admin:
+            admin.create_partitions({topic: 3})
+        wait_until(lambda: len(m.assigned) == 3, "the added partitions")
+        with Producer(bootstrap_servers=kafka.bootstrap) as p:
+            p.send(topic, b"late", partition=2)
+            p.flush()
+        wait_until(lambda: any(r.partition == 2 for r in m.records), "a record of an added partition")
+    finally:
+        m.stop()
+
+
 def test_misuse_is_reported(kafka):
     with Consumer(bootstrap_servers=kafka.bootstrap) as c:
         with pytest.raises(IllegalStateError):

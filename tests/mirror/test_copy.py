@@ -49,3 +49,27 @@ def test_two_clusters_record_by_record(broker_factory, mirror_factory):
         res = ConfigResource("topic", orders)
         configs = admin.describe_configs([res])[res]
         assert configs["retention.ms"].value == "86400000"
+
+
+def test_partitions_and_configs_follow_the_source(broker_factory, mirror_factory):
+    src, dst = broker_factory(), broker_factory()
+    topic = f"grow-{uuid.uuid4().hex[:8]}"
+    create_topic(src.bootstrap, topic, 1, **{"retention.ms": "3600000"})
+    produce_records(src.bootstrap, topic, 20)
+    mirror_factory(mirror_config({"a": src.bootstrap, "b": dst.bootstrap}, [{"source": "a", "target": "b",
+                                                                               "topics": topic}]))
+    wait_for(lambda: _count(dst.bootstrap, topic) == 20, 60, "the first copy")
+    with Admin(bootstrap_servers=src.bootstrap) as admin:
+        admin.create_partitions({topic: 3})
+        admin.incremental_alter_configs({ConfigResource("topic", topic): {"retention.ms": "7200000"}})
+    sent = produce_records(src.bootstrap, topic, 30, partitions=3, start=20)
+    wait_for(lambda: _count(dst.bootstrap, topic) == 50, 60, "records of the new partitions")
+
+    def target_config():
+        with Admin(bootstrap_servers=dst.bootstrap) as admin:
+            res = ConfigResource("topic", topic)
+            return admin.describe_configs([res])[res]["retention.ms"].value == "7200000"
+
+    wait_for(target_config, 30, "the config change to be copied")
+    assert read_all(dst.bootstrap, topic) == read_all(src.bootstrap, topic)
+    assert {r[0] for r in sent} == {0, 1, 2}
