@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 
 from broker.client import Admin, Consumer, TopicPartition
@@ -71,3 +72,29 @@ def test_group_moves_to_target_without_gap_or_duplicate(broker_factory, mirror_f
     assert len(rest_keys) == len(set(rest_keys))
     assert not seen_keys & set(rest_keys)
     assert seen_keys | set(rest_keys) == all_keys
+
+
+def test_group_active_in_the_target_is_left_alone(broker_factory, mirror_factory):
+    src, dst = broker_factory(), broker_factory()
+    topic = f"act-{uuid.uuid4().hex[:8]}"
+    group = f"live-{uuid.uuid4().hex[:6]}"
+    create_topic(src.bootstrap, topic, 1)
+    produce_records(src.bootstrap, topic, 100)
+    with Consumer(bootstrap_servers=src.bootstrap, group_id=group, enable_auto_commit=False,
+                  session_timeout_ms=6000) as c:
+        c.commit({TopicPartition(topic, 0): 80})
+    # a member of the same group is consuming in the target: its own commits win
+    with Consumer(bootstrap_servers=dst.bootstrap, group_id=group, auto_offset_reset="earliest",
+                  session_timeout_ms=6000, metadata_max_age_ms=500) as member:
+        member.subscribe([topic])
+        mirror = mirror_factory(mirror_config({"src": src.bootstrap, "dst": dst.bootstrap}, [
+            {"source": "src", "target": "dst", "topics": topic, "groups": "live-.*"}]))
+        wait_for(lambda: sum(end_offsets(dst.bootstrap, topic).values()) == 100, 60, "the copy")
+        got = []
+        wait_for(lambda: got.extend(member.poll(200)) or len(got) >= 30, 60, "the member to read")
+        member.commit({TopicPartition(topic, 0): 30})
+        time.sleep(4)  # several sync rounds (sync.interval.ms is 1 s in these tests)
+        with Admin(bootstrap_servers=dst.bootstrap) as admin:
+            assert admin.list_group_offsets(group)[TopicPartition(topic, 0)].offset == 30
+    assert "group_sync trouble" not in mirror.log_text()  # it did not even try (the broker would refuse)
+    assert f"group {group} offsets translated" not in mirror.log_text()
