@@ -229,9 +229,12 @@ def test_error_paths_are_one_line(ctl: Ctl, broker, zk_connect, topics, tmp_path
     from tests.zookeeper import free_port
 
     nowhere = f"127.0.0.1:{free_port()}"
+    good = tmp_path / "good.csv"
+    good.write_text("g,orders,0,1\n")
     for args in (["migrate-from-zookeeper", "--zookeeper", nowhere],
                  ["migrate-to-zookeeper", "--zookeeper", nowhere, "--group", "g"],
-                 ["export", "--group", "g", "--zookeeper", nowhere]):
+                 ["export", "--group", "g", "--zookeeper", nowhere],
+                 ["import", str(good), "--zookeeper", nowhere]):
         assert "cannot reach ZooKeeper" in one_line_error(ctl("offsets", *args), 3)
     assert "no group in ZooKeeper" in one_line_error(
         ctl("offsets", "migrate-from-zookeeper", "--zookeeper", zk_connect, "--group", "nosuch"), 2)
