@@ -111,18 +111,18 @@ class GroupCoordinator(OffsetsMixin):
         info = self.broker.topics.get(OFFSETS_TOPIC)
         if info is not None:
             self.num_partitions = len(info.partitions)
-            self.loading = {p for p, pi in info.partitions.items() if pi.log is not None}
-            self._tasks.append(asyncio.ensure_future(self._load_all(info)))
+            self.loading = {p for p in info.partitions if self.broker.replicas.partition(OFFSETS_TOPIC, p) is not None}
+            self._tasks.append(asyncio.ensure_future(self._load_all()))
         self._tasks.append(asyncio.ensure_future(self._expiry_loop()))
 
-    async def _load_all(self, info) -> None:
+    async def _load_all(self) -> None:
         started = time.perf_counter()
         loaded = 0
         for p in sorted(self.loading):
-            pinfo = info.partitions[p]
+            partition = self.broker.replicas.partition(OFFSETS_TOPIC, p)
             partition_started = time.perf_counter()
             try:
-                state = await self.broker.run_blocking(storage.read_partition, pinfo.log)
+                state = await self.broker.run_blocking(storage.read_partition, partition)
             except Exception:
                 log.exception("loading %s-%d failed", OFFSETS_TOPIC, p)
                 self.loading.discard(p)
@@ -189,8 +189,8 @@ class GroupCoordinator(OffsetsMixin):
         self.num_partitions = len(info.partitions)
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        pinfo = self.broker.topics.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        storage.append_records(self.broker, pinfo, records)
+        replicas = self.broker.replicas
+        storage.append_records(replicas, replicas.partition(OFFSETS_TOPIC, self.partition_for(group_id)), records)
 
     def _store_group(self, group: Group) -> int:
         """Append the group's metadata record; NONE or the error to answer with."""

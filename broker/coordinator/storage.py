@@ -4,12 +4,12 @@
   ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``,
   ``segment.bytes=offsets.topic.segment.bytes`` (100 MiB by default).
 * :func:`append_records` writes one uncompressed v2 batch of (key, value) records
-  to a partition this broker leads and returns only after the log has it (the
-  single-node high watermark moves with the append), so a commit acknowledged to
-  a client is in the log. Storage errors map to the codes Kafka's coordinator
+  through the replica layer to a partition this broker leads and returns only
+  after the log has it (the single-node high watermark moves with the append),
+  so a commit acknowledged to a client is in the log. Storage errors map to the codes Kafka's coordinator
   answers with (:func:`commit_error_for`).
-* :func:`read_partition` replays a partition from its log start offset to its
-  end and returns the surviving state: the last value of every key, tombstones
+* :func:`read_partition` replays a partition (a :class:`~broker.replica.Partition`)
+  from its log start offset to its high watermark and returns the surviving state: the last value of every key, tombstones
   having removed keys (run in a worker thread; touches only the log's files).
 """
 
@@ -25,7 +25,7 @@ from broker.protocol import ErrorCode
 from broker.records import BatchBuilder, iter_batches
 
 if TYPE_CHECKING:
-    from broker.server.topics import PartitionInfo
+    from broker.replica import Partition, ReplicaManager
 
 OFFSETS_TOPIC = "__consumer_offsets"
 READ_CHUNK = 1 << 20
@@ -65,17 +65,17 @@ async def ensure_offsets_topic(broker):
         raise
 
 
-def append_records(broker, pinfo: "PartitionInfo", records: list[tuple[bytes, bytes | None]],
-                   now_ms: int | None = None) -> int:
+def append_records(replicas: "ReplicaManager", partition: "Partition | None",
+                   records: list[tuple[bytes, bytes | None]], now_ms: int | None = None) -> int:
     """Append ``records`` as one batch; returns the first offset. Raises StorageError."""
-    if pinfo is None or pinfo.log is None:
+    if partition is None:
         raise StorageError(ErrorCode.NOT_COORDINATOR, "this broker does not host the partition")
     ts = int(time.time() * 1000) if now_ms is None else now_ms
     builder = BatchBuilder()
     for key, value in records:
         builder.append(ts, key, value)
     try:
-        return broker.topics.append_as_leader(pinfo, builder.build()).first_offset
+        return replicas.append_now(partition, builder.build()).first_offset
     except (LogError, CorruptRecordError) as exc:
         raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
     except ValueError as exc:  # the log was closed under us (shutdown)
@@ -128,13 +128,13 @@ class PartitionState:
         return set(self.groups) | {g for g, offs in self.offsets.items() if offs}
 
 
-def read_partition(plog) -> PartitionState:
-    """Replay a ``__consumer_offsets`` log from its start to its current end (blocking)."""
+def read_partition(partition: "Partition") -> PartitionState:
+    """Replay a partition of ``__consumer_offsets`` from its start to its high watermark (blocking)."""
     state = PartitionState()
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
+    offset = partition.log_start_offset
+    end = partition.high_watermark
     while offset < end:
-        data = plog.read(offset, READ_CHUNK).read_bytes()
+        data = partition.read(offset, READ_CHUNK).read_bytes()
         if not data:
             break
         progressed = False

@@ -15,6 +15,11 @@ thus makes fewer, larger writes, and the CRC checks on the submitting side
 overlap with the writes on the other (``crc32c`` and ``pwritev`` release the
 GIL).
 
+A leader's appends get their offsets here (``assign_offsets``); a follower's
+(``submit(..., as_follower=True)``) keep the offsets and leader epochs the
+leader gave them, and are still validated (CRC, sizes, offsets above the log
+end). A log's leader and follower appends are never written in one group.
+
 Guarantees:
 - a log's appends happen in :meth:`submit` order, each exactly once;
 - every submitted append gets exactly one result (an ``AppendInfo`` or the
@@ -58,7 +63,7 @@ class LogAppender:
     def __init__(self, name: str, deliver: Callable[[list[tuple[Done, Any]]], None] | None = None) -> None:
         self.name = name
         self._deliver = deliver or _call_each
-        self._queue: deque = deque()  # (records, leader_epoch, done, log)
+        self._queue: deque = deque()  # (records, leader_epoch, done, log, assign_offsets)
         self._cond = threading.Condition(threading.Lock())
         self._closed = False
         self._idle = False  # set by the writer, under the condition's lock, before it waits
@@ -67,8 +72,11 @@ class LogAppender:
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, log, records, leader_epoch: int, done: Done) -> None:
+    def submit(self, log, records, leader_epoch: int, done: Done, *, as_follower: bool = False) -> None:
         """Queue ``records`` (a buffer of whole v2 batches) for ``log``; ``done`` gets the result later.
+
+        As a leader (the default) the batches get the next offsets and
+        ``leader_epoch``; ``as_follower`` keeps the offsets and epochs they carry.
 
         The buffer must stay untouched until then (a writable one is patched in
         place). After :meth:`close`, ``done`` gets a :class:`LogClosedError` at
@@ -91,7 +99,7 @@ class LogAppender:
         except CorruptRecordError as exc:
             self._deliver([(done, exc)])
             return
-        self._queue.append((records, leader_epoch, done, log))
+        self._queue.append((records, leader_epoch, done, log, not as_follower))
         if self._closed:
             # close() ran meanwhile (the CRC check released the GIL): the writer may be gone
             # already, so refuse what is left; each entry is popped by one side only.
@@ -118,7 +126,7 @@ class LogAppender:
         """Answer every queued append with LogClosedError (appends that raced close)."""
         while True:
             try:
-                _records, _epoch, done, _log = self._queue.popleft()
+                done = self._queue.popleft()[2]
             except IndexError:
                 return
             self._deliver([(done, LogClosedError(f"log appender {self.name} is closed"))])
@@ -146,14 +154,14 @@ class LogAppender:
                 log.exception("log appender %s failed", self.name)
 
     def _write(self, taken: list) -> None:
-        """Append what was taken, one group per log (each log's entries in order), then deliver."""
-        first = taken[0][3]
-        groups = [taken] if all(entry[3] is first for entry in taken) else self._by_log(taken)
+        """Append what was taken, one group per log and mode (each log's entries in order), then deliver."""
+        first, mode = taken[0][3], taken[0][4]
+        groups = [taken] if all(entry[3] is first and entry[4] is mode for entry in taken) else self._by_log(taken)
         delivered: list[tuple[Done, Any]] = []
         for entries in groups:
             target = entries[0][3]
             try:
-                results = target.append_group(entries, crc_checked=True)
+                results = target.append_group(entries, assign_offsets=entries[0][4], crc_checked=True)
             except Exception as exc:  # noqa: BLE001 - a bug or an unexpected error: every caller hears of it
                 log.exception("append to %s failed", getattr(target, "dir", target))
                 results = [exc] * len(entries)
@@ -167,7 +175,12 @@ class LogAppender:
 
     @staticmethod
     def _by_log(taken: list) -> list[list]:
-        by_log: dict[int, list] = {}
+        """Each log's entries in order, cut where the mode changes (leader and follower appends apart)."""
+        by_log: dict[int, list[list]] = {}
         for entry in taken:
-            by_log.setdefault(id(entry[3]), []).append(entry)
-        return list(by_log.values())
+            runs = by_log.setdefault(id(entry[3]), [])
+            if runs and runs[-1][-1][4] is entry[4]:
+                runs[-1].append(entry)
+            else:
+                runs.append([entry])
+        return [run for runs in by_log.values() for run in runs]

@@ -84,14 +84,18 @@ def dirty_ratio(log: Log, first_dirty_offset: int) -> float:
     return dirty / total if total else 0.0
 
 
-def clean_log(log: Log, now_ms: int, *, first_dirty_offset: int, offset_map_bytes: int = 64 << 20,
-              force: bool = False) -> CleanResult | None:
-    """One compaction pass (see the module docstring). None when there was nothing to clean."""
+def clean_log(log: Log, now_ms: int, *, first_dirty_offset: int, high_watermark: int,
+              offset_map_bytes: int = 64 << 20, force: bool = False) -> CleanResult | None:
+    """One compaction pass (see the module docstring). None when there was nothing to clean.
+
+    Only segments wholly below ``high_watermark`` are cleaned (Kafka never
+    compacts what consumers cannot read yet).
+    """
     cfg = log.config
     segs = log.segments
     if len(segs) < 2:
         return None
-    end_limit = min(segs[-1].base_offset, log.high_watermark)
+    end_limit = min(segs[-1].base_offset, high_watermark)
     cleanable: list[LogSegment] = []
     for i, seg in enumerate(segs[:-1]):
         if segs[i + 1].base_offset > end_limit:

@@ -5,8 +5,10 @@ Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (see
 assigned here: the next batch gets ``log_end_offset`` as its base offset.
 
 Invariants:
-- ``log_start_offset <= high_watermark <= log_end_offset`` (the partition layer moves
-  ``high_watermark``; until it is first set it tracks ``log_end_offset``);
+- ``log_start_offset <= log_end_offset``. The high watermark is not the log's: the
+  replica layer (:mod:`broker.replica`) owns it and passes it to what it bounds
+  (retention, compaction); :meth:`delete_records` takes an offset already checked
+  against it;
 - segments are sorted by base offset, the last one is the active segment and the
   only one written to; offsets increase strictly across batches and segments;
 - ``recovery_point <= log_end_offset``: data below it has been fsynced.
@@ -125,7 +127,6 @@ class Log:
         self._view: tuple[tuple[int, ...], tuple[LogSegment, ...]] = ((), ())
         self._log_end_offset = 0
         self.log_start_offset = 0
-        self._high_watermark: int | None = None  # None: tracks log_end_offset (single node)
         self.recovery_point = 0
         self.recovery_report: LogRecoveryReport | None = None
         self.leader_epoch_cache: LeaderEpochCache | None = None
@@ -170,7 +171,6 @@ class Log:
         lso = first_base if log_start_offset is None else max(log_start_offset, first_base)
         self.log_start_offset = min(lso, leo)
         self.recovery_point = min(recovery_point, leo) if not clean else leo
-        self._high_watermark = None
         self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -193,19 +193,6 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """The partition layer's high watermark; until first set it follows ``log_end_offset``."""
-        hw = self._high_watermark
-        return self._log_end_offset if hw is None else hw
-
-    @high_watermark.setter
-    def high_watermark(self, value: int | None) -> None:
-        """Set it (clamped to [log_start_offset, log_end_offset]); ``None`` resumes tracking the LEO."""
-        if value is not None:
-            value = max(self.log_start_offset, min(value, self._log_end_offset))
-        self._high_watermark = value
 
     @property
     def size_in_bytes(self) -> int:
@@ -757,8 +744,11 @@ class Log:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
 
-    def delete_retention_segments(self, now_ms: int | None = None) -> int:
+    def delete_retention_segments(self, now_ms: int | None = None, *, high_watermark: int) -> int:
         """Delete old segments by retention.ms / retention.bytes / log start offset; never the active one.
+
+        Only segments wholly below ``high_watermark`` (the replica layer's) go:
+        a record no consumer could read yet is never removed by retention.
 
         The choice (:func:`~broker.log.retention.segments_to_delete`, which may read
         indexes from disk) is made on a snapshot without the writer lock, so
@@ -766,7 +756,7 @@ class Log:
         fine, a cleaner swap or a truncation is not) nothing happens this round.
         """
         now_ms = self._now_ms() if now_ms is None else now_ms
-        doomed = segments_to_delete(self._view[1], self.log_start_offset, self.high_watermark, self.config, now_ms)
+        doomed = segments_to_delete(self._view[1], self.log_start_offset, high_watermark, self.config, now_ms)
         if not doomed:
             return 0
         with self.lock:
@@ -782,11 +772,15 @@ class Log:
         return deleted
 
     def delete_records(self, new_log_start_offset: int) -> int:
-        """Advance the log start offset (DeleteRecords); -1 means the high watermark. Returns it."""
+        """Advance the log start offset (DeleteRecords) to ``new_log_start_offset``; returns the log start offset.
+
+        The caller has checked it against the high watermark (the replica layer
+        does); here it only has to lie in ``[0, log_end_offset]``.
+        """
         with self.lock:
-            target = self.high_watermark if new_log_start_offset == -1 else new_log_start_offset
-            if target > self.high_watermark or target < 0:
-                raise OffsetOutOfRange(target, self.log_start_offset, self.high_watermark)
+            target = new_log_start_offset
+            if target > self._log_end_offset or target < 0:
+                raise OffsetOutOfRange(target, self.log_start_offset, self._log_end_offset)
             self._advance_log_start_offset(target)
             segs = self._view[1]
             doomed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base_offset <= self.log_start_offset]
@@ -817,8 +811,6 @@ class Log:
             self._log_end_offset = seg.next_offset if seg.next_offset is not None else seg.base_offset
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
-            if self._high_watermark is not None:
-                self._high_watermark = min(self._high_watermark, self._log_end_offset)
             self.log_start_offset = min(self.log_start_offset, self._log_end_offset)
             return True
 
@@ -832,8 +824,6 @@ class Log:
             self._log_end_offset = offset
             self.log_start_offset = offset
             self.recovery_point = offset
-            if self._high_watermark is not None:
-                self._high_watermark = offset
             self.unflushed_messages = 0
             self.leader_epoch_cache.clear()
 

@@ -6,7 +6,7 @@ Layout of each log dir::
     meta.properties                      version=0, broker.id, cluster.id
     recovery-point-offset-checkpoint     \\
     log-start-offset-checkpoint           } text checkpoints, see broker.log.checkpoint
-    replication-offset-checkpoint        /  (high watermarks)
+    replication-offset-checkpoint        /  (high watermarks: the replica layer's, kept here)
     cleaner-offset-checkpoint            first dirty offset of compacted logs
     .kafka_cleanshutdown                 present only after a clean shutdown (removed before the
                                          first append can happen; written back only by ``shutdown``)
@@ -18,6 +18,15 @@ Background threads (``start_background``): a scheduler that flushes logs
 every ``retention_check_interval_ms``, writes checkpoints every
 ``checkpoint_interval_ms``, removes deleted segments and directories; and a
 cleaner thread that compacts ``cleanup.policy=compact`` logs.
+
+High watermarks are not the logs': whoever owns them (the broker's replica
+layer) sets ``high_watermark_of`` (``(topic, partition) -> offset or None``).
+Retention and the cleaner touch only what lies below a log's high watermark,
+and ``checkpoint`` writes them to ``replication-offset-checkpoint``; a log
+without one is neither retained nor cleaned. Until it is set (a manager used
+on its own, by offline tools) the high watermarks are the ones :meth:`startup`
+read from that file (``checkpointed_high_watermarks``, clamped to each log's
+range).
 
 Appends that should not run on the caller's thread go through a
 :class:`~broker.log.appender.LogAppender`, one writer thread per log dir
@@ -100,6 +109,10 @@ class LogManager:
         self._appenders_lock = threading.Lock()
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
         self.append_deliver: Callable[[list], None] | None = None
+        #: The high watermarks :meth:`startup` read, each clamped to its log's range.
+        self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}
+        #: Where retention, the cleaner and ``checkpoint`` get a log's high watermark (see the module docstring).
+        self.high_watermark_of: Callable[[TopicPartition], int | None] = self.checkpointed_high_watermarks.get
 
     # -- startup -------------------------------------------------------------------
     def startup(self, *, keep_clean_markers: bool = False) -> LogStartupReport:
@@ -138,7 +151,8 @@ class LogManager:
                 log = Log.open(path, config, recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
                                clock=self.clock, had_clean_shutdown=clean and tp in recovery)
                 if tp in hws:
-                    log.high_watermark = max(log.log_start_offset, min(hws[tp], log.log_end_offset))
+                    self.checkpointed_high_watermarks[tp] = max(log.log_start_offset,
+                                                                min(hws[tp], log.log_end_offset))
                 rep = log.recovery_report
                 loaded.logs += 1
                 if rep is not None:
@@ -214,6 +228,7 @@ class LogManager:
         with self._lock:
             entry = self._logs.pop(tp, None)
             self._first_dirty.pop(tp, None)
+            self.checkpointed_high_watermarks.pop(tp, None)
         if entry is None:
             return False
         log, _d = entry
@@ -264,9 +279,11 @@ class LogManager:
         """Apply retention to every log and remove segments whose delete delay has passed."""
         now_ms = int(self.clock() * 1000)
         n = 0
-        for log in self.logs().values():
+        for tp, log in self.logs().items():
             if not log.closed:
-                n += log.delete_retention_segments(now_ms)
+                high_watermark = self.high_watermark_of(tp)
+                if high_watermark is not None:
+                    n += log.delete_retention_segments(now_ms, high_watermark=high_watermark)
                 log.purge_deleted()
         return n
 
@@ -286,7 +303,8 @@ class LogManager:
                 write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in mine})
                 write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
                                         {tp: log.log_start_offset for tp, log in mine})
-                write_offset_checkpoint(d / REPLICATION_CHECKPOINT, {tp: log.high_watermark for tp, log in mine})
+                hws = {tp: self.high_watermark_of(tp) for tp, _log in mine}
+                write_offset_checkpoint(d / REPLICATION_CHECKPOINT, {tp: hw for tp, hw in hws.items() if hw is not None})
                 write_offset_checkpoint(d / CLEANER_CHECKPOINT,
                                         {tp: dirty[tp] for tp, _log in mine if tp in dirty})
             except OSError as exc:
@@ -302,10 +320,11 @@ class LogManager:
         now_ms = int(self.clock() * 1000)
         with self._cleaner_lock:
             for tp, log in self.logs().items():
-                if log.closed or not log.config.compact:
+                high_watermark = self.high_watermark_of(tp)
+                if log.closed or not log.config.compact or high_watermark is None:
                     continue
                 first_dirty = max(self._first_dirty.get(tp, 0), log.log_start_offset)
-                result = clean_log(log, now_ms, first_dirty_offset=first_dirty,
+                result = clean_log(log, now_ms, first_dirty_offset=first_dirty, high_watermark=high_watermark,
                                    offset_map_bytes=self.cleaner_offset_map_bytes)
                 if result is not None:
                     with self._lock:

@@ -6,6 +6,5 @@
     registry.py  ApiRegistry: api key -> handler; how to add an API module (read its docstring)
     context.py   RequestContext: what a handler gets
     topics.py    TopicManager: topics, partitions, logs, name validation, topic configs
-    purgatory.py Purgatory: long polls woken by appends
     apis/        one module per API
 """

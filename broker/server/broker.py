@@ -43,9 +43,9 @@ from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
+from broker.replica import ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.network import NetworkServer
-from broker.server.purgatory import Purgatory
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
 
@@ -60,7 +60,7 @@ class Broker:
         self.broker_id: int = config.broker_id if config.broker_id >= 0 else 0
         self.metrics = BrokerMetrics()
         self.registry = registry if registry is not None else load_apis()
-        self.purgatory = Purgatory()
+        self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.metadata = ClusterMetadata(store_for(config))
         self.session: BrokerSession | None = None
@@ -146,34 +146,20 @@ class Broker:
             flush_timer=self.metrics.log_flush_duration.observe,
         )
         self.log_manager.append_deliver = self._deliver_appends
+        self.replicas.attach(self.log_manager, self.broker_id)
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
 
     def _deliver_appends(self, results: list) -> None:
-        """Hand a log appender's results (``[((future, partition), result), ...]``) to the loop: one wake-up."""
+        """Hand a log appender's results (``[((future, partition), result), ...]``) to the replica layer.
+
+        One wake-up of the loop per call; :meth:`ReplicaManager.settle` publishes them there.
+        """
         try:
-            self.loop.call_soon_threadsafe(self._settle_appends, results)
+            self.loop.call_soon_threadsafe(self.replicas.settle, results)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
-
-    def _settle_appends(self, results: list) -> None:
-        """On the loop: publish each written append (high watermark, long polls), then answer its waiter.
-
-        Publishing does not depend on the waiter: a produce whose client went
-        away (its handler cancelled) still moves the high watermark.
-        """
-        appended = self.topics.appended
-        for (fut, pinfo), result in results:
-            failed = isinstance(result, BaseException)
-            if not failed:
-                appended(pinfo)
-            if fut.done():
-                continue
-            if failed:
-                fut.set_exception(result)
-            else:
-                fut.set_result(result)
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
         overrides = self.metadata.topic_config(topic)
@@ -197,7 +183,7 @@ class Broker:
 
     async def _abandon_start(self) -> None:
         self._stopped = True
-        self.purgatory.close()
+        self.replicas.close()
         await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop(0)
@@ -217,7 +203,7 @@ class Broker:
             return
         self._stopped = True
         log.info("broker %d shutting down", self.broker_id)
-        self.purgatory.close()
+        self.replicas.close()
         await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop(self.config.shutdown_timeout_ms / 1000)

@@ -6,9 +6,10 @@ of broker state, each with one owner:
 
 * ``ctx.broker.config``       :class:`broker.config.BrokerConfig` (read-only)
 * ``ctx.broker.metadata``     :class:`broker.cluster.ClusterMetadata` (blocking: call via ``ctx.broker.run_blocking``)
-* ``ctx.broker.topics``       :class:`broker.server.topics.TopicManager` (topics, partitions, their logs)
-* ``ctx.broker.log_manager``  :class:`broker.log.LogManager`
-* ``ctx.broker.purgatory``    :class:`broker.server.purgatory.Purgatory` (wake long polls)
+* ``ctx.broker.topics``       :class:`broker.server.topics.TopicManager` (topics and their partitions' metadata)
+* ``ctx.broker.replicas``     :class:`broker.replica.ReplicaManager` (the partitions held here: appends, reads,
+  high watermarks, the purgatory); handlers never touch a log
+* ``ctx.broker.log_manager``  :class:`broker.log.LogManager` (log dirs as a whole)
 * ``ctx.broker.metrics``      :class:`broker.metrics.BrokerMetrics`
 * ``ctx.broker.cluster_id``, ``ctx.broker.broker_id``, ``ctx.broker.endpoints`` (advertised)
 """

@@ -2,8 +2,10 @@
 
 It is the single owner of the broker's view of topics. The truth lives in the
 metadata store (:class:`~broker.cluster.ClusterMetadata`); this class keeps the
-loop-side copy, creates/deletes the partition logs through the log manager and
-maps topic configs onto :class:`~broker.log.LogConfig`.
+loop-side copy, creates/deletes the partition logs through the log manager,
+hands the partitions this broker holds to the replica layer
+(:class:`~broker.replica.ReplicaManager`, which alone appends to and reads
+them) and maps topic configs onto :class:`~broker.log.LogConfig`.
 
 Topic names are checked as Kafka checks them: 1-249 characters of
 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``, and no collision with an existing
@@ -29,7 +31,6 @@ from broker.log import LogConfig
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.log import AppendInfo
     from broker.server.broker import Broker
 
 log = logging.getLogger("broker.topics")
@@ -52,7 +53,7 @@ class TopicError(Exception):
 
 @dataclass(slots=True)
 class PartitionInfo:
-    """One partition as this broker sees it; ``log`` is None when not hosted here."""
+    """One partition's metadata as this broker knows it (its replica, if hosted here, is the replica layer's)."""
 
     topic: str
     partition: int
@@ -60,7 +61,6 @@ class PartitionInfo:
     leader: int
     leader_epoch: int
     isr: list[int]
-    log: object | None = None
 
     @property
     def offline_replicas(self) -> list[int]:
@@ -143,43 +143,6 @@ class TopicManager:
         except (ValueError, TypeError) as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
-    def append_as_leader(self, pinfo: PartitionInfo, records) -> "AppendInfo":
-        """Append batches to a partition we lead, on this thread; move the high watermark, wake long polls.
-
-        For the coordinator's small writes to ``__consumer_offsets``, which its
-        state machine needs done before it moves on. Produce uses
-        :meth:`submit_append`. Raises the log's errors (CorruptRecordError,
-        RecordTooLargeError, ...), each with its Kafka ``error_code``.
-        """
-        info = pinfo.log.append(records, leader_epoch=pinfo.leader_epoch)
-        self.appended(pinfo)
-        return info
-
-    def submit_append(self, pinfo: PartitionInfo, records) -> "asyncio.Future":
-        """Queue an append to a partition we lead on its log dir's writer thread.
-
-        The future gets the ``AppendInfo`` or the log's error once the bytes are
-        written (or failed); the event loop never waits on the disk. ``records``
-        must stay untouched until then (it is patched in place). The broker's
-        delivery calls :meth:`appended` for every successful append, whether
-        or not anyone still waits for the future.
-        """
-        fut = self.broker.loop.create_future()
-        plog = pinfo.log
-        self.broker.log_manager.appender_for(plog).submit(plog, records, pinfo.leader_epoch, (fut, pinfo))
-        return fut
-
-    def appended(self, pinfo: PartitionInfo) -> None:
-        """After an append: move the high watermark and wake the partition's long polls.
-
-        Single node: the ISR is this broker alone, so the high watermark follows
-        the log end offset at once.
-        """
-        plog = pinfo.log
-        if pinfo.isr == [self.broker.broker_id]:
-            plog.high_watermark = plog.log_end_offset
-        self.broker.purgatory.notify((pinfo.topic, pinfo.partition))
-
     async def _write(self, fn, *args):
         """Run blocking metadata work; a store out of reach is REQUEST_TIMED_OUT, which clients retry."""
         try:
@@ -200,15 +163,17 @@ class TopicManager:
             overrides = metadata.topic_config(name)
             info = TopicInfo(name, config=overrides)
             cfg = self.log_config(overrides) if overrides else self.broker.default_log_config
+            opened = []
             for p, replicas in sorted(assignment.items()):
                 state = metadata.partition_state(name, p) or PartitionState(replicas[0], 0, tuple(replicas))
+                pinfo = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch, list(state.isr))
                 plog = None
                 if self.broker.broker_id in replicas:
                     plog = log_manager.get_log((name, p)) or log_manager.create_log(name, p, cfg)
                     if overrides:
                         plog.update_config(cfg)
-                info.partitions[p] = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch,
-                                                   list(state.isr), plog)
+                opened.append((pinfo, plog))
+            self._publish(info, opened)
             self.topics[name] = info
         known = {(t, p) for t, info in self.topics.items() for p in info.partitions}
         for key in list(log_manager.logs()):
@@ -273,7 +238,7 @@ class TopicManager:
         epoch = self.broker.controller_epoch
         states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
         info = TopicInfo(name, config=overrides)
-        await self._write(self._create_blocking, name, assignment, overrides, states, cfg, info)
+        self._publish(info, await self._write(self._create_blocking, name, assignment, overrides, states, cfg))
         self.topics[name] = info
         log.info("created topic %s with %d partition(s)", name, len(assignment))
         return info
@@ -283,22 +248,33 @@ class TopicManager:
         n = len(live)
         return {p: [live[(p + i) % n] for i in range(factor)] for p in partitions}
 
-    def _create_blocking(self, name, assignment, overrides, states, cfg, info: TopicInfo) -> None:
+    def _create_blocking(self, name, assignment, overrides, states, cfg) -> list:
         try:
             self.broker.metadata.create_topic(name, assignment, overrides, states)
         except TopicExistsError as exc:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from None
-        self._open_partitions(name, assignment, states, cfg, info)
+        return self._open_partitions(name, assignment, states, cfg)
 
-    def _open_partitions(self, name, assignment, states, cfg, info: TopicInfo) -> None:
+    def _open_partitions(self, name, assignment, states, cfg) -> list:
+        """Make the logs of the new partitions this broker holds (blocking); ``[(PartitionInfo, log or None)]``."""
         log_manager = self.broker.log_manager
+        opened = []
         for p, state in sorted(states.items()):
             replicas = assignment[p]
+            pinfo = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch, list(state.isr))
             plog = None
             if self.broker.broker_id in replicas:
                 plog = log_manager.get_log((name, p)) or log_manager.create_log(name, p, cfg)
-            info.partitions[p] = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch,
-                                               list(state.isr), plog)
+            opened.append((pinfo, plog))
+        return opened
+
+    def _publish(self, info: TopicInfo, opened: list) -> None:
+        """Add partitions to ``info``, handing those this broker holds to the replica layer (single node: as leader)."""
+        for pinfo, plog in opened:
+            if plog is not None:
+                self.broker.replicas.make_leader(pinfo.topic, pinfo.partition, plog, leader_epoch=pinfo.leader_epoch,
+                                                 isr=pinfo.isr, replicas=pinfo.replicas)
+            info.partitions[pinfo.partition] = pinfo
 
     async def auto_create(self, name: str) -> TopicInfo:
         """Create ``name`` with broker defaults, or wait for a creation already under way."""
@@ -355,9 +331,9 @@ class TopicManager:
 
             def blocking():
                 self.broker.metadata.add_partitions(name, full, states)
-                self._open_partitions(name, full, states, cfg, info)
+                return self._open_partitions(name, full, states, cfg)
 
-            await self._write(blocking)
+            self._publish(info, await self._write(blocking))
 
     async def alter_topic_config(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
         """Replace a topic's config overrides and apply them to its logs at once."""
@@ -378,8 +354,8 @@ class TopicManager:
             if not self.broker.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "topic deletion is disabled")
             del self.topics[name]
-            for p in info.partitions.values():
-                self.broker.purgatory.notify((name, p.partition))
+            for p in info.partitions:
+                self.broker.replicas.remove_partition(name, p)
             assignment = {p: pi.replicas for p, pi in info.partitions.items()}
             await self._write(self._delete_blocking, name, assignment)
             log.info("deleted topic %s", name)
@@ -413,7 +389,8 @@ class TopicManager:
                 return overrides
             await self._write(self.broker.metadata.set_topic_config, name, overrides)
             info.config = overrides
-            for p in info.partitions.values():
-                if p.log is not None:
-                    p.log.update_config(cfg)
+            for p in info.partitions:
+                partition = self.broker.replicas.partition(name, p)
+                if partition is not None:
+                    partition.update_config(cfg)
             return overrides

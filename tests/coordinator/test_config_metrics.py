@@ -56,7 +56,7 @@ def test_log_cleaner_backoff_ms_reaches_the_log_manager_and_its_cleaner_compacts
         for i in range(1500):
             assert (await c.commit_offsets("g", "", None, -1, {("t", i % 2): OffsetAndMetadata(i)})) == {
                 ("t", i % 2): E.NONE}
-        plog = broker.topics.partition(OFFSETS_TOPIC, 0).log
+        plog = broker.replicas.partition(OFFSETS_TOPIC, 0)
         assert plog.log_end_offset >= 1500  # ~100 bytes a commit: dozens of segments written
         # nobody calls clean_logs: the cleaner thread, waking every 50 ms, compacts on its own
         await until(lambda: plog.size_in_bytes <= 3 * segment_bytes, limit=30)

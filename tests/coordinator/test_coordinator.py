@@ -31,8 +31,8 @@ def test_single_member_join_sync_heartbeat(tmp_path):
         assert c.heartbeat("g", 1, "nobody", None) == E.UNKNOWN_MEMBER_ID
         assert c.heartbeat("other", 1, r["member_id"], None) == E.UNKNOWN_MEMBER_ID
         # the group metadata is in __consumer_offsets
-        pinfo = broker.topics.partition(OFFSETS_TOPIC, partition_for("g", 3))
-        assert pinfo.log.log_end_offset >= 1
+        partition = broker.replicas.partition(OFFSETS_TOPIC, partition_for("g", 3))
+        assert partition.log_end_offset >= 1 and partition.high_watermark == partition.log_end_offset
     run(tmp_path, body)
 
 

@@ -48,6 +48,8 @@ def test_restart_keeps_everything_and_deleted_logs_stay_gone(tmp_path):
     doomed = logs[3].dir
     assert m.delete_log("my-topic", 3)
     assert not doomed.exists()
+    # high watermarks are the replica layer's; the manager checkpoints what it is told (None: not written)
+    m.high_watermark_of = {("my-topic", 0): 3, ("my-topic", 1): 99}.get
     m.shutdown()
     assert all((d / ".kafka_cleanshutdown").exists() for d in dirs)
     assert read_meta_properties(dirs[0])["cluster.id"] == "abc"
@@ -56,6 +58,8 @@ def test_restart_keeps_everything_and_deleted_logs_stay_gone(tmp_path):
     m2 = LogManager(dirs, cfg)
     m2.startup()
     assert sorted(m2.logs()) == [("my-topic", 0), ("my-topic", 1), ("my-topic", 2)]
+    # read back, clamped to each log's range
+    assert m2.checkpointed_high_watermarks == {("my-topic", 0): 3, ("my-topic", 1): 8}
     for p in range(3):
         log = m2.get_log(("my-topic", p))
         assert log.log_end_offset == 2 * (p + 3)
@@ -91,6 +95,7 @@ def test_background_flush_by_messages_and_retention(tmp_path):
     m = LogManager([tmp_path], cfg, retention_check_interval_ms=10, checkpoint_interval_ms=10)
     m.startup()
     log = m.create_log("t", 0)
+    m.high_watermark_of = lambda tp: m.get_log(tp).log_end_offset  # what a single node's replica layer says
     flushed = threading.Event()
     orig = log.flush
 

@@ -16,13 +16,13 @@ def test_time_retention_by_largest_timestamp_never_active(open_log):
     segs = log.segments
     assert len(segs) >= 4
     # nothing older than 1000 ms at t=10_500 relative to the segments' largest timestamps
-    assert log.delete_retention_segments(now_ms=10_000) == 0
-    n = log.delete_retention_segments(now_ms=10_000 + 1000 + 500)
+    assert log.delete_retention_segments(now_ms=10_000, high_watermark=log.log_end_offset) == 0
+    n = log.delete_retention_segments(now_ms=10_000 + 1000 + 500, high_watermark=log.log_end_offset)
     assert n >= 1 and log.log_start_offset == log.segments[0].base_offset
     for seg in segs[:n]:
         assert log.segments[0].base_offset > seg.base_offset
     # everything expired: all but the active segment go
-    log.delete_retention_segments(now_ms=10**9)
+    log.delete_retention_segments(now_ms=10**9, high_watermark=log.log_end_offset)
     assert len(log.segments) == 1 and log.segments[0] is segs[-1]
     assert [e.offset for e in read_all(log)] == list(range(log.log_start_offset, 12))
 
@@ -32,7 +32,7 @@ def test_size_retention(open_log):
     for i in range(12):
         log.append(make_batch(1, value=b"x" * 100))
     before = log.size_in_bytes
-    n = log.delete_retention_segments(now_ms=0)
+    n = log.delete_retention_segments(now_ms=0, high_watermark=log.log_end_offset)
     assert n > 0 and log.size_in_bytes <= 800 + log.segments[0].size
     assert log.size_in_bytes < before
 
@@ -41,7 +41,7 @@ def test_compact_policy_skips_delete_retention(open_log):
     log = open_log(LogConfig(segment_bytes=400, retention_ms=1, cleanup_policy="compact"))
     for i in range(8):
         log.append(make_batch(1, ts=1, value=b"x" * 100))
-    assert log.delete_retention_segments(now_ms=10**9) == 0
+    assert log.delete_retention_segments(now_ms=10**9, high_watermark=log.log_end_offset) == 0
 
 
 def test_deleted_segment_files_stay_readable_until_delay(open_log):
@@ -62,15 +62,32 @@ def test_deleted_segment_files_stay_readable_until_delay(open_log):
 
 
 def test_delete_records_limits(open_log):
+    """The log checks only its own range; the high watermark is the replica layer's (tests/replica)."""
     log = open_log()
     log.append(make_batch(5))
-    log.high_watermark = 3
     import pytest
     from broker.log import OffsetOutOfRange
-    with pytest.raises(OffsetOutOfRange):
-        log.delete_records(4)
-    assert log.delete_records(-1) == 3
+    for bad in (6, -1):
+        with pytest.raises(OffsetOutOfRange):
+            log.delete_records(bad)
+    assert log.delete_records(3) == 3
     assert [e.offset for e in read_all(log)] == [3, 4]
+
+
+def test_retention_and_compaction_never_pass_the_high_watermark(open_log):
+    log = open_log(LogConfig(segment_bytes=400, retention_ms=1000, file_delete_delay_ms=0))
+    for i in range(12):
+        log.append(make_batch(1, ts=1, value=b"x" * 100))
+    second = log.segments[1]
+    # expired everywhere, but only the first segment lies wholly below the high watermark
+    assert log.delete_retention_segments(now_ms=10**9, high_watermark=second.base_offset) == 1
+    assert log.segments[0] is second and log.log_start_offset == second.base_offset
+    assert log.delete_retention_segments(now_ms=10**9, high_watermark=second.base_offset) == 0
+    compacted = open_log(LogConfig(segment_bytes=400, cleanup_policy="compact", file_delete_delay_ms=0), name="c-0")
+    for i in range(12):
+        compacted.append(make_batch(1, ts=1, key=b"k", value=b"x" * 100))
+    assert clean_log(compacted, 10**9, high_watermark=0, first_dirty_offset=0, force=True) is None
+    assert [e.offset for e in read_all(compacted)] == list(range(12))
 
 
 def _keys_values(log):
@@ -85,7 +102,7 @@ def test_compaction_keeps_latest_per_key_and_active_untouched(open_log):
         log.append(make_batch(1, ts=1000 + i, key=b"k%d" % (i % 4), value=b"v%d" % i, compression=(i % 3) * 1))
     active = log.segments[-1]
     active_bytes = active.log_path.read_bytes()
-    res = clean_log(log, 2000, first_dirty_offset=0, force=True)
+    res = clean_log(log, 2000, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
     assert res is not None and res.records_removed > 0
     assert log.segments[-1] is active and active.log_path.read_bytes() == active_bytes
     got = _keys_values(log)
@@ -115,10 +132,10 @@ def test_tombstones_removed_after_delete_retention(open_log):
     for i in range(6):
         log.append(make_batch(1, ts=103 + i, key=b"c", value=b"x" * 60))
     log.roll()
-    clean_log(log, now_ms=500, first_dirty_offset=0, force=True)
+    clean_log(log, now_ms=500, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
     kv = _keys_values(log)
     assert (2, b"a", None) in kv and all(k != b"a" or v is None for _o, k, v in kv)
-    clean_log(log, now_ms=5000, first_dirty_offset=0, force=True)
+    clean_log(log, now_ms=5000, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
     kv = _keys_values(log)
     assert all(k != b"a" for _o, k, _v in kv) and (1, b"b", b"2") in kv
 
@@ -131,7 +148,7 @@ def test_empty_batch_kept_for_producer_state(open_log):
     log.append(make_batch(1, key=b"b", value=b"new", producer_id=9))
     log.append(make_batch(1, key=b"a", value=b"new", producer_id=9))
     log.roll()
-    clean_log(log, now_ms=10**6, first_dirty_offset=0, force=True)
+    clean_log(log, now_ms=10**6, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
     from broker.records.batch import iter_batches
     batches = list(iter_batches(log.read(0, 1 << 20).read_bytes()))
     by_pid = {b.producer_id: b for b in batches}
@@ -147,11 +164,13 @@ def test_compaction_offset_map_bounded_in_passes(open_log):
         log.append(make_batch(1, ts=i, key=b"k%d" % i, value=b"v"))
     log.append(make_batch(1, ts=99, key=b"k0", value=b"v2"))
     log.roll()
-    res = clean_log(log, 10**6, first_dirty_offset=0, offset_map_bytes=24 * 5, force=True)
+    res = clean_log(log, 10**6, high_watermark=log.log_end_offset, first_dirty_offset=0, offset_map_bytes=24 * 5,
+                    force=True)
     assert res.next_dirty_offset < 41
     dirty = res.next_dirty_offset
     while dirty < 41:
-        res = clean_log(log, 10**6, first_dirty_offset=dirty, offset_map_bytes=24 * 5, force=True)
+        res = clean_log(log, 10**6, high_watermark=log.log_end_offset, first_dirty_offset=dirty,
+                        offset_map_bytes=24 * 5, force=True)
         dirty = res.next_dirty_offset
     keys = [k for _o, k, _v in _keys_values(log)]
     assert keys.count(b"k0") == 1 and len(keys) == 40
@@ -170,7 +189,7 @@ def test_retention_and_flush_in_a_thread_while_appends_roll(open_log):
     def background():
         try:
             while not stop.is_set():
-                log.delete_retention_segments()
+                log.delete_retention_segments(high_watermark=log.log_end_offset)
                 log.flush()
         except Exception as exc:  # pragma: no cover - reported by the assertion below
             errors.append(exc)
@@ -184,7 +203,7 @@ def test_retention_and_flush_in_a_thread_while_appends_roll(open_log):
         stop.set()
         worker.join()
     assert errors == []
-    log.delete_retention_segments()
+    log.delete_retention_segments(high_watermark=log.log_end_offset)
     assert log.size_in_bytes <= 900 + log.segments[0].size
     offsets = [e.offset for e in read_all(log)]
     assert offsets == list(range(log.log_start_offset, 400))

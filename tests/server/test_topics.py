@@ -47,7 +47,7 @@ def test_create_validate_and_collide(tmp_path):
         assert topics.get("v") is None
         info = await topics.create_topic("v", 3, 1, configs={"retention.ms": "1234"})
         assert sorted(info.partitions) == [0, 1, 2]
-        assert info.partitions[2].log.config.retention_ms == 1234
+        assert broker.replicas.partition("v", 2).config.retention_ms == 1234
         await expect_error(ErrorCode.TOPIC_ALREADY_EXISTS, topics.create_topic("v", 1, 1))
         await expect_error(ErrorCode.INVALID_REPLICATION_FACTOR, topics.create_topic("r", 1, 2))
         await expect_error(ErrorCode.INVALID_PARTITIONS, topics.create_topic("p", 0, 1))
@@ -71,7 +71,7 @@ def test_partitions_configs_and_deletion_survive_restart(tmp_path):
         await topics.create_partitions("grow", 3)
         await expect_error(ErrorCode.INVALID_PARTITIONS, topics.create_partitions("grow", 2))
         await topics.alter_topic_config("grow", {"retention.bytes": "777", "cleanup.policy": "compact"})
-        assert broker.topics.partition("grow", 2).log.config.retention_bytes == 777
+        assert broker.replicas.partition("grow", 2).config.retention_bytes == 777
         await topics.create_topic("doomed", 2, 1)
         await topics.delete_topic("doomed")
         await expect_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topics.delete_topic("doomed"))
@@ -85,7 +85,7 @@ def test_partitions_configs_and_deletion_survive_restart(tmp_path):
         info = broker.topics.get("grow")
         assert sorted(info.partitions) == [0, 1, 2]
         assert info.config == {"retention.bytes": "777", "cleanup.policy": "compact"}
-        assert info.partitions[1].log.config.compact
+        assert broker.replicas.partition(info.name, 1).config.compact
 
     run_broker(tmp_path, second)
     assert not any(p.name.startswith("doomed") for p in data.iterdir())
@@ -117,7 +117,7 @@ def test_fetch_puts_the_log_file_slice_in_the_response_for_sendfile(tmp_path):
 
     async def body(broker):
         info = await broker.topics.create_topic("zc", 1, 1)
-        broker.topics.append_as_leader(info.partitions[0], make_batch([b"a", b"b"]))
+        broker.replicas.append_now(broker.replicas.partition("zc", 0), make_batch([b"a", b"b"]))
         request = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
                    "session_id": 0, "session_epoch": -1, "topics": [{"topic": "zc", "partitions": [
                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,

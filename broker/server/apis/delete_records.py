@@ -1,7 +1,7 @@
 """DeleteRecords (key 21), versions 0-2 (Apache Kafka 2.7 serves 0-1; v2 is its flexible form).
 
 For each partition, moves the log start offset up to ``offset`` (-1 means the
-high watermark): records below it are no longer readable, whole segments
+high watermark, which the replica layer owns and checks ``offset`` against): records below it are no longer readable, whole segments
 below it are deleted, and the new log start offset survives a restart (the
 ``log-start-offset-checkpoint``). An offset at or below the current log start
 offset changes nothing. The answer's ``low_watermark`` is the log start
@@ -17,23 +17,22 @@ from __future__ import annotations
 
 from broker.log.errors import LogError
 from broker.protocol import ApiKey, ErrorCode
+from broker.replica import HIGH_WATERMARK
 from broker.server.context import RequestContext
-
-HIGH_WATERMARK = -1
 
 
 async def _delete(ctx: RequestContext, topic: str, partition: dict) -> dict:
     index, offset = partition["partition_index"], partition["offset"]
     result = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
-    pinfo = ctx.broker.topics.partition(topic, index)
-    if pinfo is None or pinfo.log is None:
+    partition = ctx.broker.replicas.partition(topic, index)
+    if partition is None:
         result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return result
     if offset < HIGH_WATERMARK:
         result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         return result
     try:
-        result["low_watermark"] = await ctx.broker.run_blocking(pinfo.log.delete_records, offset)
+        result["low_watermark"] = await ctx.broker.run_blocking(partition.delete_records, offset)
     except LogError as exc:
         result["error_code"] = exc.error_code
     return result

@@ -2,7 +2,7 @@
 
 One result per configured log dir (``log.dirs``, as absolute paths), each
 with the partitions it holds: ``partition_size`` is the bytes of all its
-segment files, ``offset_lag`` 0 and ``is_future_key`` false (no replica
+segment files (read through the replica layer), ``offset_lag`` 0 and ``is_future_key`` false (no replica
 movement between dirs yet). ``topics`` null means every partition; otherwise
 only the named partitions (unknown ones are left out, as in Kafka). Every
 log dir is listed even when none of the wanted partitions lives there. v3+
@@ -32,16 +32,15 @@ def _describe(ctx: RequestContext, wanted: set[tuple[str, int]] | None, with_usa
     by_dir: dict[str, dict[str, list[dict]]] = {}
     for d in log_manager.log_dirs:
         by_dir.setdefault(os.path.abspath(d), {})
-    for (topic, partition), plog in sorted(log_manager.logs().items()):
-        if wanted is not None and (topic, partition) not in wanted:
+    # only what the replica layer serves: a log on disk in no topic (or being deleted) is left out
+    for partition in sorted(ctx.broker.replicas.partitions(), key=lambda p: p.key):
+        if wanted is not None and partition.key not in wanted:
             continue
-        if ctx.broker.topics.partition(topic, partition) is None:
-            continue  # on disk but in no topic (or being deleted): not served
-        d = log_manager.log_dir_of((topic, partition))
+        d = log_manager.log_dir_of(partition.key)
         if d is None:
             continue
-        by_dir.setdefault(os.path.abspath(d), {}).setdefault(topic, []).append(
-            {"partition_index": partition, "partition_size": plog.size_in_bytes, "offset_lag": 0,
+        by_dir.setdefault(os.path.abspath(d), {}).setdefault(partition.topic, []).append(
+            {"partition_index": partition.partition, "partition_size": partition.size_in_bytes, "offset_lag": 0,
              "is_future_key": False})
     results = []
     for path, topics in by_dir.items():

@@ -1,8 +1,10 @@
 """Fetch (key 1), versions 0-12 (Apache Kafka 2.7's range).
 
-Reads whole batches from each partition, starting at the batch that holds
+Reads whole batches from each partition through the replica layer
+(:class:`~broker.replica.Partition`), starting at the batch that holds
 ``fetch_offset``, up to the high watermark for consumers (replica_id < 0) or
-the log end offset for followers. The record bytes are not copied: the log's
+the log end offset for followers. A follower's fetch offset is its log end
+offset: the leader records it, which may move the high watermark. The record bytes are not copied: the log's
 ``FetchSlice`` (file, position, length) goes into the ``records`` field and the
 network layer sends it with ``loop.sendfile``.
 
@@ -12,9 +14,9 @@ is returned even when it is larger than both (KIP-74), so a consumer can
 always make progress.
 
 Long poll: when fewer than ``min_bytes`` are ready and no partition has an
-error, the request parks in the purgatory on its partitions for up to
+error, the request parks in the replica layer's purgatory on its partitions for up to
 ``max_wait_ms`` (capped by ``fetch.purgatory.max.wait.ms``); an append to any
-of them wakes it (no polling). Shutdown wakes it too.
+of them (or a move of its high watermark) wakes it (no polling). Shutdown wakes it too.
 
 Versions: v0-3 fetchers cannot read RecordBatch v2; their data is
 down-converted to message sets (magic 0 for v0-1, magic 1 for v2-3), a copy
@@ -35,7 +37,6 @@ import asyncio
 from broker.log import OffsetOutOfRange
 from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import UnsupportedCompressionTypeError, downconvert
-from broker.server.apis.list_offsets import leader_epoch_error
 from broker.server.context import RequestContext
 
 INT32_MAX = 2**31 - 1
@@ -43,9 +44,10 @@ INT32_MAX = 2**31 - 1
 
 def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list, bool, dict]:
     """One pass over the partitions: (responses, record bytes, wait keys, any error, bytes per topic)."""
-    topics = ctx.broker.topics
+    replicas = ctx.broker.replicas
     version = ctx.api_version
-    follower = request["replica_id"] >= 0
+    replica_id = request["replica_id"]
+    follower = replica_id >= 0
     remaining = request["max_bytes"] if version >= 3 else INT32_MAX
     total = 0
     keys = []
@@ -62,26 +64,26 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                    "preferred_read_replica": -1, "records": b""}
             partitions.append(out)
-            pinfo = topics.partition(name, index)
-            if pinfo is None or pinfo.log is None:
+            partition = replicas.partition(name, index)
+            if partition is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
-            error = leader_epoch_error(p["current_leader_epoch"], pinfo.leader_epoch)
+            error = partition.leader_epoch_error(p["current_leader_epoch"])
             if error:
                 out["error_code"] = error
                 has_error = True
                 continue
-            plog = pinfo.log
-            hw = plog.high_watermark
-            out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+            if follower:
+                replicas.update_follower_fetch(partition, replica_id, p["fetch_offset"])
+            hw = partition.high_watermark
+            out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=partition.log_start_offset)
             limit = min(p["partition_max_bytes"], remaining) if version >= 3 else p["partition_max_bytes"]
             min_one = version >= 3 and total == 0
             if limit <= 0 and not min_one:
                 continue
             try:
-                piece = plog.read(p["fetch_offset"], max(limit, 0), max_offset=None if follower else hw,
-                                  min_one_batch=min_one)
+                piece = partition.read(p["fetch_offset"], max(limit, 0), follower=follower, min_one_batch=min_one)
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 has_error = True
@@ -89,7 +91,7 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
             if piece.length == 0:
                 continue
             if version < 4:
-                if not plog.config.message_downconversion_enable:
+                if not partition.config.message_downconversion_enable:
                     out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
                     has_error = True
                     continue
@@ -129,7 +131,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
-        if not await broker.purgatory.wait(keys, remaining):
+        if not await broker.replicas.purgatory.wait(keys, remaining):
             responses, total, keys, has_error, per_topic = _collect(ctx, request)
             break
     for name, size in per_topic.items():

@@ -19,9 +19,11 @@ one offset, empty when none); v1+ in ``timestamp``/``offset``; v4+ adds
 UNKNOWN_LEADER_EPOCH). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; other
 partitions carry on.
 
-Lookups by timestamp and MAX_TIMESTAMP read indexes and record headers from
-disk (each segment's index is loaded on first use), so they run in the
-executor; EARLIEST and LATEST are answered from memory on the loop.
+Everything is read through the replica layer (:class:`~broker.replica.Partition`,
+which owns the high watermark). Lookups by timestamp and MAX_TIMESTAMP read
+indexes and record headers from disk (each segment's index is loaded on first
+use), so they run in the executor; EARLIEST and LATEST are answered from
+memory on the loop.
 """
 
 from __future__ import annotations
@@ -35,46 +37,37 @@ MAX_TIMESTAMP = -3
 LATER_SPECS = (-3, -4, -5)  # MAX_TIMESTAMP (v7), EARLIEST_LOCAL (v8), LATEST_TIERED (v9)
 
 
-def leader_epoch_error(current: int, ours: int) -> int:
-    """Kafka's check of a client's ``current_leader_epoch`` against the partition's."""
-    if current == -1 or current == ours:
-        return ErrorCode.NONE
-    return ErrorCode.FENCED_LEADER_EPOCH if current < ours else ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
 async def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
     index = p["partition_index"]
     result = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": [],
               "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    pinfo = ctx.broker.topics.partition(topic, index)
-    if pinfo is None or pinfo.log is None:
+    partition = ctx.broker.replicas.partition(topic, index)
+    if partition is None:
         result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return result
-    error = leader_epoch_error(p["current_leader_epoch"], pinfo.leader_epoch)
+    error = partition.leader_epoch_error(p["current_leader_epoch"])
     if error:
         result["error_code"] = error
         return result
-    plog = pinfo.log
     timestamp = p["timestamp"]
     if timestamp == EARLIEST:
-        offset, found_ts = plog.log_start_offset, -1
+        offset, found_ts = partition.log_start_offset, -1
     elif timestamp == LATEST:
-        offset, found_ts = plog.high_watermark, -1
+        offset, found_ts = partition.high_watermark, -1
     elif timestamp < 0 and not (timestamp == MAX_TIMESTAMP and ctx.api_version >= 7):
         result["error_code"] = ErrorCode.UNSUPPORTED_VERSION if timestamp in LATER_SPECS else ErrorCode.INVALID_REQUEST
         return result
     else:
-        high_watermark = plog.high_watermark
         try:
             if timestamp == MAX_TIMESTAMP:
-                found = await ctx.broker.run_blocking(plog.offset_of_max_timestamp, high_watermark)
+                found = await ctx.broker.run_blocking(partition.offset_of_max_timestamp)
             else:
-                found = await ctx.broker.run_blocking(plog.offset_for_timestamp, timestamp)
+                found = await ctx.broker.run_blocking(partition.offset_for_timestamp, timestamp)
         except (OSError, ValueError):  # the log was closed (topic deleted) or its disk failed meanwhile
             result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             return result
-        offset, found_ts = found if found is not None and found[0] < high_watermark else (-1, -1)
-    result.update(offset=offset, timestamp=found_ts, leader_epoch=pinfo.leader_epoch)
+        offset, found_ts = found if found is not None else (-1, -1)
+    result.update(offset=offset, timestamp=found_ts, leader_epoch=partition.leader_epoch)
     if offset >= 0 and p["max_num_offsets"] > 0:
         result["old_style_offsets"] = [offset]
     return result

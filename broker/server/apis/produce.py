@@ -1,7 +1,8 @@
 """Produce (key 0), versions 0-9 (v9 is the first flexible version).
 
-Each partition's records are checked on the loop, then queued for the writer
-thread of the partition's log dir (:class:`~broker.log.LogAppender`); the
+Each partition's records are checked on the loop, then appended through the
+replica layer (:class:`~broker.replica.ReplicaManager`), which queues them for
+the writer thread of the partition's log dir (:class:`~broker.log.LogAppender`); the
 handler waits for all of them together, so the loop never waits on a disk and
 the partitions of one request are written in parallel across disks. The log
 verifies every batch's CRC-32C and size and patches ``baseOffset`` and
@@ -11,6 +12,7 @@ partition and never fail the whole request:
 
 * acks not in {0, 1, -1}                          INVALID_REQUIRED_ACKS (21), every partition
 * unknown topic/partition (after auto-create)     UNKNOWN_TOPIC_OR_PARTITION (3)
+* this broker does not lead the partition         NOT_LEADER_OR_FOLLOWER (6)
 * illegal topic name / internal topic             INVALID_TOPIC_EXCEPTION (17)
 * bad CRC, truncated or malformed batch           CORRUPT_MESSAGE (2)
 * batch above max.message.bytes                   MESSAGE_TOO_LARGE (10)
@@ -21,6 +23,8 @@ partition and never fail the whole request:
   timestamp.difference.max.ms from the broker clock
 * acks=-1 with ISR below min.insync.replicas      NOT_ENOUGH_REPLICAS (19)
 * the partition's log closed meanwhile            NOT_LEADER_OR_FOLLOWER (6)
+* acks=-1 and the high watermark did not pass     REQUEST_TIMED_OUT (7)
+  the append within ``timeout_ms``
 * the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
 
 Once every partition's append is queued the handler says so
@@ -38,7 +42,9 @@ the batch, so only compacted topics and topics that set
 Versions 0-2 carry legacy message sets (magic 0/1): they are up-converted to
 RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
 topics get the broker's time written into each batch (``log_append_time_ms``
-in the response, v2+). acks=0 gets no response; if one of its partitions
+in the response, v2+). acks=-1 is answered once the high watermark has passed
+the append (it waits in the replica layer's purgatory; on a single node it
+has when the append is written). acks=0 gets no response; if one of its partitions
 failed, the connection is closed instead, as Kafka does, so the producer
 notices. Topics are auto-created when ``auto.create.topics.enable`` is set.
 """
@@ -158,6 +164,7 @@ def _check_records(entry: memoryview, config, check_ts: bool, tp: str) -> None:
 
 
 async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
+    """The topic to append to (auto-created if allowed); TopicError if there is none or it is internal."""
     topics = ctx.broker.topics
     info = topics.get(name)
     if info is not None:
@@ -172,23 +179,23 @@ async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
 
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     broker = ctx.broker
-    topics = broker.topics
+    replicas = broker.replicas
+    loop = broker.loop
     metrics = broker.metrics
     version = ctx.api_version
     acks = request["acks"]
     responses = []
-    submitted = []  # (result dict, topic name, future): every partition's append is queued first
+    submitted = []  # (result dict, topic name, partition, future): every partition's append is queued first
     errors = []  # (result dict, _PartitionError)
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
         partitions = []
         topic_error = None
-        info = None
         if acks not in (0, 1, -1):
             topic_error = TopicError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
         else:
             try:
-                info = await _topic(ctx, name)
+                await _topic(ctx, name)
             except TopicError as exc:
                 topic_error = exc
         for pd in topic_data["partition_data"]:
@@ -199,22 +206,26 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             try:
                 if topic_error is not None:
                     raise _PartitionError(topic_error.error_code, topic_error.message)
-                pinfo = info.partitions.get(index)
-                if pinfo is None or pinfo.log is None:
+                partition = replicas.partition(name, index)
+                if partition is None:
                     raise _PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {name}-{index}")
-                plog = pinfo.log
-                if acks == -1 and len(pinfo.isr) < plog.config.min_insync_replicas:
+                if not partition.is_leader:
+                    raise _PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                          f"broker {broker.broker_id} does not lead {name}-{index}")
+                config = partition.config
+                if acks == -1 and len(partition.isr) < config.min_insync_replicas:
                     raise _PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                          f"ISR {pinfo.isr} is smaller than min.insync.replicas")
-                batches = _prepare(version, pd["records"], plog.config, name, index)
+                                          f"ISR {partition.isr} is smaller than min.insync.replicas")
+                batches = _prepare(version, pd["records"], config, name, index)
             except _PartitionError as exc:
                 errors.append((result, exc))
                 continue
-            submitted.append((result, name, topics.submit_append(pinfo, batches)))
+            submitted.append((result, name, partition, replicas.append_records(partition, batches, loop)))
         responses.append({"name": name, "partition_responses": partitions})
     ctx.appends_queued()
+    timeout = max(request["timeout_ms"], 0) / 1000
     try:
-        for result, name, fut in submitted:
+        for result, name, partition, fut in submitted:
             try:
                 appended = await fut
             except (LogError, CorruptRecordError) as exc:
@@ -223,13 +234,18 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             except Exception as exc:  # noqa: BLE001 - a bug in the append path: this partition fails, not the request
                 errors.append((result, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"append failed: {exc!r}")))
                 continue
+            if (acks == -1 and partition.high_watermark <= appended.last_offset
+                    and not await replicas.wait_for_high_watermark(partition, appended.last_offset, timeout)):
+                errors.append((result, _PartitionError(ErrorCode.REQUEST_TIMED_OUT,
+                                                       "the high watermark did not reach the append in time")))
+                continue
             result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
                           log_start_offset=appended.log_start_offset)
             bytes_in, messages_in = metrics.topic_in(name)
             bytes_in.inc(appended.valid_bytes)
             messages_in.inc(appended.num_records)
     finally:  # cancelled (the client went away): the appends still land; nobody waits for them
-        for _result, _name, fut in submitted:
+        for _result, _name, _partition, fut in submitted:
             if not fut.done():
                 fut.cancel()
     for result, exc in errors:

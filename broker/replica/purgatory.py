@@ -1,9 +1,12 @@
-"""The purgatory: requests parked until something they wait for happens.
+"""The purgatory: requests parked until a condition on a partition holds.
 
-A long-poll fetch that has too few bytes parks on the partitions it reads;
-an append to any of them (or a high-watermark move) calls :meth:`Purgatory.notify`
-and the fetch wakes and looks again. Nothing polls. Keys are any hashable
-values; the broker uses ``(topic, partition)``.
+A long-poll fetch parks until enough bytes are available; an acks=all produce
+until the high watermark passes its append (later: a follower's fetch until
+the leader's log end moves). Each waits on the partitions it concerns, and
+whatever changes a partition (an append, a high-watermark move, a follower's
+fetch, a leadership change) calls :meth:`Purgatory.notify` with its key: every
+waiter on it checks its condition again. Nothing polls. Keys are any hashable
+values; the replica layer uses ``(topic, partition)``.
 
 Loop-only (not thread-safe): call ``notify`` from the event loop thread (use
 ``loop.call_soon_threadsafe`` from elsewhere).
@@ -12,7 +15,7 @@ Loop-only (not thread-safe): call ``notify`` from the event loop thread (use
 from __future__ import annotations
 
 import asyncio
-from typing import Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 
 class Purgatory:
@@ -24,6 +27,10 @@ class Purgatory:
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._waiters.values())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
         """Wait until one of ``keys`` is notified (True) or ``timeout`` seconds pass (False)."""
@@ -45,6 +52,24 @@ class Purgatory:
                     waiting.discard(future)
                     if not waiting:
                         del self._waiters[key]
+
+    async def wait_until(self, keys: Iterable[Hashable], condition: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``condition()`` holds (True), checked now and at every notify of ``keys``.
+
+        False when ``timeout`` seconds pass first or the purgatory is closed
+        (shutdown) with the condition still false.
+        """
+        if condition():
+            return True
+        keys = list(keys)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self._closed:
+            if not await self.wait(keys, deadline - loop.time()):
+                break
+            if condition():
+                return True
+        return condition()
 
     def notify(self, key: Hashable) -> None:
         """Wake every request waiting on ``key``."""
