@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 
 from broker.client import Admin, TopicPartition
+from broker.client.errors import UnknownTopicOrPartitionError
 
 log = logging.getLogger("pipeline")
 
@@ -124,12 +125,15 @@ def topic_partitions(options, admin: Admin) -> list[TopicPartition]:
         except re.error as exc:
             raise OptionError(f"option subscribePattern is not a valid regex: {exc}") from None
         topics = [t for t in admin.list_topics() if pattern.fullmatch(t)]
-    described = admin.describe_topics(topics) if topics else {}
+    described = {}
+    for t in topics:
+        try:
+            described.update(admin.describe_topics([t]))
+        except UnknownTopicOrPartitionError:
+            raise OptionError(f"topic {t!r} does not exist") from None
     out = []
     for t in topics:
-        md = described.get(t)
-        if md is None or md.error_code:
-            raise OptionError(f"topic {t!r} does not exist")
+        md = described[t]
         out.extend(TopicPartition(t, p) for p in md.partitions)
     return sorted(out)
 

@@ -12,7 +12,9 @@ with its own :class:`~broker.client.Consumer`, yielding Arrow record batches
 built from whole fetched batches. Streaming reads keep
 ``{"topic": {"partition": offset}}`` in Spark's checkpoint and commit the
 offsets Spark has finished to the group (``groupIdCommit`` or
-``kafka.group.id``) so the group's lag shows the job's progress; a batch read
+``kafka.group.id``) so the group's lag shows the job's progress (Spark reports
+a micro-batch finished when it plans the next one, so the group trails by the
+last batch); a batch read
 with a group commits each partition's end offset when the task reading its last
 range is done. Writes take ``key``, ``value`` (binary or string), optional
 ``topic``, ``partition`` and ``headers`` columns, with a ``topic`` option as the
@@ -24,6 +26,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
                                     DataSourceWriter, InputPartition, WriterCommitMessage)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
@@ -74,6 +77,8 @@ def read_range(options: dict, part: RangePartition, include_headers: bool, commi
     from broker.client.errors import NoOffsetForPartitionError
     import time
 
+    if not isinstance(part, RangePartition):
+        return  # Spark reads one placeholder partition when the plan has none
     r = part.range
     tp = TopicPartition(r.topic, r.partition)
     schema = _arrow_schema(include_headers)
@@ -170,14 +175,20 @@ class KafkaReader(DataSourceReader):
         return read_range(self.options, partition, self.include_headers, self.group)
 
 
-class KafkaStreamReader(DataSourceStreamReader):
-    """Offsets are ``{"topic": {"partition": next offset}}``; new partitions start at earliest."""
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are ``{"topic": {"partition": next offset}}``; new partitions start at earliest.
+
+    ``maxOffsetsPerTrigger`` is the default read limit, shared among partitions in
+    proportion to their backlog; ``trigger(availableNow=True)`` reads, in such
+    batches, up to the end offsets of when the query started.
+    """
 
     def __init__(self, options: dict) -> None:
         self.options = options
         self.include_headers = opt.flag(options, "includeHeaders", False)
         self.group = opt.group_id(options)
         self.max_per_trigger = opt.int_option(options, "maxOffsetsPerTrigger")
+        self.target: dict | None = None  # availableNow's end offsets
 
     def _latest(self) -> dict[str, dict[str, int]]:
         with _admin(self.options) as admin:
@@ -190,11 +201,17 @@ class KafkaStreamReader(DataSourceStreamReader):
             tps = opt.topic_partitions(self.options, admin)
             return _encode(opt.starting_offsets(self.options, admin, tps, default="latest"))
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        latest = self._latest()
-        if not self.max_per_trigger or start is None:
-            return latest
-        return _capped(start, latest, self.max_per_trigger)
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._latest()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        latest = self.target if self.target is not None else self._latest()
+        if isinstance(limit, ReadMaxRows):
+            return _capped(start, latest, limit.max_rows)
+        return latest
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         s, e = _decode(start), _decode(end)
