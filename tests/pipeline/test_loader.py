@@ -1,0 +1,121 @@
+"""The loader job as users run it (``python -m pipeline load`` processes) against a
+broker process: runs with production in between and one run SIGKILLed half way
+leave every record exactly once in its topic/date/hour directory, read back with
+pyarrow as any Hadoop tool would, and the group's offsets at the log end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from broker.client import Admin, TopicPartition
+
+from .conftest import create, produce
+
+RUN_LIMIT_S = 300  # a guard against a hung run, not a performance assertion
+
+
+def _load_cmd(kafka, topics: str, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pipeline", "load", "--bootstrap-server", kafka.bootstrap, "--topics", topics,
+            "--output", str(out), *extra]
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_LIMIT_S)
+
+
+def _loaded(out: Path) -> list[dict]:
+    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    return table.to_pylist()
+
+
+def test_runs_and_a_sigkilled_run_load_every_record_once(kafka, topic_name, tmp_path):
+    a, b = topic_name(), topic_name()
+    prefix = os.path.commonprefix([a, b])
+    create(kafka.bootstrap, (a, 3), (b, 1))
+    out, group = tmp_path / "warehouse", f"{a}-loader"
+    topics = f"{prefix}.*"
+    # records spread over many hours and across midnight, UTC
+    base = int(datetime(2024, 2, 28, 20, tzinfo=timezone.utc).timestamp() * 1000)
+    produced = produce(kafka.bootstrap, a, 3, 300, base_ts=base, step_ms=7 * 60_000, tag="r1")
+    produced += produce(kafka.bootstrap, b, 1, 50, base_ts=base, step_ms=60 * 60_000, tag="r1")
+    cmd = _load_cmd(kafka, topics, out, "--group", group)
+
+    first = _run(cmd)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert f"{a}: 300 records" in first.stdout and f"{b}: 50 records" in first.stdout
+    assert len(_loaded(out)) == 350
+
+    produced += produce(kafka.bootstrap, a, 3, 90, base_ts=base + 86_400_000, step_ms=60_000, tag="r2")
+    second = _run(cmd + ["--max-records-per-partition", "20"])  # a partial run: 20 of each partition's 30
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert len(_loaded(out)) == 410
+
+    # a big batch, then a run killed with SIGKILL while it writes
+    produced += produce(kafka.bootstrap, a, 3, 30_000, base_ts=base + 2 * 86_400_000, step_ms=1000, tag="r3")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    staging = out / "_kafkapy" / "staging"
+    deadline = time.monotonic() + RUN_LIMIT_S
+    while not (staging.exists() and any(staging.iterdir())) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stdout.read().decode()[-2000:]
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Spark JVM
+    proc.wait()
+    proc.stdout.close()
+    assert len(_loaded(out)) == 410  # nothing of the killed run is visible
+
+    produced += produce(kafka.bootstrap, b, 1, 10, base_ts=base + 3 * 86_400_000, step_ms=1000, tag="r4")
+    last = _run(cmd)
+    assert last.returncode == 0, last.stderr[-3000:]
+
+    rows = _loaded(out)
+    counts = Counter((r["topic"], r["partition"], r["offset"]) for r in rows)
+    assert max(counts.values()) == 1
+    assert sorted(counts) == sorted((r["topic"], r["partition"], r["offset"]) for r in produced)
+    by_key = {(r["topic"], r["partition"], r["offset"]): r for r in produced}
+    for row in rows:
+        want = by_key[(row["topic"], row["partition"], row["offset"])]
+        assert (row["key"], row["value"]) == (want["key"], want["value"])
+        when = datetime.fromtimestamp(want["timestamp_ms"] / 1000, timezone.utc)
+        assert (str(row["date"]), int(row["hour"])) == (when.strftime("%Y-%m-%d"), when.hour)
+    dirs = {p.relative_to(out).parts[:3] for p in out.glob("topic=*/date=*/hour=*/*.parquet")}
+    assert (f"topic={b}", "date=2024-02-29", "hour=00") in dirs
+
+    with Admin(bootstrap_servers=kafka.bootstrap) as admin:
+        lag = admin.group_lag(group)
+        ends = {tp: off for tp, (off, _) in admin.list_offsets(dict.fromkeys(lag, -1)).items()}
+    assert set(lag) == {TopicPartition(a, p) for p in range(3)} | {TopicPartition(b, 0)}
+    assert {tp: p.committed for tp, p in lag.items()} == ends
+
+
+def test_nothing_new_is_a_successful_run(kafka, topic_name, tmp_path):
+    t = topic_name()
+    create(kafka.bootstrap, (t, 1))
+    produce(kafka.bootstrap, t, 1, 5)
+    cmd = _load_cmd(kafka, t, tmp_path / "out", "--format", "json")
+    assert _run(cmd).returncode == 0
+    again = _run(cmd)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "nothing new" in again.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--topics", "("], "--topics is not a valid regex"),
+    (["--topics", "x", "--format", "csv"], "invalid choice: 'csv'"),
+    (["--topics", "x", "--max-records-per-partition", "0"], "must be positive"),
+])
+def test_bad_arguments_exit_2_with_one_line(args, message, tmp_path):
+    cmd = [sys.executable, "-m", "pipeline", "load", "--bootstrap-server", "127.0.0.1:1", "--output",
+           str(tmp_path), *args]
+    proc = _run(cmd)
+    assert proc.returncode == 2
+    assert message in proc.stderr.strip().splitlines()[-1]
