@@ -1,4 +1,4 @@
-"""``python -m pipeline load ...`` (also ``spark-submit -m``-style: ``spark-submit pipeline/__main__.py load ...``).
+"""``python -m pipeline load ...``, or ``spark-submit pipeline/__main__.py load ...``.
 
 Exit codes: 0 loaded (or nothing new), 1 the load failed (one-line reason on
 stderr, nothing committed), 2 bad arguments.
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print("pipeline: --max-records-per-partition must be positive", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from .loader import load, session, summary
+    from pipeline.loader import load, session, summary
 
     spark = session(args.master)
     spark.sparkContext.setLogLevel("ERROR")
