@@ -63,15 +63,11 @@ from broker.log.recovery import recover_segments, remove_stray_files
 from broker.log.retention import segments_to_delete
 from broker.log.scan import INT32_MAX, read_header
 from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
-from broker.records.view import LOG_OVERHEAD, V2_HEADER_SIZE, BatchView
+from broker.records.view import (LOG_OVERHEAD, V2_APPEND_FIELDS, V2_ATTRIBUTES_OFFSET, V2_ENTRY_HEAD, V2_HEADER,
+                                 V2_HEADER_SIZE, BatchView)
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_V2 = struct.Struct(">qiiBIhiqqqhii")  # the whole 61-byte v2 header
-# the fields of the v2 header that a single-batch append reads: baseOffset, batchLength,
-# partitionLeaderEpoch, magic, crc, lastOffsetDelta, maxTimestamp, recordsCount (pads skip the rest)
-_V2_APPEND = struct.Struct(">qiiBI2xi8xq14xi")
-_ENTRY_HEAD = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the bytes append patches
 _crc32c = crc32c.crc32c
 logger = logging.getLogger(__name__)
 _new_tuple = tuple.__new__  # AppendInfo without NamedTuple.__new__'s Python-level call
@@ -91,10 +87,10 @@ def check_single_batch(records) -> bool:
     n = len(mv)
     if n < V2_HEADER_SIZE:
         return False
-    _bo, length, _ple, magic, crc, _lod, _mts, _count = _V2_APPEND.unpack_from(mv)
+    _bo, length, _ple, magic, crc, _lod, _mts, _count = V2_APPEND_FIELDS.unpack_from(mv)
     if LOG_OVERHEAD + length != n or magic != 2:
         return False
-    if _crc32c(mv[21:], 0, 1) != crc:  # GIL released meanwhile: a writer thread can run
+    if _crc32c(mv[V2_ATTRIBUTES_OFFSET:], 0, 1) != crc:  # GIL released meanwhile: a writer thread can run
         raise CorruptRecordError("CRC-32C mismatch", 0)
     return True
 
@@ -327,7 +323,7 @@ class Log:
                 mv = mv.cast("B")
             n = len(mv)
             if not log_append_time and n >= V2_HEADER_SIZE:
-                bo, length, ple, magic, crc, lod, mts, count = _V2_APPEND.unpack_from(mv)
+                bo, length, ple, magic, crc, lod, mts, count = V2_APPEND_FIELDS.unpack_from(mv)
                 fast = (LOG_OVERHEAD + length == n and n <= max_message_bytes and magic == 2
                         and lod >= 0 and count >= 0)
             else:
@@ -346,16 +342,16 @@ class Log:
                 if latest_epoch is None:
                     latest_epoch = -1
                 continue
-            if not crc_checked and _crc32c(mv[21:]) != crc:
+            if not crc_checked and _crc32c(mv[V2_ATTRIBUTES_OFFSET:]) != crc:
                 results[i] = CorruptRecordError("CRC-32C mismatch", 0)
                 continue
             head = None
             if assign_offsets:
                 bo, ple = nxt, epoch
                 if mv.readonly:
-                    head = _ENTRY_HEAD.pack(bo, length, ple)
+                    head = V2_ENTRY_HEAD.pack(bo, length, ple)
                 else:
-                    _ENTRY_HEAD.pack_into(mv, 0, bo, length, ple)
+                    V2_ENTRY_HEAD.pack_into(mv, 0, bo, length, ple)
             elif bo < nxt:
                 results[i] = UnexpectedAppendOffsetError(
                     f"batch base offset {bo} is below the expected offset {nxt}")
@@ -499,7 +495,7 @@ class Log:
         n = len(mv)
         pos = 0
         out = []
-        unpack = _V2.unpack_from
+        unpack = V2_HEADER.unpack_from
         while pos < n:
             if n - pos < V2_HEADER_SIZE:
                 raise CorruptRecordError(f"{n - pos} trailing bytes are not a whole batch", pos)
@@ -511,7 +507,7 @@ class Log:
                 raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes={max_message_bytes}")
             if magic != 2:
                 raise CorruptRecordError(f"expected magic 2, found {magic}", pos)
-            if _crc32c(mv[pos + 21:pos + size]) != crc:
+            if _crc32c(mv[pos + V2_ATTRIBUTES_OFFSET:pos + size]) != crc:
                 raise CorruptRecordError("CRC-32C mismatch", pos)
             if lod < 0 or count < 0:
                 raise CorruptRecordError(f"negative lastOffsetDelta {lod} or recordsCount {count}", pos)

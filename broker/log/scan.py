@@ -21,20 +21,15 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from array import array
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
-from broker.records.view import LOG_OVERHEAD, MAGIC_OFFSET, V2_HEADER_SIZE
+from broker.records.view import (LOG_OVERHEAD, MAGIC_OFFSET, V2_ATTRIBUTES_OFFSET, V2_HEADER, V2_HEADER_SIZE,
+                                 V2_SCAN_FIELDS)
 
 INT32_MAX = (1 << 31) - 1
-# baseOffset, batchLength, ple, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
-_HEAD = struct.Struct(">qiiBIhiqq")
-# The same 43 bytes, unpacking only what a scan uses: baseOffset, batchLength, magic, crc,
-# lastOffsetDelta, maxTimestamp (padding skips partitionLeaderEpoch, attributes, baseTimestamp).
-_SCAN_HEAD = struct.Struct(">qi4xBI2xi8xq")
 _MIN_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD
 _crc = _crc32c.crc32c
 
@@ -112,7 +107,7 @@ def scan_buffer(
     last_time_ts = None  # last time-index entry's timestamp
     low = base_offset if expected_offset is None else max(base_offset, expected_offset)
     limit = base_offset + INT32_MAX
-    unpack = _SCAN_HEAD.unpack_from
+    unpack = V2_SCAN_FIELDS.unpack_from
     crc32c = _crc
     last = -1  # last offset of the last valid batch
     min_length = _MIN_LENGTH
@@ -131,7 +126,7 @@ def scan_buffer(
             break
         batch_last = bo + lod
         if verify:
-            if crc32c(mv[pos + 21 : pos + size]) != crc:
+            if crc32c(mv[pos + V2_ATTRIBUTES_OFFSET : pos + size]) != crc:
                 reason = "CRC-32C mismatch"
                 break
             if lod < 0 or bo < low or batch_last > limit:
@@ -157,7 +152,7 @@ def scan_buffer(
         pos += size
     if batches:
         next_offset = last + 1
-        first_ts = _SCAN_HEAD.unpack_from(mv, start)[5]
+        first_ts = V2_SCAN_FIELDS.unpack_from(mv, start)[5]
     else:
         next_offset = expected_offset
         first_ts = None
@@ -218,7 +213,7 @@ def read_header(fd: int, position: int) -> tuple[int, int, int, int] | None:
     raw = os.pread(fd, V2_HEADER_SIZE, position)
     if len(raw) < V2_HEADER_SIZE:
         return None
-    bo, length, _ple, _magic, _crc_v, _attr, lod, _bts, mts = _HEAD.unpack_from(raw)
+    bo, length, _ple, _magic, _crc_v, _attr, lod, _bts, mts = V2_HEADER.unpack_from(raw)[:9]
     if length < _MIN_LENGTH:
         return None
     return bo, LOG_OVERHEAD + length, bo + lod, mts

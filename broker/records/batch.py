@@ -56,6 +56,8 @@ from broker.records.view import (
     TRANSACTIONAL_MASK,
     V2_ATTRIBUTES_OFFSET,
     V2_CRC_OFFSET,
+    V2_CRC_COVERED_HEAD,
+    V2_HEAD_TO_CRC,
     V2_HEADER_SIZE,
     BatchView,
     CorruptRecordError,
@@ -65,8 +67,6 @@ NO_TIMESTAMP = -1
 NO_SEQUENCE = -1
 NO_PRODUCER_EPOCH = -1
 
-_HEADER = struct.Struct(">qiiBIhiqqqhii")
-_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: the CRC-covered header part
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
@@ -195,7 +195,7 @@ def encode_batch(batch: RecordBatch) -> bytes:
     payload = b"".join(encode_record(r) for r in batch.records)
     if batch.compression != Compression.NONE:
         payload = compress(batch.compression, payload)
-    tail = _TAIL.pack(
+    tail = V2_CRC_COVERED_HEAD.pack(
         batch.attributes,
         batch.effective_last_offset_delta(),
         batch.base_timestamp,
@@ -207,7 +207,7 @@ def encode_batch(batch: RecordBatch) -> bytes:
     )
     crc = _crc32c.crc32c(payload, _crc32c.crc32c(tail))
     batch_length = V2_HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    head = struct.pack(">qiiBI", batch.base_offset, batch_length, batch.partition_leader_epoch, 2, crc)
+    head = V2_HEAD_TO_CRC.pack(batch.base_offset, batch_length, batch.partition_leader_epoch, 2, crc)
     return head + tail + payload
 
 
@@ -271,10 +271,10 @@ def encode_batch_tuples(records: Sequence[tuple], compression: int = Compression
     if compression != Compression.NONE:
         payload = compress(compression, payload)
     n = len(records)
-    tail = _TAIL.pack(int(compression) & COMPRESSION_MASK, n - 1, base_ts, max_ts, -1, NO_PRODUCER_EPOCH,
+    tail = V2_CRC_COVERED_HEAD.pack(int(compression) & COMPRESSION_MASK, n - 1, base_ts, max_ts, -1, NO_PRODUCER_EPOCH,
                       NO_SEQUENCE, n)
     crc = _crc32c.crc32c(payload, _crc32c.crc32c(tail))
-    head = struct.pack(">qiiBI", 0, V2_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, crc)
+    head = V2_HEAD_TO_CRC.pack(0, V2_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, crc)
     return head + tail + payload
 
 

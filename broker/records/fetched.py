@@ -18,7 +18,7 @@ from typing import Iterator, NamedTuple
 
 import crc32c as _crc32c
 
-from broker.records.batch import _HEADER, decode_headers
+from broker.records.batch import decode_headers
 from broker.records.compression import CompressionError, codec_of, decompress
 from broker.records.legacy import iter_legacy_entries
 from broker.records.varint import decode_varint, decode_varlong
@@ -29,6 +29,7 @@ from broker.records.view import (
     MAGIC_OFFSET,
     TIMESTAMP_TYPE_MASK,
     V2_ATTRIBUTES_OFFSET,
+    V2_HEADER,
     V2_HEADER_SIZE,
     CorruptRecordError,
 )
@@ -190,7 +191,7 @@ def iter_fetched(buf, start: int = 0, min_offset: int = 0) -> Iterator[FetchedBa
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     pos = start
     total = len(mv)
-    unpack_header = _HEADER.unpack_from
+    unpack_header = V2_HEADER.unpack_from
     while pos + MAGIC_OFFSET + 1 <= total:
         size = LOG_OVERHEAD + struct.unpack_from(">i", mv, pos + 8)[0]
         if size <= LOG_OVERHEAD:

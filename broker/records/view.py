@@ -44,7 +44,22 @@ LOG_OVERHEAD = 12  # offset (8) + size (4)
 MAGIC_OFFSET = 16
 V2_HEADER_SIZE = 61
 V2_CRC_OFFSET = 17
-V2_ATTRIBUTES_OFFSET = 21
+V2_ATTRIBUTES_OFFSET = 21  # also where the CRC-32C's coverage starts (it runs to the entry's end)
+
+# The v2 header layouts, declared here only (every reader and writer of batch headers uses these):
+#: the whole 61-byte header, every field of the table above in order
+V2_HEADER = struct.Struct(">qiiBIhiqqqhii")
+#: baseOffset, batchLength, partitionLeaderEpoch: the bytes outside the CRC that an append patches
+V2_ENTRY_HEAD = struct.Struct(">qii")
+#: baseOffset .. crc: the 17 bytes before what the CRC covers
+V2_HEAD_TO_CRC = struct.Struct(">qiiBI")
+#: attributes .. recordsCount: the CRC-covered part of the header
+V2_CRC_COVERED_HEAD = struct.Struct(">hiqqqhii")
+#: what an append reads: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, lastOffsetDelta,
+#: maxTimestamp, recordsCount (pads skip the rest)
+V2_APPEND_FIELDS = struct.Struct(">qiiBI2xi8xq14xi")
+#: what a segment scan reads: baseOffset, batchLength, magic, crc, lastOffsetDelta, maxTimestamp
+V2_SCAN_FIELDS = struct.Struct(">qi4xBI2xi8xq")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -58,7 +73,6 @@ NO_PARTITION_LEADER_EPOCH = -1
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
-_V2_HEADER = struct.Struct(">qiiBIhiqqqhii")
 
 
 class CorruptRecordError(ValueError):
@@ -142,7 +156,7 @@ class BatchView:
 
     @property
     def attributes(self) -> int:
-        return struct.unpack_from(">h", self._buf, self.pos + 21)[0]
+        return struct.unpack_from(">h", self._buf, self.pos + V2_ATTRIBUTES_OFFSET)[0]
 
     @property
     def compression(self) -> int:
@@ -197,7 +211,7 @@ class BatchView:
         return _I32.unpack_from(self._buf, self.pos + 57)[0]
 
     def header(self) -> BatchHeader:
-        return BatchHeader(*_V2_HEADER.unpack_from(self._buf, self.pos))
+        return BatchHeader(*V2_HEADER.unpack_from(self._buf, self.pos))
 
     def buffer(self) -> memoryview:
         """The whole entry, ``12 + batchLength`` bytes, as a memoryview."""
