@@ -42,7 +42,7 @@ import threading
 import time
 from bisect import bisect_right
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import crc32c
 
@@ -95,6 +95,34 @@ def check_single_batch(records) -> bool:
     return True
 
 
+class _AppendSettings(NamedTuple):
+    """The config values the append path reads, cached per (immutable) LogConfig object."""
+
+    config: LogConfig
+    max_message_bytes: int
+    log_append_time: bool
+    segment_bytes: int
+    segment_ms: int  # segment.ms less its jitter
+    flush_messages: int | None
+
+
+class _BatchInfo:
+    """What the general append path knows of one batch (its header, validated; offsets possibly reassigned)."""
+
+    __slots__ = ("position", "size", "base_offset", "max_timestamp", "last_offset_delta", "records_count",
+                 "partition_leader_epoch")
+
+    def __init__(self, position: int, size: int, base_offset: int, max_timestamp: int, last_offset_delta: int,
+                 records_count: int, partition_leader_epoch: int) -> None:
+        self.position = position
+        self.size = size
+        self.base_offset = base_offset
+        self.max_timestamp = max_timestamp
+        self.last_offset_delta = last_offset_delta
+        self.records_count = records_count
+        self.partition_leader_epoch = partition_leader_epoch
+
+
 class _Run:
     """Single batches placed by a group append but not yet written, all for one segment.
 
@@ -130,7 +158,7 @@ class Log:
         self.last_flush_ms = self._now_ms()
         self.flush_hook: Callable[["Log"], None] | None = None  # set by LogManager: wake the flusher
         self._pending_deletes: list[tuple[float, LogSegment]] = []
-        self._settings: tuple | None = None  # see _append_settings
+        self._settings: _AppendSettings | None = None  # see _append_settings
         self.closed = False
 
     # -- opening and recovery -----------------------------------------------
@@ -215,12 +243,12 @@ class Log:
             seg.index_interval_bytes = config.index_interval_bytes
 
     # -- append ------------------------------------------------------------------
-    def _append_settings(self) -> tuple:
-        """The config values the append path reads, cached per (immutable) LogConfig object."""
+    def _append_settings(self) -> _AppendSettings:
+        """The :class:`_AppendSettings` of the current config (made once per LogConfig object)."""
         cfg = self.config
         settings = self._settings
-        if settings is None or settings[0] is not cfg:
-            settings = self._settings = (
+        if settings is None or settings.config is not cfg:
+            settings = self._settings = _AppendSettings(
                 cfg, cfg.max_message_bytes, cfg.message_timestamp_type == "LogAppendTime",
                 cfg.segment_bytes, cfg.segment_ms - cfg.segment_jitter_ms, cfg.flush_messages)
         return settings
@@ -276,10 +304,8 @@ class Log:
         with self.lock:
             if self.closed:
                 return [LogClosedError(f"log {self.dir} is closed")] * len(items)
-            settings = self._settings
-            if settings is None or settings[0] is not self.config:
-                settings = self._append_settings()
-            flush_messages = settings[5]
+            settings = self._append_settings()
+            flush_messages = settings.flush_messages
             run = _Run()
             try:
                 self._place_locked(items, results, settings, assign_offsets, append_time_ms, crc_checked, run)
@@ -298,7 +324,7 @@ class Log:
             self.flush_hook(self)
         return results
 
-    def _place_locked(self, items, results: list, settings: tuple, assign_offsets: bool,
+    def _place_locked(self, items, results: list, settings: _AppendSettings, assign_offsets: bool,
                       append_time_ms: int | None, crc_checked: bool, run: "_Run") -> None:
         """:meth:`append_group`'s work under the lock: check, place and write each item, in order.
 
@@ -323,9 +349,10 @@ class Log:
                 mv = mv.cast("B")
             n = len(mv)
             if not log_append_time and n >= V2_HEADER_SIZE:
-                bo, length, ple, magic, crc, lod, mts, count = V2_APPEND_FIELDS.unpack_from(mv)
+                (base_offset, length, partition_leader_epoch, magic, crc, last_offset_delta, max_timestamp,
+                 count) = V2_APPEND_FIELDS.unpack_from(mv)
                 fast = (LOG_OVERHEAD + length == n and n <= max_message_bytes and magic == 2
-                        and lod >= 0 and count >= 0)
+                        and last_offset_delta >= 0 and count >= 0)
             else:
                 fast = False
             if not fast:  # several batches, LogAppendTime or a bad header: the general path
@@ -347,16 +374,16 @@ class Log:
                 continue
             head = None
             if assign_offsets:
-                bo, ple = nxt, epoch
+                base_offset, partition_leader_epoch = nxt, epoch
                 if mv.readonly:
-                    head = V2_ENTRY_HEAD.pack(bo, length, ple)
+                    head = V2_ENTRY_HEAD.pack(base_offset, length, partition_leader_epoch)
                 else:
-                    V2_ENTRY_HEAD.pack_into(mv, 0, bo, length, ple)
-            elif bo < nxt:
+                    V2_ENTRY_HEAD.pack_into(mv, 0, base_offset, length, partition_leader_epoch)
+            elif base_offset < nxt:
                 results[i] = UnexpectedAppendOffsetError(
-                    f"batch base offset {bo} is below the expected offset {nxt}")
+                    f"batch base offset {base_offset} is below the expected offset {nxt}")
                 continue
-            last = bo + lod
+            last = base_offset + last_offset_delta
             if len(run.entries) + 1 >= room:
                 # the run could fill an index: write it, so the roll check below sees the real state
                 self._write_run_locked(seg, run, results)
@@ -368,23 +395,25 @@ class Log:
                 if t is None and run.entries:
                     t = run.entries[0][3]  # what the run's first batch will set
                 if (size > segment_bytes - n or seg.indexes_full or last - seg.base_offset > INT32_MAX
-                        or (mts - t if t is not None and t >= 0 else self._now_ms() - seg.created_ms) > segment_ms):
+                        or (max_timestamp - t if t is not None and t >= 0
+                            else self._now_ms() - seg.created_ms) > segment_ms):
                     self._write_run_locked(seg, run, results)
-                    seg = self._roll_locked(bo)
+                    seg = self._roll_locked(base_offset)
                     size = 0
                     room = seg.index_room()
-            elif bo != seg.base_offset and last - seg.base_offset > INT32_MAX:
-                seg = self._roll_locked(bo)
+            elif base_offset != seg.base_offset and last - seg.base_offset > INT32_MAX:
+                seg = self._roll_locked(base_offset)
                 room = seg.index_room()
-            run.entries.append((mv, head, last, mts))
+            run.entries.append((mv, head, last, max_timestamp))
             run.items.append(i)
-            if ple > latest_epoch:
-                run.epochs.append((ple, bo))
-                latest_epoch = ple
-            if mts > -1:
-                results[i] = _new_tuple(AppendInfo, (bo, last, mts, last, -1, 1, count, n, log_start))
+            if partition_leader_epoch > latest_epoch:
+                run.epochs.append((partition_leader_epoch, base_offset))
+                latest_epoch = partition_leader_epoch
+            if max_timestamp > -1:
+                results[i] = _new_tuple(AppendInfo,
+                                        (base_offset, last, max_timestamp, last, -1, 1, count, n, log_start))
             else:
-                results[i] = _new_tuple(AppendInfo, (bo, last, -1, bo, -1, 1, count, n, log_start))
+                results[i] = _new_tuple(AppendInfo, (base_offset, last, -1, base_offset, -1, 1, count, n, log_start))
             size += n
             nxt = last + 1
         self._write_run_locked(seg, run, results)
@@ -429,7 +458,7 @@ class Log:
     def _append_batches(self, mv: memoryview, leader_epoch: int, assign_offsets: bool,
                         append_time_ms: int | None) -> AppendInfo:
         """The general append: any number of batches, LogAppendTime, and every validation error."""
-        _cfg, max_message_bytes, log_append_time, segment_bytes, segment_ms, flush_messages = \
+        _config, max_message_bytes, log_append_time, segment_bytes, segment_ms, flush_messages = \
             self._append_settings()
         if mv.readonly and (assign_offsets or log_append_time):
             mv = memoryview(bytearray(mv))
@@ -437,30 +466,30 @@ class Log:
         now = append_time_ms if append_time_ms is not None else self._now_ms()
         if log_append_time:
             for b in batches:
-                set_log_append_time(BatchView(mv, b[0], b[1]), now)
-                b[3] = now
+                set_log_append_time(BatchView(mv, b.position, b.size), now)
+                b.max_timestamp = now
         with self.lock:
             if self.closed:
                 raise LogClosedError(f"log {self.dir} is closed")
             nxt = self._log_end_offset
             pack_offset, pack_epoch = _I64.pack_into, _I32.pack_into
-            for b in batches:  # b = [position, size, base_offset, max_timestamp, last_offset_delta, records, epoch]
+            for b in batches:
                 if assign_offsets:
-                    b[2] = nxt
-                    b[6] = leader_epoch
-                    pack_offset(mv, b[0], nxt)
-                    pack_epoch(mv, b[0] + 12, leader_epoch)
-                elif b[2] < nxt:
+                    b.base_offset = nxt
+                    b.partition_leader_epoch = leader_epoch
+                    pack_offset(mv, b.position, nxt)
+                    pack_epoch(mv, b.position + 12, leader_epoch)
+                elif b.base_offset < nxt:
                     raise UnexpectedAppendOffsetError(
-                        f"batch base offset {b[2]} is below the expected offset {nxt}")
-                nxt = b[2] + b[4] + 1
-            first = batches[0][2]
+                        f"batch base offset {b.base_offset} is below the expected offset {nxt}")
+                nxt = b.base_offset + b.last_offset_delta + 1
+            first = batches[0].base_offset
             last = nxt - 1
             max_ts, off_max, num_records = -1, first, 0
             for b in batches:
-                if b[3] > max_ts:
-                    max_ts, off_max = b[3], b[2] + b[4]
-                num_records += b[5]
+                if b.max_timestamp > max_ts:
+                    max_ts, off_max = b.max_timestamp, b.base_offset + b.last_offset_delta
+                num_records += b.records_count
             seg = self.active_segment
             if seg.should_roll(incoming_bytes=len(mv), incoming_max_timestamp=max_ts, last_offset=last,
                                now_ms=now, segment_bytes=segment_bytes, segment_ms=segment_ms) is not None:
@@ -470,12 +499,12 @@ class Log:
             epochs = []
             latest = self.leader_epoch_cache.latest_epoch
             for b in batches:
-                if b[6] >= 0 and (latest is None or b[6] > latest):
-                    epochs.append((b[6], b[2]))
-                    latest = b[6]
+                if b.partition_leader_epoch >= 0 and (latest is None or b.partition_leader_epoch > latest):
+                    epochs.append((b.partition_leader_epoch, b.base_offset))
+                    latest = b.partition_leader_epoch
             self._write_with_epochs(epochs, lambda: seg.append(
                 mv, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=off_max,
-                first_batch_max_timestamp=batches[0][3]))
+                first_batch_max_timestamp=batches[0].max_timestamp))
             self._log_end_offset = last + 1
             self.unflushed_messages += num_records
             info = AppendInfo(first, last, max_ts, off_max, now if log_append_time else -1, len(batches),
@@ -486,12 +515,8 @@ class Log:
         return info
 
     @staticmethod
-    def _validate(mv: memoryview, max_message_bytes: int) -> list[list[int]]:
-        """Check every entry (size, magic, CRC); one header unpack per batch, no per-record work.
-
-        Returns ``[position, size, base_offset, max_timestamp, last_offset_delta,
-        records_count, partition_leader_epoch]`` per batch.
-        """
+    def _validate(mv: memoryview, max_message_bytes: int) -> list[_BatchInfo]:
+        """Check every entry (size, magic, CRC); one header unpack per batch, no per-record work."""
         n = len(mv)
         pos = 0
         out = []
@@ -499,7 +524,8 @@ class Log:
         while pos < n:
             if n - pos < V2_HEADER_SIZE:
                 raise CorruptRecordError(f"{n - pos} trailing bytes are not a whole batch", pos)
-            bo, length, ple, magic, crc, _a, lod, _bts, mts, _pid, _pe, _seq, count = unpack(mv, pos)
+            (base_offset, length, partition_leader_epoch, magic, crc, _attributes, last_offset_delta, _base_timestamp,
+             max_timestamp, _producer_id, _producer_epoch, _base_sequence, count) = unpack(mv, pos)
             size = LOG_OVERHEAD + length
             if length < V2_HEADER_SIZE - LOG_OVERHEAD or size > n - pos:
                 raise CorruptRecordError(f"batch length {length} does not fit the {n - pos} bytes left", pos)
@@ -509,9 +535,10 @@ class Log:
                 raise CorruptRecordError(f"expected magic 2, found {magic}", pos)
             if _crc32c(mv[pos + V2_ATTRIBUTES_OFFSET:pos + size]) != crc:
                 raise CorruptRecordError("CRC-32C mismatch", pos)
-            if lod < 0 or count < 0:
-                raise CorruptRecordError(f"negative lastOffsetDelta {lod} or recordsCount {count}", pos)
-            out.append([pos, size, bo, mts, lod, count, ple])
+            if last_offset_delta < 0 or count < 0:
+                raise CorruptRecordError(f"negative lastOffsetDelta {last_offset_delta} or recordsCount {count}", pos)
+            out.append(_BatchInfo(pos, size, base_offset, max_timestamp, last_offset_delta, count,
+                                  partition_leader_epoch))
             pos += size
         if not out:
             raise CorruptRecordError("no record batch to append", 0)
@@ -563,7 +590,7 @@ class Log:
             i += 1
         if found is None:
             return self._empty_slice(segs[-1])
-        pos, bo, _last, entry, _mts = found
+        pos, base_offset, _last, entry, _mts = found
         limit = size
         if max_offset is not None and (seg.next_offset is None or max_offset < seg.next_offset):
             loc = seg.find_batch(max_offset, size)
@@ -576,7 +603,7 @@ class Log:
             if not min_one_batch:
                 return FetchSlice(seg.file, pos, 0, -1, seg.base_offset)
             end = pos + entry
-        return FetchSlice(seg.file, pos, end - pos, bo, seg.base_offset)
+        return FetchSlice(seg.file, pos, end - pos, base_offset, seg.base_offset)
 
     @staticmethod
     def _empty_slice(seg: LogSegment) -> FetchSlice:
@@ -599,8 +626,8 @@ class Log:
                 h = read_header(fd, pos)
                 if h is None:
                     break
-                bo, entry, last, mts = h
-                if mts >= timestamp_ms and last >= lso:
+                _base_offset, entry, last, max_timestamp = h
+                if max_timestamp >= timestamp_ms and last >= lso:
                     for off, ts in record_offsets_and_timestamps(os.pread(fd, entry, pos)):
                         if ts >= timestamp_ms and off >= lso:
                             return off, ts
@@ -633,13 +660,13 @@ class Log:
                 h = read_header(fd, pos)
                 if h is None or h[0] >= below:
                     break
-                _bo, entry, _last, mts = h
-                if best is None or mts > best[0]:
-                    best = (mts, fd, pos, entry)
+                _bo, entry, _last, max_timestamp = h
+                if best is None or max_timestamp > best[0]:
+                    best = (max_timestamp, fd, pos, entry)
                 pos += entry
         if best is None:
             return None
-        mts, fd, pos, entry = best
+        max_timestamp, fd, pos, entry = best
         found = [(off, ts) for off, ts in record_offsets_and_timestamps(os.pread(fd, entry, pos))
                  if lso <= off < below]
         if not found:
