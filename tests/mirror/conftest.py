@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from broker.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from broker.client.errors import UnknownTopicOrPartitionError
 from mirror.position import HEADER
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,6 +166,14 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         while any(c.highwater(tp) is None for tp in tps) and time.monotonic() < deadline:
             c.poll(50)
         return {tp.partition: c.highwater(tp) for tp in tps}
+
+
+def mirrored_count(bootstrap: str, topic: str) -> int:
+    """Records in ``topic`` (sum of high watermarks); 0 while the topic does not exist yet (the mirror creates it)."""
+    try:
+        return sum(end_offsets(bootstrap, topic).values())
+    except UnknownTopicOrPartitionError:
+        return 0
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.25):

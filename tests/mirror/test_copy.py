@@ -7,14 +7,8 @@ import uuid
 
 from broker.client import Admin, ConfigResource
 
-from .conftest import create_topic, end_offsets, mirror_config, produce_records, read_all, wait_for
+from .conftest import create_topic, mirror_config, mirrored_count, produce_records, read_all, wait_for
 
-
-def _count(bootstrap, topic):
-    try:
-        return sum(end_offsets(bootstrap, topic).values())
-    except Exception:
-        return 0
 
 
 def test_two_clusters_record_by_record(broker_factory, mirror_factory):
@@ -30,13 +24,13 @@ def test_two_clusters_record_by_record(broker_factory, mirror_factory):
     mirror_factory(mirror_config({"dc1": src.bootstrap, "dc2": dst.bootstrap}, [
         {"source": "dc1", "target": "dc2", "topics": f"orders\\..*|payments{tag}",
          "topics.exclude": "internal\\..*"}]))
-    wait_for(lambda: _count(dst.bootstrap, orders) == 300 and _count(dst.bootstrap, payments) == 100, 60,
+    wait_for(lambda: mirrored_count(dst.bootstrap, orders) == 300 and mirrored_count(dst.bootstrap, payments) == 100, 60,
              "the mirror to copy both topics")
     later = f"orders.later{tag}"
     create_topic(src.bootstrap, later, 2)
     sent_later = produce_records(src.bootstrap, later, 50, partitions=2)
     more = produce_records(src.bootstrap, orders, 60, partitions=3, start=300)
-    wait_for(lambda: _count(dst.bootstrap, later) == 50 and _count(dst.bootstrap, orders) == 360, 60,
+    wait_for(lambda: mirrored_count(dst.bootstrap, later) == 50 and mirrored_count(dst.bootstrap, orders) == 360, 60,
              "a topic created later to be copied")
     assert read_all(dst.bootstrap, orders) == read_all(src.bootstrap, orders)
     assert sorted(read_all(dst.bootstrap, orders)) == sorted(sent_orders + more)
@@ -58,12 +52,12 @@ def test_partitions_and_configs_follow_the_source(broker_factory, mirror_factory
     produce_records(src.bootstrap, topic, 20)
     mirror_factory(mirror_config({"a": src.bootstrap, "b": dst.bootstrap}, [{"source": "a", "target": "b",
                                                                                "topics": topic}]))
-    wait_for(lambda: _count(dst.bootstrap, topic) == 20, 60, "the first copy")
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) == 20, 60, "the first copy")
     with Admin(bootstrap_servers=src.bootstrap) as admin:
         admin.create_partitions({topic: 3})
         admin.incremental_alter_configs({ConfigResource("topic", topic): {"retention.ms": "7200000"}})
     sent = produce_records(src.bootstrap, topic, 30, partitions=3, start=20)
-    wait_for(lambda: _count(dst.bootstrap, topic) == 50, 60, "records of the new partitions")
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) == 50, 60, "records of the new partitions")
 
     def target_config():
         with Admin(bootstrap_servers=dst.bootstrap) as admin:

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from .conftest import create_topic, end_offsets, mirror_config, produce_records, read_all, wait_for
+from .conftest import create_topic, mirror_config, mirrored_count, produce_records, read_all, wait_for
 
 LONG = os.environ.get("KAFKAPY_LONG") == "1"
 
@@ -42,9 +42,6 @@ class Background:
         self._thread.join()
 
 
-def _total(bootstrap, topic):
-    return sum(end_offsets(bootstrap, topic).values())
-
 
 def _assert_same(src, dst, topic):
     expected, got = read_all(src.bootstrap, topic), read_all(dst.bootstrap, topic)
@@ -60,7 +57,7 @@ def test_sigkill_at_random_moments(broker_factory, mirror_factory):
     create_topic(src.bootstrap, topic, 3)
     cfg = mirror_config({"a": src.bootstrap, "b": dst.bootstrap}, [{"source": "a", "target": "b", "topics": topic}])
     rnd = random.Random()
-    with Background(src.bootstrap, topic, 3) as bg:
+    with Background(src.bootstrap, topic, 3):
         mirror = mirror_factory(cfg)
         for _ in range(kills):
             # kill while it copies: after it took its partitions, at a random moment
@@ -70,8 +67,8 @@ def test_sigkill_at_random_moments(broker_factory, mirror_factory):
             mirror = mirror_factory(cfg)
         wait_for(lambda: "resumes at" in mirror.log_text(), 60, "the last mirror to own partitions")
         time.sleep(1)
-    total = _total(src.bootstrap, topic)
-    wait_for(lambda: _total(dst.bootstrap, topic) >= total, 90, "the target to catch up")
+    total = mirrored_count(src.bootstrap, topic)
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) >= total, 90, "the target to catch up")
     time.sleep(1)  # anything extra would show as a duplicate now
     _assert_same(src, dst, topic)
 
@@ -93,7 +90,7 @@ def test_two_processes_one_killed(broker_factory, mirror_factory):
         wait_for(lambda: first.log_text().count("resumes at") > owned_before, 60,
                  "the survivor to take the dead process's partitions")
         time.sleep(1)
-    total = _total(src.bootstrap, topic)
-    wait_for(lambda: _total(dst.bootstrap, topic) >= total, 90, "the survivor to catch up")
+    total = mirrored_count(src.bootstrap, topic)
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) >= total, 90, "the survivor to catch up")
     time.sleep(1)
     _assert_same(src, dst, topic)

@@ -8,14 +8,8 @@ import pytest
 
 from tests.client.conftest import tansu_broker  # noqa: F401  (session fixture)
 
-from .conftest import create_topic, end_offsets, mirror_config, produce_records, read_all, wait_for
+from .conftest import create_topic, mirror_config, mirrored_count, produce_records, read_all, wait_for
 
-
-def _total(bootstrap, topic):
-    try:
-        return sum(end_offsets(bootstrap, topic).values())
-    except Exception:
-        return 0
 
 
 @pytest.mark.parametrize("direction", ["tansu->ours", "ours->tansu"])
@@ -27,10 +21,10 @@ def test_tansu_peer(broker_factory, mirror_factory, tansu_broker, direction):  #
     create_topic(src, topic, 2)
     sent = produce_records(src, topic, 150, partitions=2)
     proc = mirror_factory(mirror_config({"s": src, "d": dst}, [{"source": "s", "target": "d", "topics": topic}]))
-    wait_for(lambda: _total(dst, topic) == 150, 60, "the copy")
+    wait_for(lambda: mirrored_count(dst, topic) == 150, 60, "the copy")
     more = produce_records(src, topic, 50, partitions=2, start=150)
     proc.kill()
     mirror_factory(mirror_config({"s": src, "d": dst}, [{"source": "s", "target": "d", "topics": topic}]))
-    wait_for(lambda: _total(dst, topic) == 200, 60, "the copy after a SIGKILL")
+    wait_for(lambda: mirrored_count(dst, topic) == 200, 60, "the copy after a SIGKILL")
     assert read_all(dst, topic) == read_all(src, topic)
     assert sorted(read_all(dst, topic)) == sorted(sent + more)

@@ -11,7 +11,7 @@ import uuid
 
 from broker.client import Admin, Consumer, TopicPartition
 
-from .conftest import REPO, create_topic, end_offsets, mirror_config, produce_records, wait_for
+from .conftest import REPO, create_topic, mirror_config, mirrored_count, produce_records, wait_for
 
 
 def _status(config_path) -> dict:
@@ -52,7 +52,7 @@ def test_group_moves_to_target_without_gap_or_duplicate(broker_factory, mirror_f
     offsets = wait_for(translated, 60, "the group's offsets to be translated")
     # target copies start after the 30 old records of each partition; partition 0's source starts at 15
     assert offsets == {0: 30 + committed[0] - 15, 1: 30 + committed[1]}
-    wait_for(lambda: sum(end_offsets(dst.bootstrap, topic).values()) == 60 + 400 - 15, 60, "the copy to finish")
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) == 60 + 400 - 15, 60, "the copy to finish")
     status = _status(mirror.config_path)
     assert {(r["partition"], r["target_offset"]) for r in status["groups"] if r["group"] == group} == \
         set(offsets.items())
@@ -89,7 +89,7 @@ def test_group_active_in_the_target_is_left_alone(broker_factory, mirror_factory
         member.subscribe([topic])
         mirror = mirror_factory(mirror_config({"src": src.bootstrap, "dst": dst.bootstrap}, [
             {"source": "src", "target": "dst", "topics": topic, "groups": "live-.*"}]))
-        wait_for(lambda: sum(end_offsets(dst.bootstrap, topic).values()) == 100, 60, "the copy")
+        wait_for(lambda: mirrored_count(dst.bootstrap, topic) == 100, 60, "the copy")
         got = []
         wait_for(lambda: got.extend(member.poll(200)) or len(got) >= 30, 60, "the member to read")
         member.commit({TopicPartition(topic, 0): 30})

@@ -12,14 +12,8 @@ import uuid
 import pytest
 import yaml
 
-from .conftest import REPO, create_topic, end_offsets, mirror_config, produce_records, read_all, wait_for
+from .conftest import REPO, create_topic, mirror_config, mirrored_count, produce_records, read_all, wait_for
 
-
-def _total(bootstrap, topic):
-    try:
-        return sum(end_offsets(bootstrap, topic).values())
-    except Exception:
-        return 0
 
 
 @pytest.mark.parametrize("stopped", ["source", "target"])
@@ -30,7 +24,7 @@ def test_cluster_stopped_and_restarted(broker_factory, mirror_factory, stopped):
     produce_records(src.bootstrap, topic, 200, partitions=2)
     mirror = mirror_factory(mirror_config({"a": src.bootstrap, "b": dst.bootstrap},
                                           [{"source": "a", "target": "b", "topics": topic}]))
-    wait_for(lambda: _total(dst.bootstrap, topic) == 200, 60, "the first copy")
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) == 200, 60, "the first copy")
     victim = src if stopped == "source" else dst
     assert victim.stop() == 0
     if stopped == "target":
@@ -38,8 +32,8 @@ def test_cluster_stopped_and_restarted(broker_factory, mirror_factory, stopped):
     time.sleep(6)
     victim.start()
     produce_records(src.bootstrap, topic, 100, partitions=2, start=350)
-    total = _total(src.bootstrap, topic)
-    wait_for(lambda: _total(dst.bootstrap, topic) >= total, 90, "the mirror to catch up")
+    total = mirrored_count(src.bootstrap, topic)
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) >= total, 90, "the mirror to catch up")
     time.sleep(1)
     assert read_all(dst.bootstrap, topic) == read_all(src.bootstrap, topic)
     troubles = [line for line in mirror.log_text().splitlines() if "trouble" in line]
@@ -74,7 +68,7 @@ def test_metrics_and_sigterm(broker_factory, mirror_factory):
     produce_records(src.bootstrap, topic, 50)
     mirror = mirror_factory(mirror_config({"a": src.bootstrap, "b": dst.bootstrap},
                                           [{"source": "a", "target": "b", "topics": topic}]))
-    wait_for(lambda: _total(dst.bootstrap, topic) == 50, 60, "the copy")
+    wait_for(lambda: mirrored_count(dst.bootstrap, topic) == 50, 60, "the copy")
 
     def scrape():
         with urllib.request.urlopen(f"http://127.0.0.1:{mirror.metrics_port}/metrics", timeout=10) as r:
