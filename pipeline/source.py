@@ -84,7 +84,9 @@ def read_range(options: dict, part: RangePartition, include_headers: bool, commi
     schema = _arrow_schema(include_headers)
     conf = opt.client_config(options)
     fail_on_loss = opt.flag(options, "failOnDataLoss", True)
-    with Consumer(conf, auto_offset_reset="none", enable_auto_commit=False) as consumer:
+    # a task reads one range flat out: bigger fetches and polls than an application's defaults
+    tuned = {"max.partition.fetch.bytes": 8 << 20, "max.poll.records": 20000, **conf}
+    with Consumer(tuned, auto_offset_reset="none", enable_auto_commit=False) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, r.start)
         position, deadline = r.start, time.monotonic() + _READ_TIMEOUT_S
