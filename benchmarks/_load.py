@@ -21,6 +21,10 @@ Three measurements, each against one bootstrap address and one existing topic:
   Because the sender never waits for acknowledgements, a slow broker shows up as
   growing latency, not as a silently lower rate; the achieved send rate is
   reported too.
+* :func:`produce_round_trips` times the broker alone: one Produce request
+  (acks=all, one v2 batch of ``records`` records) at a time over a plain
+  socket, sent at a fixed request rate, each timed from the send to the whole
+  response. No client library's threads or linger sit in the figure.
 
 Payloads are random ASCII letters (compressible the way text is, as Kafka's own
 perf tool makes them), a pool of 64 distinct values drawn from a fixed seed.
@@ -29,6 +33,7 @@ perf tool makes them), a pool of 64 distinct values drawn from a fixed seed.
 from __future__ import annotations
 
 import random
+import socket
 import string
 import time
 from dataclasses import dataclass, field
@@ -246,3 +251,55 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
     send_elapsed = clock() - start
     producer.flush(60)
     return LatencyResult(rate, sent, sent / send_elapsed, samples, errors[0])
+
+
+def produce_round_trips(bootstrap: str, topic: str, *, rate: float, count: int, records: int = 5,
+                        size: int = 1024, warmup: int = 20) -> LatencyResult:
+    """Round trips of single Produce requests (v8, acks=all), one in flight; see the module docstring."""
+    from broker.protocol import ApiKey, decode_response, encode_request
+    from broker.records import BatchBuilder
+
+    builder = BatchBuilder()
+    for value in payloads(size)[:records]:
+        builder.append(timestamp=int(time.time() * 1000), key=None, value=value)
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 30_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": builder.build()}]}]}
+    host, port = bootstrap.rsplit(":", 1)
+    samples: list[float] = []
+    errors = 0
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def call(correlation_id: int) -> int:
+            sock.sendall(encode_request(ApiKey.PRODUCE, 8, correlation_id, "round-trips", body))
+            size_bytes = _recv_exact(sock, 4)
+            _cid, response = decode_response(ApiKey.PRODUCE, 8, _recv_exact(sock, int.from_bytes(size_bytes, "big")))
+            return response["responses"][0]["partition_responses"][0]["error_code"]
+
+        for i in range(warmup):
+            call(i)
+        clock, interval = time.perf_counter, 1.0 / rate
+        start = due = clock()
+        for i in range(count):
+            wait = due - clock()
+            if wait > 0:
+                time.sleep(wait)
+            sent_at = clock()
+            if call(warmup + i) == 0:
+                samples.append(clock() - sent_at)
+            else:
+                errors += 1
+            due += interval
+        elapsed = clock() - start
+    return LatencyResult(int(rate), count, count / elapsed, samples, errors)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)

@@ -72,6 +72,21 @@ class ProcStats:
                     hwm = int(line.split()[1]) * 1024
         return CpuMem((utime + stime) / CLOCK_TICKS, rss, hwm)
 
+    def context_switches(self) -> tuple[int, int]:
+        """Voluntary and involuntary context switches of every thread so far (threads that ended are not counted)."""
+        voluntary = involuntary = 0
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            voluntary += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches:"):
+                            involuntary += int(line.split()[1])
+            except FileNotFoundError:  # the thread ended meanwhile
+                pass
+        return voluntary, involuntary
+
     def reset_peak(self) -> None:
         """Reset VmHWM to the current RSS (Linux >= 4.0; needs ptrace rights)."""
         try:

@@ -23,7 +23,10 @@ runs each latency rate for 2 s):
 * consume: 1 KB (one and six partitions) and 100 B records, read from offset 0
   with ``assign()`` after an untimed fill.
 * latency: 1 KB records, acks=all, linger.ms=5, at 1k/s, 10k/s and 50k/s for
-  10 s each; p50 and p99 of the per-record delivery-report latency.
+  10 s each; p50 and p99 of the per-record delivery-report latency. Then the
+  broker alone: Produce requests of five 1 KB records (acks=all) one at a time
+  over a plain socket, 200 a second, 2,000 of them (short: 400): p50 and p99
+  of the round trip and the broker's context switches per request.
 * volume: 2 GB (short: 50 MB) of 1 KB records, then the brokers' RSS and the
   bytes our broker holds on disk.
 
@@ -133,6 +136,19 @@ def build_cases(short: bool) -> list[Case]:
             return {"p50_ms": r.percentile(0.5) * 1e3, "p99_ms": r.percentile(0.99) * 1e3,
                     "send_rate": r.send_rate, "errors": r.errors, "records": len(r.latencies_s)}
         cases.append(Case(f"latency 1KB acks=all {rate // 1000}k/s", "latency", 1, run))
+
+    # The broker alone: what librdkafka's linger.ms=5 makes of 1k records/s (a request of 5 records every
+    # 5 ms), timed request by request, with the broker's context switches per request (wake-ups of its
+    # threads: each one waits for a CPU when the machine is busy, so this count does not depend on load).
+    def run_round_trips(b, topic, _meter):
+        before = b.stats.context_switches()
+        r = _load.produce_round_trips(b.bootstrap, topic, rate=200, count=400 if short else 2000)
+        after = b.stats.context_switches()
+        n = r.sent + 20  # the warm-up requests are counted too
+        return {"p50_ms": r.percentile(0.5) * 1e3, "p99_ms": r.percentile(0.99) * 1e3, "errors": r.errors,
+                "records": len(r.latencies_s), "cs_voluntary_per_request": (after[0] - before[0]) / n,
+                "cs_involuntary_per_request": (after[1] - before[1]) / n}
+    cases.append(Case("round trip 5x1KB acks=all 200 req/s", "latency", 1, run_round_trips))
 
     volume = (50 if short else 2000) * 1_000_000
 
@@ -245,6 +261,14 @@ def render(context: dict, results: dict[str, dict[str, list[Sample]]], cases: li
                 vol += f" (peak {_fmt(median(o, 'peak_rss_mb'))} MB) with {_fmt(disk and disk / MB)} MB on disk"
                 vol += f"; tansu RSS {_fmt(median(t, 'rss_mb'))} MB (memory storage)"
     out = lines + [""] + lat_lines
+    for case in cases:
+        o, t = results.get(case.name, {}).get("ours", []), results.get(case.name, {}).get("tansu", [])
+        if median(o, "cs_voluntary_per_request") is not None or median(t, "cs_voluntary_per_request") is not None:
+            out.append(f"context switches per request in {case.name} (voluntary / involuntary): ours "
+                       f"{_fmt(median(o, 'cs_voluntary_per_request'), 2)} / "
+                       f"{_fmt(median(o, 'cs_involuntary_per_request'), 2)}, tansu "
+                       f"{_fmt(median(t, 'cs_voluntary_per_request'), 2)} / "
+                       f"{_fmt(median(t, 'cs_involuntary_per_request'), 2)}")
     if any(c.kind == "volume" and c.name in results for c in cases):
         out += ["", vol]
     out += ["", *targets(results, cases)]
