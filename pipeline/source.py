@@ -125,9 +125,23 @@ def _to_batch(records, schema: pa.Schema, include_headers: bool) -> pa.RecordBat
             [r.timestamp * 1000 for r in records], [r.timestamp_type for r in records]]
     if include_headers:
         cols.append([[{"key": k, "value": v} for k, v in r.headers] for r in records])
-    arrays = [pa.array(c, type=f.type) if f.name != "timestamp" else
+    arrays = [_binary_array(c) if f.type == pa.binary() else pa.array(c, type=f.type) if f.name != "timestamp" else
               pa.array(c, type=pa.int64()).cast(f.type) for c, f in zip(cols, schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _binary_array(values: list) -> pa.Array:
+    """A binary column built from one joined buffer: several times faster than ``pa.array`` for 1 KB values."""
+    import itertools
+    import numpy as np
+
+    if None in values:
+        return pa.array(values, type=pa.binary())
+    offsets = np.fromiter(itertools.accumulate(map(len, values), initial=0), dtype=np.int64, count=len(values) + 1)
+    if offsets[-1] >= 2**31:  # past binary's int32 offsets: pa.array splits or refuses it clearly
+        return pa.array(values, type=pa.binary())
+    return pa.BinaryArray.from_buffers(pa.binary(), len(values),
+                                       [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(values))])
 
 
 class KafkaDataSource(DataSource):
