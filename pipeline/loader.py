@@ -30,7 +30,6 @@ manifest's rename is atomic where the file system's rename is (HDFS, local).
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -38,8 +37,6 @@ from dataclasses import dataclass, field
 from broker.client import Admin, TopicPartition
 
 from . import options as opt
-
-log = logging.getLogger("pipeline.loader")
 
 MANIFESTS = "_kafkapy/manifests"
 STAGING = "_kafkapy/staging"

@@ -180,17 +180,17 @@ def starting_offsets(options, admin: Admin, tps: list[TopicPartition], default: 
                 offset = latest[tp][0]
             out[tp] = offset
         return out
-    return _resolve(_offsets_spec(options, "startingOffsets", default, tps), admin)
+    return resolve(_offsets_spec(options, "startingOffsets", default, tps), admin)
 
 
 def ending_offsets(options, admin: Admin, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     spec = _offsets_spec(options, "endingOffsets", "latest", tps)
     if any(v == EARLIEST for v in spec.values()):
         raise OptionError("option endingOffsets may not use earliest (-2)")
-    return _resolve(spec, admin)
+    return resolve(spec, admin)
 
 
-def _resolve(spec: dict[TopicPartition, int], admin: Admin) -> dict[TopicPartition, int]:
+def resolve(spec: dict[TopicPartition, int], admin: Admin) -> dict[TopicPartition, int]:
     symbolic = {tp: v for tp, v in spec.items() if v in (EARLIEST, LATEST)}
     resolved = {tp: off for tp, (off, _) in admin.list_offsets(symbolic).items()} if symbolic else {}
     return {tp: resolved.get(tp, v) for tp, v in spec.items()}

@@ -234,7 +234,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with _admin(self.options) as admin:
             new = [tp for tp in e if tp not in s]
             if new:  # partitions added since the last batch are read from their beginning
-                s.update(opt._resolve(dict.fromkeys(new, opt.EARLIEST), admin))
+                s.update(opt.resolve(dict.fromkeys(new, opt.EARLIEST), admin))
             s = opt.check_data_loss(s, admin, opt.flag(self.options, "failOnDataLoss", True))
         return _partitions(opt.plan(s, e, opt.int_option(self.options, "minPartitions")))
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import timezone
 
 import pytest
 from pyspark.errors import PySparkException
-from pyspark.sql.utils import AnalysisException  # noqa: F401  (raised by load on planning errors)
 
 from broker.client import Admin, TopicPartition
 
