@@ -2,7 +2,7 @@
 
 Old consumers kept their offsets in ZooKeeper at ``/consumers/<group>/offsets/<topic>/<partition>``
 (layout in :mod:`broker.client._zookeeper`); these commands carry them into the group coordinator
-and back (seed 003, "Migrating offsets from ZooKeeper to Kafka"):
+and back (Kafka 0.8.2's documentation, "Migrating offsets from ZooKeeper to Kafka"):
 
 - ``migrate-from-zookeeper --zookeeper CONNECT [--group REGEX] [--topic REGEX]``: every matching
   group's ZooKeeper offsets, committed to the broker's group coordinator.

@@ -1,4 +1,4 @@
-"""Per-partition batching for the producer (seed 001's "async batching").
+"""Per-partition batching for the producer (Kafka's design document, "async batching").
 
 Records are appended to the open :class:`ProducerBatch` of their partition; a
 batch is *ready* when it reaches ``batch_size`` bytes, when ``linger_ms`` has

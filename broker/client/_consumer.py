@@ -2,7 +2,7 @@
 (blocking facade).
 
 Reading follows Kafka's consumer: ``subscribe`` (topic names, or a regex
-``pattern`` with an optional ``exclude`` regex: seed 003's whitelist and
+``pattern`` with an optional ``exclude`` regex: the old consumer's whitelist and
 blacklist) joins the group ``group_id`` through its coordinator, or ``assign``
 takes partitions by hand. ``poll`` returns records and advances positions;
 with ``enable_auto_commit`` positions are committed every

@@ -1,6 +1,6 @@
 """Where a consumer's commits go and where its committed offsets come from.
 
-``offsets_storage`` and ``dual_commit_enabled`` pick the stores (seed 003, "Migrating offsets from
+``offsets_storage`` and ``dual_commit_enabled`` pick the stores (Kafka 0.8.2's documentation, "Migrating offsets from
 ZooKeeper to Kafka")::
 
     offsets_storage  dual_commit_enabled  commit to            read from

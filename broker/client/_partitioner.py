@@ -1,7 +1,7 @@
 """Partitioners: which partition a record goes to.
 
 A partitioner is any object with ``partition(topic, key, partitions, available)``
-returning a partition index (seed 003's ``Partitioner``): ``key`` is the
+returning a partition index (the old producer API's ``Partitioner``): ``key`` is the
 serialized key (bytes or None), ``partitions`` all partition indexes of the
 topic, ``available`` those with a live leader. It may also define
 ``on_new_batch(topic, partition)``, called when a batch for ``partition`` is

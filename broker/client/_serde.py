@@ -1,4 +1,4 @@
-"""Serializers and deserializers (seed 003's ``Encoder``/``Decoder``).
+"""Serializers and deserializers (the old producer API's ``Encoder``/``Decoder``).
 
 A serializer is a callable ``value -> bytes | None``; a deserializer is
 ``bytes | None -> value``. Bytes pass through unchanged by default; ``None``

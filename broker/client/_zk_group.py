@@ -1,6 +1,6 @@
 """Group membership the legacy way, through ZooKeeper (``group_protocol="zookeeper"``, our name).
 
-What old Kafka consumers did (seed 003, "Consumer registration algorithm" and "Consumer
+What old Kafka consumers did (Kafka 0.8's documentation, "Consumer registration algorithm" and "Consumer
 rebalancing algorithm"), in the layout of :mod:`._zookeeper`:
 
 1. Register ``/consumers/<group>/ids/<consumer_id>`` (ephemeral, the subscription as JSON).

@@ -1,4 +1,4 @@
-"""Consumer groups as old Kafka consumers kept them in ZooKeeper (seed 003, "ZooKeeper Directories").
+"""Consumer groups as old Kafka consumers kept them in ZooKeeper (Kafka 0.8's documentation, "ZooKeeper Directories").
 
 Znodes, below the chroot of the connect string (``host:port[,host:port]/chroot``)::
 

@@ -25,7 +25,7 @@ re-encoded with the same base offset, lastOffsetDelta, producer id/epoch,
 base sequence, attributes and codec (firstTimestamp becomes the first kept
 record's, as Kafka does). A batch with no record left is kept as an *empty*
 batch when it is its producer's last batch in the log, so the producer state
-(last sequence) survives a reload (seed 000 §5.3.1).
+(last sequence) survives a reload (Kafka 2.7 documentation, §5.3.1).
 
 Thread-safety: run one pass per log at a time (the LogManager's cleaner
 thread); appends and reads continue during a pass, only the swap takes the

@@ -237,7 +237,7 @@ def broker_offsets(bootstrap: str, group: str) -> dict[int, int]:
 
 
 def test_four_step_migration_and_rollback_with_a_producer_running(broker, zk, zk_connect):
-    """Seed 003's steps with legacy consumers: ZooKeeper only; then kafka + dual commit (1), verify
+    """The documented migration steps with legacy consumers: ZooKeeper only; then kafka + dual commit (1), verify
     (2), dual commit off (3), verify (4); then the rollback the same way with offsets_storage
     zookeeper. Every switch restarts the consumer, half of them by SIGKILL."""
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
