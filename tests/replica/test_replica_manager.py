@@ -35,16 +35,24 @@ def open_manager(tmp_path) -> tuple[LogManager, ReplicaManager]:
     return log_manager, replicas
 
 
-def run(body):
-    return asyncio.run(asyncio.wait_for(body(), 30))
+def run(log_manager, replicas, body):
+    """Run ``body(loop)`` on a loop that the appenders hand their results to, as the broker does; then shut down."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        log_manager.append_deliver = lambda results: loop.call_soon_threadsafe(replicas.settle, results)
+        await asyncio.wait_for(body(loop), 30)
+
+    try:
+        asyncio.run(main())
+    finally:
+        log_manager.shutdown()
 
 
 def test_a_single_nodes_high_watermark_follows_every_append(tmp_path):
     log_manager, replicas = open_manager(tmp_path)
 
-    async def body():
-        loop = asyncio.get_running_loop()
-        log_manager.append_deliver = lambda results: loop.call_soon_threadsafe(replicas.settle, results)
+    async def body(loop):
         p = replicas.make_leader("t", 0, log_manager.create_log("t", 0), leader_epoch=3, isr=[LOCAL],
                                  replicas=[LOCAL])
         first = await replicas.append_records(p, bytearray(batch(2)), loop)
@@ -54,16 +62,13 @@ def test_a_single_nodes_high_watermark_follows_every_append(tmp_path):
         assert await replicas.wait_for_high_watermark(p, second.last_offset, 0)
         assert [b.partition_leader_epoch for b in iter_batches(p.read(0, 1 << 20).read_bytes())] == [3, 3]
 
-    run(body)
-    log_manager.shutdown()
+    run(log_manager, replicas, body)
 
 
 def test_the_high_watermark_waits_for_the_isr_and_acks_all_waits_in_the_purgatory(tmp_path):
     log_manager, replicas = open_manager(tmp_path)
 
-    async def body():
-        loop = asyncio.get_running_loop()
-        log_manager.append_deliver = lambda results: loop.call_soon_threadsafe(replicas.settle, results)
+    async def body(loop):
         p = replicas.make_leader("t", 0, log_manager.create_log("t", 0), leader_epoch=0, isr=[LOCAL, FOLLOWER],
                                  replicas=[LOCAL, FOLLOWER])
         info = await replicas.append_records(p, bytearray(batch(4)), loop)
@@ -82,16 +87,13 @@ def test_the_high_watermark_waits_for_the_isr_and_acks_all_waits_in_the_purgator
         replicas.update_follower_fetch(p, FOLLOWER, 1)  # never backwards
         assert p.high_watermark == 4
 
-    run(body)
-    log_manager.shutdown()
+    run(log_manager, replicas, body)
 
 
 def test_follower_appends_keep_the_leaders_offsets_and_epochs(tmp_path):
     log_manager, replicas = open_manager(tmp_path)
 
-    async def body():
-        loop = asyncio.get_running_loop()
-        log_manager.append_deliver = lambda results: loop.call_soon_threadsafe(replicas.settle, results)
+    async def body(loop):
         leader = replicas.make_leader("a", 0, log_manager.create_log("a", 0), leader_epoch=7, isr=[LOCAL],
                                       replicas=[LOCAL])
         for n in (2, 1, 3):
@@ -114,8 +116,7 @@ def test_follower_appends_keep_the_leaders_offsets_and_epochs(tmp_path):
         assert getattr(bad_crc.value, "error_code", None) == 2  # CORRUPT_MESSAGE
         assert copy.log_end_offset == 6
 
-    run(body)
-    log_manager.shutdown()
+    run(log_manager, replicas, body)
 
 
 def test_delete_records_is_bounded_by_the_high_watermark(tmp_path):
