@@ -1,4 +1,4 @@
-"""The replica layer: the partitions this broker holds (ARCHITECTURE decision 8).
+"""The replica layer: the partitions this broker holds, and the only way to their logs.
 
 :class:`ReplicaManager` owns one :class:`Partition` per partition hosted
 here: leader or follower state, leader epoch, ISR, high watermark, and the
