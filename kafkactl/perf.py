@@ -51,7 +51,7 @@ app = typer.Typer(help="Producer and consumer throughput tests.", no_args_is_hel
 MB = 1024 * 1024
 # Below this, timer, scheduling and GIL noise on a busy machine are the same size as the
 # run itself: a rate computed from it would say more about the machine than the cluster.
-MIN_MEASURABLE_S = 0.01
+MIN_MEASURABLE_S = 0.001
 REPORTING_INTERVAL_OPT = typer.Option(5000, "--reporting-interval", min=0, metavar="MS",
                                       help="Print a progress line on stderr every MS ms (0: none).")
 

@@ -197,6 +197,18 @@ def zk_connect(zookeeper) -> str:
 
 
 @pytest.fixture
+def zk(zk_connect):
+    """A kazoo client on the test's own chroot (``zk_connect``), closed at teardown."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_connect, timeout=10)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
 def zk_ensemble_factory(tmp_path):
     """``make(size=3)`` starts a ZooKeeper ensemble in the test's directory; all are stopped at teardown."""
     from tests.zookeeper import ZooKeeperEnsemble

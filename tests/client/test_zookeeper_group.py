@@ -146,15 +146,6 @@ def assert_exclusive(procs: list[ConsumerProc]) -> None:
             assert b1 <= a2, f"{tp} held by {m1} until {b1} and by {m2} from {a2}"
 
 
-@pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
-
-
 def test_range_assignment_gives_the_remainder_to_the_first_consumers():
     consumers = {c: Registration("static", ["t"]) for c in ("g_b", "g_a", "g_c")}
     got = {c: [tp.partition for tp in range_assignment(c, {"t": 10}, consumers)] for c in consumers}

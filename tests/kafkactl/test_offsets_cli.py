@@ -21,15 +21,6 @@ EVENTS = 4
 
 
 @pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
-
-
-@pytest.fixture
 def topics(broker) -> None:
     """"orders" (3 partitions of 10 records, the first 2 of partition 2 deleted) and "events" (1 of 4)."""
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
