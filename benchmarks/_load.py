@@ -303,3 +303,24 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
+
+
+def fill_keyed(bootstrap: str, topic: str, count: int, partitions: int, record_size: int,
+               with_headers: bool = False) -> None:
+    """Produce ``count`` keyed records (``key-<i>``) round-robin over ``partitions``, acks=1, as fast as
+    librdkafka takes them; with ``with_headers`` each carries a header ``n`` = its index."""
+    from confluent_kafka import Producer
+
+    values = payloads(record_size)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1048576, "acks": "1",
+                  "queue.buffering.max.messages": 1000000})
+    for i in range(count):
+        headers = [("n", str(i).encode())] if with_headers else None
+        while True:
+            try:
+                p.produce(topic, values[i % len(values)], f"key-{i:012d}".encode(), partition=i % partitions,
+                          headers=headers)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush()

@@ -45,28 +45,13 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._load import create_topic, payloads
+from benchmarks._load import create_topic, fill_keyed, payloads
 from benchmarks._procs import OurBroker
 
 PARTITIONS = 6
 RECORD = 1024
 
 
-def _fill(bootstrap: str, topic: str, count: int) -> None:
-    from confluent_kafka import Producer
-
-    values = payloads(RECORD)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1048576, "acks": "1",
-                  "queue.buffering.max.messages": 1000000})
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, values[i % len(values)], f"key-{i:012d}".encode(), partition=i % PARTITIONS,
-                          headers=[("n", str(i).encode())])
-                break
-            except BufferError:
-                p.poll(0.01)
-    p.flush()
 
 
 def _target_total(admin, topic: str) -> int:
@@ -148,7 +133,7 @@ def throughput(src: OurBroker, dst: OurBroker, workdir: Path, count: int, reps: 
     topic = f"mb-{uuid.uuid4().hex[:8]}"
     create_topic(src.bootstrap, topic, PARTITIONS)
     t0 = time.monotonic()
-    _fill(src.bootstrap, topic, count)
+    fill_keyed(src.bootstrap, topic, count, PARTITIONS, RECORD, with_headers=True)
     print(f"filled {topic}: {count} records of {RECORD} B in {time.monotonic() - t0:.1f} s", flush=True)
     rates: dict[str, list[float]] = {"mirror": [], "baseline": []}
     for rep in range(reps):

@@ -28,27 +28,13 @@ import sys
 import tempfile
 import time
 
+from benchmarks._load import fill_keyed
 from benchmarks._procs import OurBroker
 
 PARTITIONS = 4
 RECORD = 1024
 
 
-def _fill(bootstrap: str, topic: str, count: int) -> None:
-    from confluent_kafka import Producer
-    from benchmarks._load import payloads
-
-    values = payloads(RECORD)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1048576, "acks": "1",
-                  "queue.buffering.max.messages": 1000000})
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, values[i % len(values)], f"key-{i:012d}".encode(), partition=i % PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.01)
-    p.flush()
 
 
 def _client_read(bootstrap: str, topic: str, count: int) -> float:
@@ -94,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         topic = "pipeline-bench"
         create_topic(broker.bootstrap, topic, PARTITIONS)
         t0 = time.perf_counter()
-        _fill(broker.bootstrap, topic, count)
+        fill_keyed(broker.bootstrap, topic, count, PARTITIONS, RECORD)
         print(f"filled {count} records in {time.perf_counter() - t0:.1f}s", flush=True)
         spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                  .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "2g").getOrCreate())
