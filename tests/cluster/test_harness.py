@@ -42,3 +42,26 @@ def test_pause_past_the_session_timeout_and_resume(cluster):
     cluster.resume(3)
     wait_until(lambda: cluster.registered_ids() == [1, 2, 3], "broker 3 to register again after SIGCONT")
     assert 3 in [b["node_id"] for b in cluster.metadata(via=3)["brokers"]]
+
+
+def test_load_read_and_replica_files_agree_on_one_broker(cluster_factory):
+    """The workload helpers and the checker end to end, on a cluster of one."""
+    from tests.cluster.workload import LoadProducer, produce_to, read_all, replica_batches, replica_records
+
+    single = cluster_factory(1)
+    single.create_topic("load", partitions=2, replication_factor=1)
+    load = LoadProducer(single.bootstrap, "load", partitions=(0, 1), rate=400).start()
+    load.wait_acknowledged(200)
+    code, offset = produce_to(single.broker(1), "load", 1, [b"direct-1", b"direct-2"])
+    assert code == 0 and offset >= 0
+    recorder = load.stop()
+    recorder.acknowledged += [(1, offset, b"direct-1"), (1, offset + 1, b"direct-2")]
+    read = read_all(single.bootstrap, "load", (0, 1))
+    report = recorder.check(read)
+    assert report.valid(), str(report)
+    assert report.acknowledged >= 200 and not recorder.indeterminate
+    on_disk = replica_records(single.broker(1).data_dir, "load", 0) + replica_records(
+        single.broker(1).data_dir, "load", 1)
+    assert sorted(on_disk) == sorted(read)
+    batches = replica_batches(single.broker(1).data_dir, "load", 1)
+    assert batches[0][0] == 0 and all(b[2] == 0 for b in batches)  # leader epoch 0 throughout
