@@ -1,8 +1,8 @@
 """Request and response messages: headers plus schema bodies, without the 4-byte size prefix
 unless said otherwise.
 
-Request header (version chosen by the API version: flexible -> v2, otherwise v1; v0 is used only
-by ControlledShutdown v0, which we do not serve):
+Request header (version chosen by the API version: flexible -> v2, otherwise v1; v0 only for
+ControlledShutdown v0, whose header has no client id):
 
     v0: api_key int16 | api_version int16 | correlation_id int32
     v1: v0 + client_id nullable string (int16 length, -1 = null)
@@ -43,6 +43,10 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -67,6 +71,7 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    ALTER_ISR = 56
     DESCRIBE_CLUSTER = 60
 
 
@@ -94,6 +99,8 @@ def _in_range(api_key: int, api_version: int) -> bool:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
     return 2 if SCHEMAS[api_key].is_flexible(api_version) else 1
 
 
@@ -141,8 +148,11 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
         raise UnsupportedVersionError(
             f"api key {api_key} version {api_version} is not supported", header)
     try:
-        header.client_id, pos = _read_client_id(buf, _HEAD.size)
-        if SCHEMAS[api_key].is_flexible(api_version):
+        header_version = request_header_version(api_key, api_version)
+        pos = _HEAD.size
+        if header_version >= 1:
+            header.client_id, pos = _read_client_id(buf, pos)
+        if header_version == 2:
             pos = _skip_tagged(buf, pos)
     except _DECODE_ERRORS as exc:
         raise InvalidRequestError(f"bad request header: {exc}", header) from None
@@ -221,9 +231,11 @@ def encode_request(api_key: int, api_version: int, correlation_id: int,
     if not _in_range(api_key, api_version):
         raise EncodeError(f"no schema for api key {api_key} version {api_version}")
     parts = [b"", _HEAD.pack(api_key, api_version, correlation_id)]
+    header_version = request_header_version(api_key, api_version)
     try:
-        _write_client_id(parts, client_id)
-        if request_header_version(api_key, api_version) == 2:
+        if header_version >= 1:
+            _write_client_id(parts, client_id)
+        if header_version == 2:
             parts.append(b"\x00")
         body_codec(api_key, api_version, False)[1](parts, body)
     except _ENCODE_ERRORS as exc:

@@ -35,6 +35,13 @@ def test_ranges_are_clipped_to_the_schema_and_unknown_keys_refused():
         registry.register(9999, 0, 1, _noop)
 
 
+def test_a_schema_without_a_handler_is_not_advertised():
+    registry = ApiRegistry()
+    registry.register(ApiKey.METADATA, 0, 9, _noop)
+    assert registry.versions() == {ApiKey.METADATA: (0, 9)}
+    assert ApiKey.LEADER_AND_ISR in api_versions_table() and ApiKey.LEADER_AND_ISR not in registry
+
+
 def test_the_served_apis_and_their_ranges():
     versions = load_apis().versions()
     assert versions[ApiKey.API_VERSIONS] == (0, 3)
