@@ -59,7 +59,10 @@ def test_api_versions_above_range_is_answered_at_v0():
 def test_api_versions_table_covers_kafka_2_7():
     kafka_2_7 = {0: 8, 1: 12, 2: 5, 3: 9, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5,
                  16: 4, 17: 1, 18: 3, 19: 6, 20: 5, 21: 2, 22: 4, 23: 3, 32: 3, 33: 1, 35: 2,
-                 37: 3, 42: 2, 44: 1, 47: 0, 60: 0}
+                 37: 3, 42: 2, 44: 1, 47: 0, 60: 0,
+                 # inter-broker, transaction and replica placement APIs
+                 4: 4, 5: 3, 6: 6, 7: 3, 24: 2, 25: 2, 26: 2, 27: 0, 28: 3, 34: 1, 43: 2, 45: 0,
+                 46: 0, 56: 0}
     table = api_versions_table()
     for key, high in kafka_2_7.items():
         assert table[key][0] == 0 and table[key][1] >= high, ApiKey(key).name

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..schema import Api
-from . import admin, cluster, controller, fetch, groups, offsets, produce, transactions
+from . import admin, cluster, controller, fetch, groups, offsets, produce, reassignment, transactions
 
 SCHEMAS: dict[int, Api] = {}
-for _module in (produce, fetch, offsets, cluster, controller, groups, admin, transactions):
+for _module in (produce, fetch, offsets, cluster, controller, groups, admin, reassignment,
+                transactions):
     for _api in _module.APIS:
         if _api.key in SCHEMAS:
             raise RuntimeError(f"api key {_api.key} defined twice")
