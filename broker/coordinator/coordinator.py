@@ -34,7 +34,10 @@ the assignment chosen by the client's own assignor (eager or cooperative alike).
 Offsets and group metadata are appended to ``__consumer_offsets`` before the
 in-memory cache changes and before the client hears back. On start the
 partitions of ``__consumer_offsets`` are replayed in a worker thread; requests for
-their groups meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
+their groups meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A group found on another
+partition than :func:`~broker.coordinator.records.partition_for` names (stored
+under the old mapping that masked the hash's sign bit) is moved to its partition
+during the load (:meth:`GroupCoordinator._move_misplaced`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ from typing import TYPE_CHECKING
 from broker.coordinator import storage
 from broker.coordinator.group import Event, Group, GroupState, Member
 from broker.coordinator.offsets import OffsetsMixin, now_ms
-from broker.coordinator.records import group_metadata_key, group_metadata_value, offset_commit_key, partition_for
+from broker.coordinator.records import (group_metadata_key, group_metadata_value, offset_commit_key,
+                                        offset_commit_value, partition_for)
 from broker.coordinator.storage import OFFSETS_TOPIC, StorageError, commit_error_for
 from broker.protocol import ErrorCode
 
@@ -116,29 +120,84 @@ class GroupCoordinator(OffsetsMixin):
         self._tasks.append(asyncio.ensure_future(self._expiry_loop()))
 
     async def _load_all(self) -> None:
+        """Replay every partition in ``loading``, install their groups, then move misplaced ones.
+
+        The partitions are released together, after the moves, so no request for a
+        moved group is served from its new partition before its records are there.
+        """
         started = time.perf_counter()
-        loaded = 0
+        states: dict[int, storage.PartitionState] = {}
         for p in sorted(self.loading):
             partition = self.broker.replicas.partition(OFFSETS_TOPIC, p)
             partition_started = time.perf_counter()
             try:
-                state = await self.broker.run_blocking(storage.read_partition, partition)
+                states[p] = await self.broker.run_blocking(storage.read_partition, partition)
             except Exception:
                 log.exception("loading %s-%d failed", OFFSETS_TOPIC, p)
-                self.loading.discard(p)
                 continue
-            for group_id in state.group_ids():
-                value = state.groups.get(group_id)
-                group = Group.from_value(group_id, value) if value is not None else Group(group_id)
-                group.offsets = state.offsets.get(group_id, {})
-                self.groups[group_id] = group
-                for member in group.members.values():
-                    self._schedule_heartbeat(group, member)
-                loaded += 1
-            self.loading.discard(p)
             self.metrics.coordinator_load_duration.observe(time.perf_counter() - partition_started)
-        log.info("coordinator loaded %d group(s) from %s in %.3f s", loaded, OFFSETS_TOPIC,
-                 time.perf_counter() - started)
+        loaded = moved = 0
+        for p, state in states.items():
+            for group_id in state.group_ids():
+                if self.partition_for(group_id) == p:
+                    self._install(group_id, state.groups.get(group_id), state.offsets.get(group_id, {}))
+                    loaded += 1
+        for p, state in states.items():
+            for group_id in sorted(state.group_ids()):
+                if self.partition_for(group_id) != p:
+                    moved += self._move_misplaced(group_id, p, state)
+        self.loading.clear()
+        log.info("coordinator loaded %d group(s) from %s in %.3f s%s", loaded + moved, OFFSETS_TOPIC,
+                 time.perf_counter() - started, f"; moved {moved} to their partition" if moved else "")
+
+    def _install(self, group_id: str, value, offsets: dict) -> Group:
+        group = Group.from_value(group_id, value) if value is not None else Group(group_id)
+        group.offsets = dict(offsets)
+        self.groups[group_id] = group
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        return group
+
+    def _move_misplaced(self, group_id: str, old: int, state: storage.PartitionState) -> int:
+        """Move a group found on partition ``old`` to the one :func:`partition_for` names; 1 if moved.
+
+        Such a group was stored under the mapping that masked the hash's sign bit.
+        Its records are rewritten on the new partition, then tombstoned on the old
+        one, so a crash in between only repeats the move at the next load. What the
+        new partition already holds for the group (its metadata, an offset of the
+        same topic-partition) is newer and wins; the old partition only fills gaps.
+        """
+        new = self.partition_for(group_id)
+        value = state.groups.get(group_id)
+        offsets = state.offsets.get(group_id, {})
+        if self.broker.replicas.partition(OFFSETS_TOPIC, new) is None:
+            log.warning("group %s is stored on %s-%d but belongs on partition %d, which this broker does not "
+                        "host; left where it is", group_id, OFFSETS_TOPIC, old, new)
+            return 0
+        group = self.groups.get(group_id)
+        records = []
+        if group is None:
+            group = self._install(group_id, value, {})
+            if value is not None:
+                records.append((group_metadata_key(group_id), group_metadata_value(value)))
+        gaps = {tp: om for tp, om in offsets.items() if tp not in group.offsets}
+        records += [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in gaps.items()]
+        tombstones = [(offset_commit_key(group_id, t, p), None) for t, p in offsets]
+        if value is not None:
+            tombstones.append((group_metadata_key(group_id), None))
+        group.offsets.update(gaps)
+        replicas = self.broker.replicas
+        try:
+            if records:
+                storage.append_records(replicas, replicas.partition(OFFSETS_TOPIC, new), records)
+            storage.append_records(replicas, replicas.partition(OFFSETS_TOPIC, old), tombstones)
+        except StorageError as exc:
+            log.warning("moving group %s from %s-%d to partition %d failed (retried at the next load): %s",
+                        group_id, OFFSETS_TOPIC, old, new, exc)
+        else:
+            log.info("group %s moved from %s-%d to partition %d (Kafka's group to partition mapping)",
+                     group_id, OFFSETS_TOPIC, old, new)
+        return 1
 
     async def wait_loaded(self) -> None:
         """Wait until every partition of ``__consumer_offsets`` is loaded (tests, tools)."""

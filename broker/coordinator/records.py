@@ -33,8 +33,12 @@ Group metadata (key version 2; value versions 0-3, Kafka 2.7 writes 3)::
 A record with a null value is a *tombstone*: it deletes the committed offset
 (offset key) or the whole group (group key) once the log is compacted.
 
-The group -> partition mapping is Kafka's: ``java_string_hashcode(group_id)``
-masked to a non-negative int (``& 0x7fffffff``), modulo the partition count.
+The group -> partition mapping is Kafka's (``GroupMetadataManager.partitionFor``):
+``Utils.abs(java_string_hashcode(group_id)) % partitions``, where ``Utils.abs`` is
+the absolute value with ``Integer.MIN_VALUE`` mapped to 0. (Before this was fixed
+the sign bit was masked off instead, which puts a group with a negative hash on
+another partition than Kafka's; the coordinator moves such groups when it loads
+a partition, see :mod:`broker.coordinator.coordinator`.)
 """
 
 from __future__ import annotations
@@ -65,9 +69,14 @@ def java_string_hashcode(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+def java_abs(n: int) -> int:
+    """Kafka's ``Utils.abs`` of a signed int32: ``Integer.MIN_VALUE`` gives 0, not itself."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition that holds ``group_id`` (Kafka's mapping)."""
-    return (java_string_hashcode(group_id) & 0x7FFFFFFF) % num_partitions
+    return java_abs(java_string_hashcode(group_id)) % num_partitions
 
 
 # -- values ---------------------------------------------------------------------------------

@@ -129,9 +129,10 @@ def test_java_string_hashcode(text, expected):
     assert java_string_hashcode(text) == expected
 
 
-def test_partition_for_masks_the_sign_bit():
+def test_partition_for_is_kafkas_abs_of_the_hash():
+    # Kafka: Utils.abs(groupId.hashCode) % partitions, Utils.abs(Integer.MIN_VALUE) == 0
     assert partition_for("polygenelubricants", 50) == 0
     assert partition_for("hello", 50) == 99162322 % 50
-    h = java_string_hashcode("console-consumer-1")
-    assert partition_for("console-consumer-1", 50) == (h & 0x7FFFFFFF) % 50
+    assert java_string_hashcode("billing") == -109829509
+    assert partition_for("billing", 50) == 9          # masking the sign bit instead gave 39
     assert all(0 <= partition_for(f"group-{i}", 7) < 7 for i in range(200))
