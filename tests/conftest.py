@@ -4,12 +4,14 @@
 listener and metrics on port 0) with its data in ``tmp_path``;
 ``broker_factory(**overrides)`` starts more, with any Kafka properties given as
 keyword arguments using underscores for dots (``num_partitions=3``) or as a
-``props`` dict; a property given as ``None`` is left out, so the broker's own
+``props`` dict, and a ``command_prefix``; a property given as ``None`` is left out, so the broker's own
 default applies (test brokers otherwise start groups without the initial rebalance
 delay). Each :class:`BrokerProcess` knows its ``bootstrap`` address,
 ``metrics_url``, ``data_dir`` and can ``stop()`` (SIGTERM, returns the exit
 status), ``kill()`` (SIGKILL) and ``start()`` again on the same port and data.
-Every process is stopped by PID at teardown.
+``command_prefix`` (say ``["ip", "netns", "exec", NS]``) runs the process
+through a command that execs it, keeping its PID. Every process is stopped by
+PID at teardown.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class BrokerProcess:
         self.host = "127.0.0.1"
         self.port: int | None = None
         self.metrics_port: int | None = None
+        self.command_prefix: list[str] = []
 
     @property
     def bootstrap(self) -> str:
@@ -69,11 +72,11 @@ class BrokerProcess:
     def start(self, same_port: bool = True) -> "BrokerProcess":
         props = dict(self.props)
         if same_port and self.port is not None:
-            props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+            props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         self.config_path.write_text(yaml.safe_dump(props))
         stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", "--config", str(self.config_path)],
+            [*self.command_prefix, sys.executable, "-m", "broker", "--config", str(self.config_path)],
             stdout=subprocess.PIPE, stderr=stderr, cwd=self.workdir,
         )
         stderr.close()
@@ -142,10 +145,11 @@ class BrokerProcess:
 def broker_factory(tmp_path):
     started: list[BrokerProcess] = []
 
-    def make(props: dict | None = None, **kwargs) -> BrokerProcess:
+    def make(props: dict | None = None, *, command_prefix: list[str] | None = None, **kwargs) -> BrokerProcess:
         merged = {k.replace("_", "."): v for k, v in kwargs.items()}
         merged.update(props or {})
         proc = BrokerProcess(tmp_path / f"broker{len(started)}", merged)
+        proc.command_prefix = list(command_prefix or [])
         started.append(proc)
         return proc.start()
 

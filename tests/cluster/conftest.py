@@ -7,7 +7,9 @@ port), all on the test's ``zk_connect`` chroot with a short
 :class:`Cluster`. Extra properties use underscores for dots as in
 ``broker_factory`` (``min_insync_replicas=2``) or a ``props`` dict; a
 ``per_broker`` dict ``{id: {prop: value}}`` sets properties of single brokers
-(``broker.rack``).
+(``broker.rack``, ``listeners``), ``command_prefix`` ``{id: [...]}`` runs a broker
+through a command (``ip netns exec NS``), ``zookeeper_connect`` replaces the
+test's chroot (a ZooKeeper the test runs itself).
 
 What a :class:`Cluster` gives a test:
 
@@ -192,15 +194,16 @@ class Cluster:
         meta = self.partition_meta(topic, partition, via)
         return -1 if meta is None or meta["error_code"] != 0 else meta["leader_id"]
 
-    def wait_for_leader(self, topic: str, partition: int = 0, not_in=(), limit: float = WAIT_S) -> int:
+    def wait_for_leader(self, topic: str, partition: int = 0, not_in=(), limit: float = WAIT_S,
+                        vias=None) -> int:
         """Wait until the partition state in ZooKeeper names a live leader not in ``not_in``, and the
-        live brokers' metadata agree; returns the leader's id."""
+        metadata of the brokers ``vias`` (default: every live broker) agree; returns the leader's id."""
         def check():
             state = self.partition_state(topic, partition)
             if state is None or state["leader"] in not_in or state["leader"] not in self.live_ids():
                 return None
             leader = state["leader"]
-            if all(self.leader(topic, partition, via=i) == leader for i in self.live_ids()):
+            if all(self.leader(topic, partition, via=i) == leader for i in (vias or self.live_ids())):
                 return leader
             return None
         return wait_until(check, f"a leader of {topic}-{partition} outside {list(not_in)}", limit)
@@ -246,16 +249,18 @@ class Cluster:
 def cluster_factory(broker_factory, zk_connect):
     made: list[Cluster] = []
 
-    def make(size: int = 3, props: dict | None = None, per_broker: dict | None = None, **kwargs) -> Cluster:
-        common = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+    def make(size: int = 3, props: dict | None = None, per_broker: dict | None = None,
+             command_prefix: dict | None = None, zookeeper_connect: str | None = None, **kwargs) -> Cluster:
+        connect = zookeeper_connect or zk_connect
+        common = {"zookeeper.connect": connect, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
                   "offsets.topic.replication.factor": min(size, 3),
                   **{k.replace("_", "."): v for k, v in kwargs.items()}, **(props or {})}
         brokers = {}
-        cluster = Cluster(brokers, zk_connect)
+        cluster = Cluster(brokers, connect)
         made.append(cluster)
         for broker_id in range(1, size + 1):
             own = {**common, "broker.id": broker_id, **(per_broker or {}).get(broker_id, {})}
-            brokers[broker_id] = broker_factory(props=own)
+            brokers[broker_id] = broker_factory(props=own, command_prefix=(command_prefix or {}).get(broker_id))
         wait_until(lambda: cluster.registered_ids() == cluster.ids, "every broker to register")
         return cluster
 
