@@ -228,7 +228,8 @@ class Cluster:
 
         client = AdminClient({"bootstrap.servers": self.bootstrap})
         if assignment is not None:
-            new = NewTopic(name, replica_assignment=[assignment[p] for p in sorted(assignment)],
+            # librdkafka wants the partition count with an assignment (and no replication factor)
+            new = NewTopic(name, len(assignment), replica_assignment=[assignment[p] for p in sorted(assignment)],
                            config=config or {})
         else:
             new = NewTopic(name, partitions, replication_factor, config=config or {})
