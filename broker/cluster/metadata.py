@@ -26,6 +26,7 @@ import time
 
 from broker.cluster.store import (
     BadVersionError,
+    Check,
     Create,
     Delete,
     MetadataStore,
@@ -45,6 +46,7 @@ from broker.cluster.znodes import (
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicZNode,
+    IsrChangeNotificationZNode,
     PartitionState,
     ProducerIdBlockZNode,
     TopicConfigZNode,
@@ -61,6 +63,10 @@ NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 class BrokerIdInUseError(StoreError):
     """``/brokers/ids/<id>`` is held by another session: a live broker with our id, or a dead one's
     session that has not expired yet."""
+
+
+class ControllerMovedError(StoreError):
+    """A controller write found ``/controller_epoch`` at another version: a newer controller was elected."""
 
 
 class TopicExistsError(Exception):
@@ -135,7 +141,15 @@ class ClusterMetadata:
         return result
 
     def elect_controller(self, broker_id: int) -> int:
-        """Try to become controller; returns the controller's id (ours or the incumbent's).
+        """Try to become controller; returns the controller's id (ours or the incumbent's)."""
+        return self.elect(broker_id)[0]
+
+    def elect(self, broker_id: int) -> tuple[int, int, int]:
+        """Try to become controller: ``(controller id, controller epoch, epoch znode version)``.
+
+        The epoch and its znode version are those our election wrote when we
+        won (every write of ours is then conditional on that version), else
+        -1 and -1.
 
         As Kafka: ``/controller_epoch`` is made as ``0`` when missing, and the
         ephemeral ``/controller`` is created in one transaction with the epoch
@@ -157,11 +171,11 @@ class ClusterMetadata:
                     Create(ControllerZNode.path(), ControllerZNode.encode(broker_id), ephemeral=True),
                     SetData(epoch_path, ControllerEpochZNode.encode(epoch), found[1].version),
                 ])
-                return broker_id
+                return broker_id, epoch, found[1].version + 1
             except NodeExistsError:
                 current = self.controller_id()
                 if current != -1:
-                    return current
+                    return current, -1, -1
             except BadVersionError:
                 pass  # another broker was elected meanwhile: look again
 
@@ -249,33 +263,109 @@ class ClusterMetadata:
         topic: str,
         assignment: dict[int, list[int]],
         config: dict[str, str],
-        states: dict[int, PartitionState],
+        states: dict[int, PartitionState] | None = None,
     ) -> None:
-        """Write assignment, config and every partition state at once; TopicExistsError if present."""
+        """Write the config and the assignment at once (Kafka's ``AdminZkClient``); TopicExistsError if present.
+
+        Partition states are the controller's to write; ``states`` writes them
+        too, for tools and tests that stand in for a controller.
+        """
         if self.store.exists(DeleteTopicZNode.path(topic)) is not None:
             raise TopicExistsError(f"topic {topic!r} is marked for deletion")
-        ops: list[Op] = [
-            Create(TopicZNode.path(topic), TopicZNode.encode(assignment)),
-            Create(TopicPartitionsZNode.path(topic)),
-        ]
-        ops += self._partition_ops(topic, states)
+        ops: list[Op] = []
         config_path = TopicConfigZNode.path(topic)
         if self.store.exists(config_path) is not None:
             ops.append(Delete(config_path))
         ops.append(Create(config_path, TopicConfigZNode.encode(config)))
+        ops.append(Create(TopicZNode.path(topic), TopicZNode.encode(assignment)))
+        if states:
+            ops.append(Create(TopicPartitionsZNode.path(topic)))
+            ops += self._partition_ops(topic, states)
         try:
             self.store.multi(ops)
         except NodeExistsError:
             raise TopicExistsError(f"topic {topic!r} already exists") from None
 
     def add_partitions(
-        self, topic: str, assignment: dict[int, list[int]], new_states: dict[int, PartitionState]
+        self, topic: str, assignment: dict[int, list[int]], new_states: dict[int, PartitionState] | None = None
     ) -> None:
-        """Replace the assignment (old partitions unchanged) and create the new partitions' states."""
+        """Replace the assignment (old partitions unchanged); the controller then makes the new partitions."""
         found = self.store.get(TopicZNode.path(topic))
         ops: list[Op] = [SetData(TopicZNode.path(topic), TopicZNode.encode(assignment), found[1].version)]
-        ops += self._partition_ops(topic, new_states)
+        ops += self._partition_ops(topic, new_states or {})
         self.store.multi(ops)
+
+    # -- the controller's writes: each conditional on the controller epoch znode's version --------
+    def controller_multi(self, ops: list[Op], epoch_zk_version: int) -> None:
+        """``multi([Check /controller_epoch, *ops])``; ControllerMovedError when the epoch moved on.
+
+        Other failures (BadVersionError of a partition state, NoNodeError...)
+        are raised as they are.
+        """
+        try:
+            self.store.multi([Check(ControllerEpochZNode.path(), epoch_zk_version), *ops])
+        except BadVersionError:
+            stat = self.store.exists(ControllerEpochZNode.path())
+            if stat is None or stat.version != epoch_zk_version:
+                raise ControllerMovedError(
+                    f"/controller_epoch is at version {None if stat is None else stat.version}, "
+                    f"not {epoch_zk_version}: another broker is controller") from None
+            raise
+
+    def create_partition_states(self, topic: str, states: dict[int, PartitionState],
+                                epoch_zk_version: int) -> None:
+        """Make the state znodes of new partitions (and ``partitions`` itself when missing)."""
+        ops: list[Op] = []
+        if self.store.exists(TopicPartitionsZNode.path(topic)) is None:
+            ops.append(Create(TopicPartitionsZNode.path(topic)))
+        for partition, state in sorted(states.items()):
+            if self.store.exists(f"{TopicPartitionsZNode.path(topic)}/{partition}") is None:
+                ops.append(Create(f"{TopicPartitionsZNode.path(topic)}/{partition}"))
+            ops.append(Create(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state)))
+        self.controller_multi(ops, epoch_zk_version)
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               epoch_zk_version: int) -> int:
+        """Compare-and-set a partition state at ``state.version``; returns the new znode version."""
+        self.controller_multi([SetData(TopicPartitionStateZNode.path(topic, partition),
+                                       TopicPartitionStateZNode.encode(state), state.version)], epoch_zk_version)
+        return state.version + 1
+
+    def write_isr(self, topic: str, partition: int, state, zk_version: int) -> int | None:
+        """A leader's ISR change: the state written if still at ``zk_version``, then a notification.
+
+        ``state`` is a :class:`PartitionState` or any object with the
+        attributes ``leader``, ``leader_epoch``, ``isr`` and ``controller_epoch``
+        (the replica layer does not import this package). Returns the new znode version, or None
+        when the state moved on meanwhile (re-read it; never write blindly).
+        The ``/isr_change_notification/isr_change_N`` node makes the
+        controller send the change to every broker, as Kafka's leaders do.
+        """
+        if not isinstance(state, PartitionState):
+            state = PartitionState(int(state.leader), int(state.leader_epoch), tuple(int(b) for b in state.isr),
+                                   int(state.controller_epoch))
+        try:
+            stat = self.store.set(TopicPartitionStateZNode.path(topic, partition),
+                                  TopicPartitionStateZNode.encode(state), zk_version)
+        except (BadVersionError, NoNodeError):
+            return None
+        self.store.create(IsrChangeNotificationZNode.create_path(),
+                          IsrChangeNotificationZNode.encode([(topic, partition)]), sequence=True, make_parents=True)
+        return stat.version
+
+    def take_isr_change_notifications(self) -> set[tuple[str, int]]:
+        """The partitions the pending ISR change notifications name; the notifications are removed."""
+        changed: set[tuple[str, int]] = set()
+        root = IsrChangeNotificationZNode.path()
+        for name in self.store.get_children(root):
+            found = self.store.get_or_none(f"{root}/{name}")
+            if found is not None:
+                changed.update(IsrChangeNotificationZNode.decode(found[0]))
+                try:
+                    self.store.delete(f"{root}/{name}")
+                except NoNodeError:
+                    pass
+        return changed
 
     @staticmethod
     def _partition_ops(topic: str, states: dict[int, PartitionState]) -> list[Op]:

@@ -19,6 +19,8 @@ tooling reads ours and we read theirs::
     /controller                  (ephemeral) {"version":1,"brokerid":0,"timestamp":"<ms>"}
     /controller_epoch                        "1"  (a bare integer; made as "0", bumped by every election)
     /admin/delete_topics/<t>                 (empty)
+    /isr_change_notification/isr_change_<10 digits>
+                                             {"version":1,"partitions":[{"topic":t,"partition":0}]}  (sequential)
     /latest_producer_id_block                {"version":1,"broker":0,"block_start":"0","block_end":"999"}
                                              (empty until the first block is handed out)
 
@@ -267,6 +269,28 @@ class DeleteTopicZNode:
     @staticmethod
     def path(topic: str) -> str:
         return f"/admin/delete_topics/{topic}"
+
+
+class IsrChangeNotificationZNode:
+    """A sequential node telling the controller that leaders changed these partitions' ISR."""
+
+    PREFIX = "isr_change_"
+
+    @staticmethod
+    def path() -> str:
+        return "/isr_change_notification"
+
+    @classmethod
+    def create_path(cls) -> str:
+        return f"/isr_change_notification/{cls.PREFIX}"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    @staticmethod
+    def decode(data: bytes) -> list[tuple[str, int]]:
+        return [(e["topic"], int(e["partition"])) for e in json.loads(data).get("partitions", [])]
 
 
 class ProducerIdBlockZNode:

@@ -181,3 +181,40 @@ def test_producer_id_blocks_start_from_the_empty_node(metadata):
     assert metadata.allocate_producer_id_block(1) == (1000, 1999)
     doc = json.loads(metadata.store.get("/latest_producer_id_block")[0])
     assert doc == {"version": 1, "broker": 1, "block_start": "1000", "block_end": "1999"}
+
+
+def test_isr_writer_is_conditional_and_notifies_the_controller(metadata):
+    from collections import namedtuple
+
+    metadata.create_topic("t", {0: [0, 1]}, {}, {0: PartitionState(0, 3, (0, 1), 2)})
+    version = metadata.partition_state("t", 0).version
+    LeaderAndIsr = namedtuple("LeaderAndIsr", "leader leader_epoch isr controller_epoch")  # the replica layer's
+    assert metadata.write_isr("t", 0, LeaderAndIsr(0, 3, (0,), 2), version) == version + 1
+    raw = json.loads(metadata.store.get("/brokers/topics/t/partitions/0/state")[0])
+    assert raw == {"controller_epoch": 2, "isr": [0], "leader": 0, "leader_epoch": 3, "version": 1}
+    assert metadata.write_isr("t", 0, LeaderAndIsr(0, 3, (0, 1), 2), version) is None  # stale: nothing written
+    assert metadata.partition_state("t", 0).isr == (0,)
+    [name] = metadata.store.get_children("/isr_change_notification")
+    assert name.startswith("isr_change_") and len(name) == len("isr_change_") + 10
+    assert json.loads(metadata.store.get(f"/isr_change_notification/{name}")[0]) == {
+        "version": 1, "partitions": [{"topic": "t", "partition": 0}]}
+    assert metadata.take_isr_change_notifications() == {("t", 0)}
+    assert metadata.store.get_children("/isr_change_notification") == []
+
+
+def test_controller_writes_fail_once_another_controller_is_elected(metadata):
+    from broker.cluster.metadata import ControllerMovedError
+
+    metadata.create_topic("t", {0: [0]}, {})
+    assert metadata.partition_state("t", 0) is None  # the assignment alone, as Kafka's admin client writes it
+    controller_id, epoch, epoch_version = metadata.elect(0)
+    assert (controller_id, epoch) == (0, 1)
+    metadata.create_partition_states("t", {0: PartitionState(0, 0, (0,), epoch)}, epoch_version)
+    state = metadata.partition_state("t", 0)
+    assert metadata.update_partition_state("t", 0, PartitionState(0, 1, (0,), epoch, state.version),
+                                           epoch_version) == state.version + 1
+    metadata.store.delete("/controller")
+    assert metadata.elect(1)[:2] == (1, 2)
+    with pytest.raises(ControllerMovedError):
+        metadata.update_partition_state("t", 0, PartitionState(0, 2, (0,), epoch, state.version + 1), epoch_version)
+    assert metadata.partition_state("t", 0).leader_epoch == 1

@@ -1,0 +1,31 @@
+"""UpdateMetadata (key 6), versions 0-6 (Apache Kafka 2.7's range): the controller feeds the metadata cache.
+
+Sent by the controller (to its own broker without the socket) with the live
+brokers and the partition states that changed; the broker applies them to its
+:class:`~broker.server.metadata_cache.MetadataCache`. A request from an
+older controller epoch than the newest this broker has seen is refused with
+STALE_CONTROLLER_EPOCH, as Kafka does (a deposed controller cannot overwrite
+what its successor said). The broker epoch (v5+) is not checked: controllers
+here send -1 ("unknown").
+
+Version notes: v1 replaces the single host/port of a broker by endpoints, v2
+adds the rack, v3 the listener name, v4 offline replicas, v5 groups partition
+states by topic and adds the broker epoch, v6 is flexible.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    cache = ctx.broker.metadata_cache
+    if request["controller_epoch"] < cache.controller_epoch:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
+    cache.update(request, ctx.api_version)
+    return {"error_code": ErrorCode.NONE}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.UPDATE_METADATA, 0, 6, handle)
