@@ -19,6 +19,12 @@ Appends:
 * :meth:`wait_for_high_watermark`: acks=all waits in the purgatory until the
   high watermark passes its append (single node: already so when it is written).
 
+Leadership listeners (:meth:`add_leadership_listener`, for the group
+coordinator) hear of every partition this broker starts leading, or leads in a
+new epoch (``on_become_leader(tp, leader_epoch)``), and of every one it stops
+leading or holding (``on_resign(tp, leader_epoch)``), on the thread that made
+the change.
+
 High watermarks are checkpointed by the log manager, which asks
 :meth:`high_watermark_of`; at start a partition takes the one read from
 ``replication-offset-checkpoint``.
@@ -29,7 +35,8 @@ Loop-only (not thread-safe), except :meth:`high_watermark_of` (a dict read).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Iterator
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 from broker.replica.partition import Partition
 from broker.replica.purgatory import Purgatory
@@ -38,6 +45,13 @@ if TYPE_CHECKING:
     from broker.log import AppendInfo, Log, LogManager
 
 TopicPartition = tuple[str, int]
+
+log = logging.getLogger("broker.replica")
+
+
+class _Listener(NamedTuple):
+    on_become_leader: Callable[[TopicPartition, int], None]
+    on_resign: Callable[[TopicPartition, int], None]
 
 
 class ReplicaManager:
@@ -48,12 +62,25 @@ class ReplicaManager:
         self.local_broker_id = -1
         self._log_manager: "LogManager | None" = None
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._listeners: list[_Listener] = []
 
     def attach(self, log_manager: "LogManager", local_broker_id: int) -> None:
         """Serve ``log_manager``'s logs as broker ``local_broker_id``; it checkpoints our high watermarks."""
         self._log_manager = log_manager
         self.local_broker_id = local_broker_id
         log_manager.high_watermark_of = self.high_watermark_of
+
+    def add_leadership_listener(self, on_become_leader: Callable[[TopicPartition, int], None],
+                                on_resign: Callable[[TopicPartition, int], None]) -> None:
+        """Hear of leadership changes from now on (see the module docstring)."""
+        self._listeners.append(_Listener(on_become_leader, on_resign))
+
+    def _tell(self, call: Callable[[_Listener], None]) -> None:
+        for listener in self._listeners:
+            try:
+                call(listener)
+            except Exception:  # a failing listener must not undo the leadership change
+                log.exception("leadership listener failed")
 
     # -- the partitions ------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> Partition | None:
@@ -75,14 +102,19 @@ class ReplicaManager:
         if p is None:
             checkpointed = self._log_manager.checkpointed_high_watermarks.get(key, log.log_start_offset)
             p = self._partitions[key] = Partition(topic, partition, log, self.local_broker_id, checkpointed)
+        already = p.is_leader and p.leader_epoch == leader_epoch
         p.make_leader(leader_epoch, isr, replicas)
         self.purgatory.notify(key)
+        if not already:
+            self._tell(lambda listener: listener.on_become_leader(key, leader_epoch))
         return p
 
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop serving ``topic-partition`` (its topic is deleted); its waiters wake and find it gone."""
-        self._partitions.pop((topic, partition), None)
+        p = self._partitions.pop((topic, partition), None)
         self.purgatory.notify((topic, partition))
+        if p is not None and p.is_leader:
+            self._tell(lambda listener: listener.on_resign(p.key, p.leader_epoch))
 
     # -- appends ------------------------------------------------------------------------------
     def append_records(self, partition: Partition, records, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
