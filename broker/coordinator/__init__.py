@@ -1,10 +1,16 @@
-"""The group coordinator over ``__consumer_offsets`` (ARCHITECTURE decision 8).
+"""The group coordinator over ``__consumer_offsets``.
+
+It imports nothing of the server: the broker hands it a config, the metrics and a
+partition store (:class:`OffsetsStore`).
 
     records.py      key/value layouts of ``__consumer_offsets`` (Kafka's), the group -> partition
                     hash, ``decode_offsets_record`` for ``kafkactl log dump --offsets-decoder``
     group.py        the group state machine as a transition table, members, protocol selection
-    storage.py      create / append to / replay the ``__consumer_offsets`` partitions
-    coordinator.py  GroupCoordinator: the async layer (futures for held responses, timers)
+    storage.py      the narrow partition store the coordinator sees (OffsetsStore; ReplicaStore over
+                    the replica layer): leadership listeners, appends acknowledged at the high
+                    watermark, replay of a partition, creation of ``__consumer_offsets``
+    coordinator.py  GroupCoordinator: the async layer (futures for held responses, timers), loading
+                    and unloading partitions as this broker becomes or stops being their leader
     offsets.py      OffsetCommit / OffsetFetch / OffsetDelete and offset expiry (a mixin of
                     GroupCoordinator), Kafka 2.7's expiry rules as ``expired_partitions``
 """
@@ -12,6 +18,7 @@
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.group import Event, Group, GroupState, IllegalTransition, Member, TRANSITIONS
 from broker.coordinator.records import decode_offsets_record, partition_for
+from broker.coordinator.storage import OffsetsStore, ReplicaStore, StorageError
 
 __all__ = ["GroupCoordinator", "Group", "GroupState", "Event", "Member", "TRANSITIONS", "IllegalTransition",
-           "decode_offsets_record", "partition_for"]
+           "decode_offsets_record", "partition_for", "OffsetsStore", "ReplicaStore", "StorageError"]

@@ -31,13 +31,24 @@ JoinGroup and SyncGroup responses are futures completed when the rebalance gets
 there. The coordinator never assigns partitions: the leader's SyncGroup carries
 the assignment chosen by the client's own assignor (eager or cooperative alike).
 
+The coordinator holds no broker: it sees ``__consumer_offsets`` through a narrow
+partition store (:class:`~broker.coordinator.storage.OffsetsStore`). A group's
+coordinator is the leader of its partition. When this broker becomes the leader
+of a partition, the store's listener queues it for loading: the partition is
+replayed in a worker thread, and requests for its groups get
+COORDINATOR_LOAD_IN_PROGRESS until it is; partitions queued together are
+released together, after the load has moved the groups found on the wrong
+partition (stored under the old mapping that masked the hash's sign bit, see
+:meth:`GroupCoordinator._move_misplaced`). When it stops leading a partition, its
+groups are unloaded: timers cancelled, held JoinGroup/SyncGroup answered
+NOT_COORDINATOR, and every later request for them gets NOT_COORDINATOR. Leader
+epochs order the two: a resignation older than the load it would undo is ignored.
+
 Offsets and group metadata are appended to ``__consumer_offsets`` before the
-in-memory cache changes and before the client hears back. On start the
-partitions of ``__consumer_offsets`` are replayed in a worker thread; requests for
-their groups meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A group found on another
-partition than :func:`~broker.coordinator.records.partition_for` names (stored
-under the old mapping that masked the hash's sign bit) is moved to its partition
-during the load (:meth:`GroupCoordinator._move_misplaced`).
+in-memory cache changes and before the client hears back; an append completes
+when the high watermark passes it (the ISR has it). While an append is under
+way other requests are served; what it was for is re-checked when it completes
+(the group may have rebalanced or been unloaded meanwhile), as Kafka's callbacks do.
 """
 
 from __future__ import annotations
@@ -58,7 +69,9 @@ from broker.coordinator.storage import OFFSETS_TOPIC, StorageError, commit_error
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from broker.config import BrokerConfig
+    from broker.coordinator.storage import OffsetsStore
+    from broker.metrics import BrokerMetrics
 
 log = logging.getLogger("broker.coordinator")
 
@@ -89,11 +102,11 @@ class JoinRequest:
 
 
 class GroupCoordinator(OffsetsMixin):
-    """See the module docstring. ``await start()`` after the topics are loaded; ``await shutdown()``."""
+    """See the module docstring. ``await start()`` once the loop runs; ``await shutdown()``."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        cfg = broker.config
+    def __init__(self, config: "BrokerConfig", store: "OffsetsStore", metrics: "BrokerMetrics") -> None:
+        self.store = store
+        cfg = config
         self.num_partitions: int = cfg.offsets_topic_num_partitions
         self.min_session_timeout_ms: int = cfg.group_min_session_timeout_ms
         self.max_session_timeout_ms: int = cfg.group_max_session_timeout_ms
@@ -103,39 +116,125 @@ class GroupCoordinator(OffsetsMixin):
         self.retention_check_interval_ms: int = cfg.offsets_retention_check_interval_ms
         self.offset_metadata_max_bytes: int = cfg.offset_metadata_max_bytes
         self.new_member_join_timeout_ms: int = cfg.group_new_member_join_timeout_ms
-        self.metrics = broker.metrics
+        self.metrics = metrics
         self.groups: dict[str, Group] = {}
+        #: partitions of __consumer_offsets this broker leads -> leader epoch (loaded or loading)
+        self.owned: dict[int, int] = {}
+        #: owned partitions not loaded yet (COORDINATOR_LOAD_IN_PROGRESS for their groups)
         self.loading: set[int] = set()
-        self._tasks: list[asyncio.Task] = []
+        #: partitions waiting for the loader
+        self._queued: set[int] = set()
+        self._loader: asyncio.Task | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._loop_: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task] = set()
         self._stopped = False
         self.metrics.watch_groups(self.metrics_snapshot)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        info = self.broker.topics.get(OFFSETS_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-            self.loading = {p for p in info.partitions if self.broker.replicas.partition(OFFSETS_TOPIC, p) is not None}
-            self._tasks.append(asyncio.ensure_future(self._load_all()))
-        self._tasks.append(asyncio.ensure_future(self._expiry_loop()))
+        self._loop_ = asyncio.get_running_loop()
+        self.num_partitions = self.store.partition_count() or self.num_partitions
+        self.store.subscribe(self._on_become_leader, self._on_resign)
+        self._spawn(self._expiry_loop())
 
-    async def _load_all(self) -> None:
-        """Replay every partition in ``loading``, install their groups, then move misplaced ones.
+    def _spawn(self, coro) -> asyncio.Task:
+        """Run ``coro`` as a task the coordinator owns (cancelled at shutdown; failures logged)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("coordinator task failed", exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    def _on_loop(self, fn, *args) -> None:
+        """Run ``fn(*args)`` on the loop: now if called there, else soon (a listener on another thread)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop_:
+            fn(*args)
+        elif self._loop_ is not None:
+            self._loop_.call_soon_threadsafe(fn, *args)
+
+    # -- leadership: load and unload ---------------------------------------------------------------
+    def _on_become_leader(self, partition: int, epoch: int) -> None:
+        self._on_loop(self._become_leader, partition, epoch)
+
+    def _on_resign(self, partition: int, epoch: int) -> None:
+        self._on_loop(self._resign, partition, epoch)
+
+    def _become_leader(self, partition: int, epoch: int) -> None:
+        if self._stopped or self.owned.get(partition, -2) >= epoch:
+            return
+        if partition in self.owned:  # still the leader, in a new epoch: what is cached is current
+            self.owned[partition] = epoch
+            return
+        self.num_partitions = self.store.partition_count() or self.num_partitions
+        self.owned[partition] = epoch
+        self.loading.add(partition)
+        self._queued.add(partition)
+        self._idle.clear()
+        if self._loader is None or self._loader.done():
+            self._loader = self._spawn(self._load_queued())
+
+    def _resign(self, partition: int, epoch: int) -> None:
+        current = self.owned.get(partition)
+        if current is None or current > epoch:
+            return
+        del self.owned[partition]
+        self.loading.discard(partition)
+        self._queued.discard(partition)
+        self._unload(partition)
+        log.info("resigned as coordinator of %s-%d (leader epoch %d)", OFFSETS_TOPIC, partition, epoch)
+
+    def _unload(self, partition: int) -> None:
+        """Forget the groups of ``partition``; members waiting on them are answered NOT_COORDINATOR."""
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            self._drop_group(self.groups.pop(group_id), ErrorCode.NOT_COORDINATOR)
+
+    def _drop_group(self, group: Group, error: int) -> None:
+        self._cancel_join_timer(group)
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
+            self._finish_join(member, join_error(member.member_id, error))
+            self._finish_sync(member, error)
+
+    async def _load_queued(self) -> None:
+        """Load every queued partition; loop while more arrive (one loader at a time)."""
+        while self._queued and not self._stopped:
+            batch, self._queued = self._queued, set()
+            await self._load(batch)
+        if not self.loading:
+            self._idle.set()
+
+    async def _load(self, batch: set[int]) -> None:
+        """Replay the partitions of ``batch``, install their groups, move misplaced ones, release them.
 
         The partitions are released together, after the moves, so no request for a
         moved group is served from its new partition before its records are there.
+        A partition resigned meanwhile is dropped (and loaded again if led again).
         """
         started = time.perf_counter()
         states: dict[int, storage.PartitionState] = {}
-        for p in sorted(self.loading):
-            partition = self.broker.replicas.partition(OFFSETS_TOPIC, p)
+        for p in sorted(batch):
             partition_started = time.perf_counter()
             try:
-                states[p] = await self.broker.run_blocking(storage.read_partition, partition)
+                states[p] = await self.store.replay(p)
+            except StorageError as exc:
+                log.warning("not loading %s-%d: %s", OFFSETS_TOPIC, p, exc)
+                continue
             except Exception:
                 log.exception("loading %s-%d failed", OFFSETS_TOPIC, p)
                 continue
             self.metrics.coordinator_load_duration.observe(time.perf_counter() - partition_started)
+        states = {p: st for p, st in states.items() if self._still_loading(p)}
         loaded = moved = 0
         for p, state in states.items():
             for group_id in state.group_ids():
@@ -145,10 +244,18 @@ class GroupCoordinator(OffsetsMixin):
         for p, state in states.items():
             for group_id in sorted(state.group_ids()):
                 if self.partition_for(group_id) != p:
-                    moved += self._move_misplaced(group_id, p, state)
-        self.loading.clear()
-        log.info("coordinator loaded %d group(s) from %s in %.3f s%s", loaded + moved, OFFSETS_TOPIC,
-                 time.perf_counter() - started, f"; moved {moved} to their partition" if moved else "")
+                    moved += await self._move_misplaced(group_id, p, state)
+        for p in batch:
+            if self._still_loading(p):
+                self.loading.discard(p)
+        if states:
+            log.info("coordinator loaded %d group(s) from %d partition(s) of %s in %.3f s%s", loaded + moved,
+                     len(states), OFFSETS_TOPIC, time.perf_counter() - started,
+                     f"; moved {moved} to their partition" if moved else "")
+
+    def _still_loading(self, partition: int) -> bool:
+        """A partition of the batch being loaded is still ours and not queued again (resigned and re-led)."""
+        return partition in self.owned and partition not in self._queued
 
     def _install(self, group_id: str, value, offsets: dict) -> Group:
         group = Group.from_value(group_id, value) if value is not None else Group(group_id)
@@ -158,7 +265,7 @@ class GroupCoordinator(OffsetsMixin):
             self._schedule_heartbeat(group, member)
         return group
 
-    def _move_misplaced(self, group_id: str, old: int, state: storage.PartitionState) -> int:
+    async def _move_misplaced(self, group_id: str, old: int, state: storage.PartitionState) -> int:
         """Move a group found on partition ``old`` to the one :func:`partition_for` names; 1 if moved.
 
         Such a group was stored under the mapping that masked the hash's sign bit.
@@ -166,14 +273,16 @@ class GroupCoordinator(OffsetsMixin):
         one, so a crash in between only repeats the move at the next load. What the
         new partition already holds for the group (its metadata, an offset of the
         same topic-partition) is newer and wins; the old partition only fills gaps.
+        The new partition must be led here (a single node: always); otherwise the
+        group is left where it is.
         """
         new = self.partition_for(group_id)
+        if new not in self.owned:
+            log.warning("group %s is stored on %s-%d but belongs on partition %d, which this broker does not "
+                        "lead; left where it is", group_id, OFFSETS_TOPIC, old, new)
+            return 0
         value = state.groups.get(group_id)
         offsets = state.offsets.get(group_id, {})
-        if self.broker.replicas.partition(OFFSETS_TOPIC, new) is None:
-            log.warning("group %s is stored on %s-%d but belongs on partition %d, which this broker does not "
-                        "host; left where it is", group_id, OFFSETS_TOPIC, old, new)
-            return 0
         group = self.groups.get(group_id)
         records = []
         if group is None:
@@ -186,11 +295,10 @@ class GroupCoordinator(OffsetsMixin):
         if value is not None:
             tombstones.append((group_metadata_key(group_id), None))
         group.offsets.update(gaps)
-        replicas = self.broker.replicas
         try:
             if records:
-                storage.append_records(replicas, replicas.partition(OFFSETS_TOPIC, new), records)
-            storage.append_records(replicas, replicas.partition(OFFSETS_TOPIC, old), tombstones)
+                await self.store.append(new, records)
+            await self.store.append(old, tombstones)
         except StorageError as exc:
             log.warning("moving group %s from %s-%d to partition %d failed (retried at the next load): %s",
                         group_id, OFFSETS_TOPIC, old, new, exc)
@@ -200,25 +308,22 @@ class GroupCoordinator(OffsetsMixin):
         return 1
 
     async def wait_loaded(self) -> None:
-        """Wait until every partition of ``__consumer_offsets`` is loaded (tests, tools)."""
-        while self.loading and not self._stopped:
-            await asyncio.sleep(0.01)
+        """Wait until every partition led here is loaded (tests, tools)."""
+        await self._idle.wait()
 
     async def shutdown(self) -> None:
         self._stopped = True
-        for task in self._tasks:
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             try:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
         for group in self.groups.values():
-            self._cancel_join_timer(group)
-            for member in group.members.values():
-                self._cancel_heartbeat(member)
-                self._finish_join(member, join_error(member.member_id, ErrorCode.NOT_COORDINATOR))
-                self._finish_sync(member, ErrorCode.NOT_COORDINATOR)
+            self._drop_group(group, ErrorCode.NOT_COORDINATOR)
+        self._idle.set()
 
     def metrics_snapshot(self) -> tuple[dict[str, int], int]:
         """({state name: groups}, offsets cached) for the metrics scrape (another thread: reads only)."""
@@ -239,30 +344,56 @@ class GroupCoordinator(OffsetsMixin):
             return ErrorCode.INVALID_GROUP_ID
         if self._stopped:
             return ErrorCode.NOT_COORDINATOR
-        if self.partition_for(group_id) in self.loading:
+        partition = self.partition_for(group_id)
+        if partition in self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned:
+            return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
     async def ensure_topic(self) -> None:
-        info = await storage.ensure_offsets_topic(self.broker)
-        self.num_partitions = len(info.partitions)
+        """Create ``__consumer_offsets`` if it does not exist (StorageError if refused).
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        replicas = self.broker.replicas
-        storage.append_records(replicas, replicas.partition(OFFSETS_TOPIC, self.partition_for(group_id)), records)
+        When this call created it, it returns once the partitions led here are loaded,
+        so the request that triggered the creation is served rather than told to retry.
+        """
+        existed = self.store.partition_count() is not None
+        self.num_partitions = await self.store.ensure_topic()
+        if not existed:
+            await self._idle.wait()
 
-    def _store_group(self, group: Group) -> int:
+    async def serving_error(self, group_id: str | None) -> int:
+        """:meth:`group_error` after creating ``__consumer_offsets`` if need be (JoinGroup, OffsetCommit)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        try:
+            await self.ensure_topic()
+        except StorageError as exc:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return self.group_error(group_id)
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]):
+        """Append to the group's partition; an awaitable that completes when the ISR has it."""
+        return self.store.append(self.partition_for(group_id), records)
+
+    async def _store_group(self, group: Group) -> int:
         """Append the group's metadata record; NONE or the error to answer with."""
         try:
-            self._append(group.group_id, [(group_metadata_key(group.group_id), group_metadata_value(group.to_value()))])
+            await self._append(group.group_id,
+                               [(group_metadata_key(group.group_id), group_metadata_value(group.to_value()))])
             return ErrorCode.NONE
         except StorageError as exc:
             log.warning("storing group %s failed: %s", group.group_id, exc)
             return commit_error_for(exc.error_code)
 
+    def _is_current(self, group: Group) -> bool:
+        """The group is still the one this coordinator serves (not unloaded, deleted or replaced)."""
+        return not self._stopped and self.groups.get(group.group_id) is group
+
     # -- timers ----------------------------------------------------------------------------------------
     def _loop(self) -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
+        return self._loop_ or asyncio.get_running_loop()
 
     def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
         self._cancel_heartbeat(member)
@@ -329,12 +460,11 @@ class GroupCoordinator(OffsetsMixin):
         static leader that comes back to a Stable group; ``reason`` (v8+, KIP-800) goes into
         the log line of any rebalance the join starts.
         """
-        error = self.group_error(group_id)
+        error = await self.serving_error(group_id)
         if error:
             return join_error(member_id, error)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return join_error(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
-        await self.ensure_topic()
         group = self.groups.get(group_id)
         unknown = member_id == ""
         if group is None:
@@ -453,25 +583,35 @@ class GroupCoordinator(OffsetsMixin):
         log.info("group %s: static member %s rejoined in %s as %s, fencing %s", group.group_id, req.instance_id,
                  group.state.value, new_id, old_id)
         if group.is_(S.STABLE) and group.select_protocol() == group.protocol_name:
-            error = self._store_group(group)
-            if error:
-                member.update(*before)
-                group.replace_static_member(req.instance_id, new_id, old_id)
-                self._finish_join(member, join_error("", error))
-                self._schedule_heartbeat(group, member)
-                return
-            response = self._join_response(group, member)
-            if not req.supports_skip_assignment:
-                response.update(leader=current_leader or "", members=[])
-            elif group.is_leader(new_id):
-                response["skip_assignment"] = True
-            self._finish_join(member, response)
+            self._spawn(self._store_static_replacement(group, member, req, current_leader, old_id, before))
             return
         if group.is_(S.STABLE):
             self._prepare_rebalance(group, f"{why} with a change of the selected protocol")
         elif group.is_(S.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, why)
         self._check_join_complete(group)
+
+    async def _store_static_replacement(self, group: Group, member: Member, req: "JoinRequest",
+                                        current_leader: str | None, old_id: str, before) -> None:
+        """The Stable case above, once the group is stored: answer the member, or undo the replacement."""
+        new_id = member.member_id
+        error = await self._store_group(group)
+        if not self._is_current(group):
+            self._finish_join(member, join_error(new_id, ErrorCode.NOT_COORDINATOR))
+            return
+        if error:
+            if group.members.get(new_id) is member:  # nothing changed it meanwhile: back to the old id
+                member.update(*before)
+                group.replace_static_member(req.instance_id, new_id, old_id)
+                self._schedule_heartbeat(group, member)
+            self._finish_join(member, join_error("", error))
+            return
+        response = self._join_response(group, member)
+        if not req.supports_skip_assignment:
+            response.update(leader=current_leader or "", members=[])
+        elif group.is_leader(new_id):
+            response["skip_assignment"] = True
+        self._finish_join(member, response)
 
     # -- the join phase ------------------------------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
@@ -533,9 +673,7 @@ class GroupCoordinator(OffsetsMixin):
             return
         group.init_next_generation(now_ms())
         if group.is_(S.EMPTY):
-            error = self._store_group(group)
-            if error:
-                log.warning("group %s: could not store the empty group: %s", group.group_id, error)
+            self._spawn(self._store_group(group))  # a failure is logged; nobody waits for it
             return
         log.info("group %s: generation %d with %d member(s), protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
@@ -582,22 +720,26 @@ class GroupCoordinator(OffsetsMixin):
         member.sync_waiter = fut
         self._schedule_heartbeat(group, member)
         if group.is_leader(member_id):
+            generation = group.generation_id
             for m in group.members.values():
                 m.assignment = bytes(assignments.get(m.member_id, b""))
-            error = self._store_group(group)
-            if error:
-                group.clear_assignments()
-                for m in group.members.values():
-                    self._finish_sync(m, error)
-                self._maybe_prepare_rebalance(group, f"storing the assignment failed ({error})")
-            else:
-                group.transition(Event.ASSIGNMENT_RECEIVED, now_ms())
-                self.metrics.group_rebalances.inc()
-                log.info("group %s: generation %d is stable", group.group_id, group.generation_id)
-                for m in group.members.values():
-                    if m.sync_waiter is not None:
-                        self._finish_sync(m, ErrorCode.NONE, m.assignment)
-                        self._schedule_heartbeat(group, m)
+            error = await self._store_group(group)
+            # as Kafka's callback: only the generation that was stored moves on (a rebalance or an
+            # unload meanwhile has answered the waiters already)
+            if self._is_current(group) and group.is_(S.COMPLETING_REBALANCE) and group.generation_id == generation:
+                if error:
+                    group.clear_assignments()
+                    for m in group.members.values():
+                        self._finish_sync(m, error)
+                    self._maybe_prepare_rebalance(group, f"storing the assignment failed ({error})")
+                else:
+                    group.transition(Event.ASSIGNMENT_RECEIVED, now_ms())
+                    self.metrics.group_rebalances.inc()
+                    log.info("group %s: generation %d is stable", group.group_id, group.generation_id)
+                    for m in group.members.values():
+                        if m.sync_waiter is not None:
+                            self._finish_sync(m, ErrorCode.NONE, m.assignment)
+                            self._schedule_heartbeat(group, m)
         code, assignment = await fut
         return code, assignment, group
 
@@ -674,7 +816,7 @@ class GroupCoordinator(OffsetsMixin):
             self._check_join_complete(group)
 
     # -- groups as a whole -----------------------------------------------------------------------------------------
-    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for group_id in group_ids:
             error = self.group_error(group_id)
@@ -686,21 +828,30 @@ class GroupCoordinator(OffsetsMixin):
             elif not group.is_(S.EMPTY):
                 out[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
-                out[group_id] = self._remove_group(group)
+                out[group_id] = await self._remove_group(group)
         return out
 
-    def _remove_group(self, group: Group) -> int:
-        """Tombstone the group and its offsets, then forget it (state Dead)."""
+    async def _remove_group(self, group: Group) -> int:
+        """Mark the group Dead, tombstone it and its offsets, forget it; NONE or the error to answer with.
+
+        Dead first, as Kafka does: a member joining while the tombstones are written
+        is told COORDINATOR_NOT_AVAILABLE and finds a fresh group when it retries.
+        If the append fails the group is forgotten all the same (its records come
+        back at the next load), and the error is answered.
+        """
+        group.transition(Event.REMOVE, now_ms())
         records = [(offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets]
         records.append((group_metadata_key(group.group_id), None))
-        try:
-            self._append(group.group_id, records)
-        except StorageError as exc:
-            return commit_error_for(exc.error_code)
-        group.transition(Event.REMOVE, now_ms())
         group.offsets.clear()
-        self.groups.pop(group.group_id, None)
-        return ErrorCode.NONE
+        try:
+            await self._append(group.group_id, records)
+            return ErrorCode.NONE
+        except StorageError as exc:
+            log.warning("removing group %s failed: %s", group.group_id, exc)
+            return commit_error_for(exc.error_code)
+        finally:
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
 
     def list_groups(self) -> list[Group]:
         return [g for g in self.groups.values() if not g.is_(S.DEAD)]

@@ -9,8 +9,9 @@ Invariants:
 
 * a commit is in ``__consumer_offsets`` (one batch of offset-commit records, key
   v1 ``(group, topic, partition)``, value as :func:`records.offset_commit_value`
-  writes it) before it is in ``Group.offsets`` and before the client hears back;
-  a failed append changes nothing in the cache;
+  writes it) and replicated to the ISR (the high watermark passed it) before it
+  is in ``Group.offsets`` and before the client hears back; a failed append
+  changes nothing in the cache;
 * removing an offset (OffsetDelete, expiry, group deletion) appends a tombstone
   (the key with a null value) first, then drops it from the cache, so a reload
   from the log gives the same cache;
@@ -93,8 +94,8 @@ class OffsetsMixin:
 
     Expects from the coordinator: ``groups``, ``loading``, ``retention_ms``,
     ``retention_check_interval_ms``, ``offset_metadata_max_bytes``, ``metrics``,
-    ``group_error``, ``ensure_topic``, ``partition_for``, ``_append``,
-    ``_remove_group`` and ``_schedule_heartbeat``.
+    ``group_error``, ``serving_error``, ``partition_for``, ``_append`` (awaitable),
+    ``_remove_group`` (async), ``_is_current`` and ``_schedule_heartbeat``.
     """
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
@@ -103,10 +104,9 @@ class OffsetsMixin:
         def every(code: int) -> dict[TopicPartition, int]:
             return {tp: int(code) for tp in offsets}
 
-        error = self.group_error(group_id)
+        error = await self.serving_error(group_id)
         if error:
             return every(error)
-        await self.ensure_topic()
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -134,8 +134,8 @@ class OffsetsMixin:
                 accepted.append((tp, om))
         if accepted:
             try:
-                self._append(group_id, [(offset_commit_key(group_id, t, p), offset_commit_value(om))
-                                        for (t, p), om in accepted])
+                await self._append(group_id, [(offset_commit_key(group_id, t, p), offset_commit_value(om))
+                                              for (t, p), om in accepted])
             except StorageError as exc:
                 code = commit_error_for(exc.error_code)
                 result.update((tp, code) for tp, _ in accepted)
@@ -158,8 +158,8 @@ class OffsetsMixin:
             return ErrorCode.NONE, dict(stored)
         return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
 
-    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
-                       ) -> tuple[int, dict[TopicPartition, int]]:
+    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                             ) -> tuple[int, dict[TopicPartition, int]]:
         """Kafka's handleDeleteOffsets: tombstones for partitions of topics the group does not consume.
 
         An Empty group (or one without a protocol type) may lose any offset; a
@@ -187,7 +187,7 @@ class OffsetsMixin:
         existing = [tp for tp in doomed if tp in group.offsets]
         if existing:
             try:
-                self._append(group_id, [(offset_commit_key(group_id, t, p), None) for t, p in existing])
+                await self._append(group_id, [(offset_commit_key(group_id, t, p), None) for t, p in existing])
             except StorageError as exc:
                 return commit_error_for(exc.error_code), {}
             for tp in existing:
@@ -200,27 +200,33 @@ class OffsetsMixin:
         while True:
             await asyncio.sleep(self.retention_check_interval_ms / 1000)
             try:
-                self.expire_offsets(now_ms())
+                await self.expire_offsets(now_ms())
             except Exception:
                 log.exception("offset expiry failed")
 
-    def expire_offsets(self, now: int) -> int:
-        """Tombstone every offset :func:`expired_partitions` names; returns how many expired."""
+    async def expire_offsets(self, now: int) -> int:
+        """Tombstone every offset :func:`expired_partitions` names; returns how many expired.
+
+        An offset committed again while its tombstone was being written keeps the new commit.
+        """
         expired_total = 0
         for group in list(self.groups.values()):
-            if self.partition_for(group.group_id) in self.loading:
+            if self.group_error(group.group_id) or not self._is_current(group):
                 continue
-            expired = expired_partitions(group, now, self.retention_ms)
+            expired = {tp: group.offsets[tp] for tp in expired_partitions(group, now, self.retention_ms)}
             if expired:
                 try:
-                    self._append(group.group_id, [(offset_commit_key(group.group_id, t, p), None) for t, p in expired])
+                    await self._append(group.group_id,
+                                       [(offset_commit_key(group.group_id, t, p), None) for t, p in expired])
                 except StorageError as exc:
                     log.warning("expiring offsets of group %s failed: %s", group.group_id, exc)
                     continue
-                for tp in expired:
-                    group.offsets.pop(tp, None)
+                for tp, om in expired.items():
+                    if group.offsets.get(tp) is om:
+                        del group.offsets[tp]
                 expired_total += len(expired)
                 log.info("group %s: %d offset(s) expired", group.group_id, len(expired))
-            if group.is_(S.EMPTY) and not group.offsets and not group.members and not group.pending_members:
-                self._remove_group(group)
+            if (self._is_current(group) and group.is_(S.EMPTY) and not group.offsets and not group.members
+                    and not group.pending_members):
+                await self._remove_group(group)
         return expired_total

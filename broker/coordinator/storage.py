@@ -1,22 +1,37 @@
-"""The ``__consumer_offsets`` topic as the coordinator's store: create, append, load.
+"""The coordinator's partition store: ``__consumer_offsets`` through the replica layer.
 
-* :func:`ensure_offsets_topic` creates the topic at first use with Kafka's settings:
-  ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``,
-  ``segment.bytes=offsets.topic.segment.bytes`` (100 MiB by default).
-* :func:`append_records` writes one uncompressed v2 batch of (key, value) records
-  through the replica layer to a partition this broker leads and returns only
-  after the log has it (the single-node high watermark moves with the append),
-  so a commit acknowledged to a client is in the log. Storage errors map to the codes Kafka's coordinator
-  answers with (:func:`commit_error_for`).
-* :func:`read_partition` replays a partition (a :class:`~broker.replica.Partition`)
-  from its log start offset to its high watermark and returns the surviving state: the last value of every key, tombstones
-  having removed keys (run in a worker thread; touches only the log's files).
+The coordinator sees this narrow interface and nothing else of the broker
+(:class:`OffsetsStore`, implemented over the replica layer by
+:class:`ReplicaStore`):
+
+* :meth:`~OffsetsStore.subscribe` ``(on_become_leader(p, epoch), on_resign(p, epoch))``:
+  the replica layer's leadership listeners for the partitions of
+  ``__consumer_offsets``, called on the event loop; partitions already led when
+  it is called are announced at once;
+* :meth:`~OffsetsStore.append` writes one uncompressed v2 batch of (key, value)
+  records to a partition this broker leads, off the loop (the log dir's writer
+  thread), and returns once the high watermark has passed it, that is once every
+  replica in the ISR has it (single node: when it is written). Failures raise
+  :class:`StorageError` with the Kafka code; :func:`commit_error_for` maps it to
+  what the coordinator answers. Waiting longer than ``offsets.commit.timeout.ms``
+  is REQUEST_TIMED_OUT; losing the leadership meanwhile NOT_COORDINATOR;
+* :meth:`~OffsetsStore.replay` reads a partition from its log start to its log
+  end in a worker thread (as Kafka's loader does: a new leader's log is the
+  truth) and returns the surviving state: the last value of every key,
+  tombstones having removed keys;
+* :meth:`~OffsetsStore.ensure_topic` creates the topic at first use with Kafka's
+  settings: ``offsets.topic.num.partitions`` partitions,
+  ``offsets.topic.replication.factor`` replicas, ``cleanup.policy=compact``,
+  ``segment.bytes=offsets.topic.segment.bytes``. As Kafka 2.7 does, it refuses
+  (COORDINATOR_NOT_AVAILABLE) while fewer brokers are alive than the replication
+  factor; the single-node defaults set the factor to 1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from broker.coordinator.records import (GroupKey, GroupMetadataValue, OffsetAndMetadata, OffsetKey,
                                         OffsetsRecordError, decode_group_value, decode_key, decode_offset_value)
@@ -25,10 +40,13 @@ from broker.protocol import ErrorCode
 from broker.records import BatchBuilder, iter_batches
 
 if TYPE_CHECKING:
+    from broker.config import BrokerConfig
     from broker.replica import Partition, ReplicaManager
 
 OFFSETS_TOPIC = "__consumer_offsets"
 READ_CHUNK = 1 << 20
+
+Records = list[tuple[bytes, "bytes | None"]]
 
 
 class StorageError(Exception):
@@ -39,7 +57,7 @@ class StorageError(Exception):
         self.error_code = int(error_code)
 
 
-def offsets_topic_configs(broker_config) -> dict[str, str]:
+def offsets_topic_configs(broker_config: "BrokerConfig") -> dict[str, str]:
     return {
         "cleanup.policy": "compact",
         "segment.bytes": str(broker_config.offsets_topic_segment_bytes),
@@ -47,39 +65,127 @@ def offsets_topic_configs(broker_config) -> dict[str, str]:
     }
 
 
-async def ensure_offsets_topic(broker):
-    """The ``__consumer_offsets`` TopicInfo, created with Kafka's settings if it does not exist."""
-    from broker.server.topics import TopicError
+class OffsetsStore(Protocol):
+    """What the group coordinator needs of ``__consumer_offsets`` (see the module docstring)."""
 
-    info = broker.topics.get(OFFSETS_TOPIC)
-    if info is not None:
-        return info
-    cfg = broker.config
-    factor = min(cfg.offsets_topic_replication_factor, len(broker.live_brokers()))
-    try:
-        return await broker.topics.create_topic(OFFSETS_TOPIC, num_partitions=cfg.offsets_topic_num_partitions,
-                                                replication_factor=factor, configs=offsets_topic_configs(cfg))
-    except TopicError as exc:
-        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and broker.topics.get(OFFSETS_TOPIC) is not None:
-            return broker.topics.get(OFFSETS_TOPIC)
-        raise
+    def subscribe(self, on_become_leader: Callable[[int, int], None],
+                  on_resign: Callable[[int, int], None]) -> None: ...
+
+    def partition_count(self) -> int | None: ...
+
+    async def ensure_topic(self) -> int: ...
+
+    async def append(self, partition: int, records: Records) -> None: ...
+
+    async def replay(self, partition: int) -> "PartitionState": ...
 
 
-def append_records(replicas: "ReplicaManager", partition: "Partition | None",
-                   records: list[tuple[bytes, bytes | None]], now_ms: int | None = None) -> int:
-    """Append ``records`` as one batch; returns the first offset. Raises StorageError."""
-    if partition is None:
-        raise StorageError(ErrorCode.NOT_COORDINATOR, "this broker does not host the partition")
-    ts = int(time.time() * 1000) if now_ms is None else now_ms
-    builder = BatchBuilder()
-    for key, value in records:
-        builder.append(ts, key, value)
-    try:
-        return replicas.append_now(partition, builder.build()).first_offset
-    except (LogError, CorruptRecordError) as exc:
-        raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
-    except ValueError as exc:  # the log was closed under us (shutdown)
-        raise StorageError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+#: creates a topic: (name, partitions, replication factor, configs) -> its partition count;
+#: raises an exception with ``error_code`` and ``message`` (the topic layer's TopicError)
+CreateTopic = Callable[[str, int, int, dict], Awaitable[int]]
+
+
+class ReplicaStore:
+    """:class:`OffsetsStore` over the replica layer (see the module docstring).
+
+    ``partition_count()`` and ``create_topic`` come from the topic layer,
+    ``alive_brokers()`` from the broker's view of the cluster.
+    """
+
+    def __init__(self, replicas: "ReplicaManager", config: "BrokerConfig", *,
+                 partition_count: Callable[[], int | None], create_topic: CreateTopic,
+                 alive_brokers: Callable[[], int]) -> None:
+        self._replicas = replicas
+        self._config = config
+        self._partition_count = partition_count
+        self._create_topic = create_topic
+        self._alive_brokers = alive_brokers
+        self._commit_timeout_s = config.offsets_commit_timeout_ms / 1000
+        self._listener: tuple[Callable[[int, int], None], Callable[[int, int], None]] | None = None
+
+    # -- leadership -------------------------------------------------------------------------------
+    def subscribe(self, on_become_leader: Callable[[int, int], None], on_resign: Callable[[int, int], None]) -> None:
+        self._listener = (on_become_leader, on_resign)
+        self._replicas.add_leadership_listener(
+            lambda tp, epoch: tp[0] == OFFSETS_TOPIC and on_become_leader(tp[1], epoch),
+            lambda tp, epoch: tp[0] == OFFSETS_TOPIC and on_resign(tp[1], epoch))
+        self._announce_leaders()
+
+    def _announce_leaders(self) -> None:
+        """Announce every partition of the topic led here (the coordinator ignores what it knows)."""
+        if self._listener is None:
+            return
+        for p in self._replicas.partitions():
+            if p.topic == OFFSETS_TOPIC and p.is_leader:
+                self._listener[0](p.partition, p.leader_epoch)
+
+    def partition_count(self) -> int | None:
+        return self._partition_count()
+
+    async def ensure_topic(self) -> int:
+        count = self._partition_count()
+        if count is not None:
+            return count
+        cfg = self._config
+        factor, alive = cfg.offsets_topic_replication_factor, self._alive_brokers()
+        if alive < factor:
+            raise StorageError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               f"number of alive brokers '{alive}' does not meet the required replication factor "
+                               f"'{factor}' for the offsets topic (configured via "
+                               f"'offsets.topic.replication.factor')")
+        try:
+            count = await self._create_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, factor,
+                                             offsets_topic_configs(cfg))
+        except Exception as exc:
+            count = self._partition_count()  # created meanwhile by another request or broker
+            if count is None:
+                code = getattr(exc, "error_code", None)
+                if code is None:
+                    raise
+                raise StorageError(ErrorCode.COORDINATOR_NOT_AVAILABLE, getattr(exc, "message", str(exc))) from None
+        # a topic layer that makes this broker leader without telling the listeners still counts
+        self._announce_leaders()
+        return count
+
+    # -- appends and replay -------------------------------------------------------------------------
+    def _leader(self, partition: int) -> "Partition":
+        p = self._replicas.partition(OFFSETS_TOPIC, partition)
+        if p is None or not p.is_leader:
+            raise StorageError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{partition}")
+        return p
+
+    async def append(self, partition: int, records: Records, now_ms: int | None = None) -> None:
+        p = self._leader(partition)
+        epoch = p.leader_epoch
+        builder = BatchBuilder()
+        ts = int(time.time() * 1000) if now_ms is None else now_ms
+        for key, value in records:
+            builder.append(ts, key, value)
+        try:
+            info = await self._replicas.append_records(p, builder.build(), asyncio.get_running_loop())
+        except (LogError, CorruptRecordError) as exc:
+            raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
+        except ValueError as exc:  # the log was closed under us (shutdown)
+            raise StorageError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+        replicas = self._replicas
+
+        def still_leader() -> bool:
+            return replicas.partition(OFFSETS_TOPIC, partition) is p and p.is_leader and p.leader_epoch == epoch
+
+        def settled() -> bool:
+            return p.high_watermark > info.last_offset or not still_leader()
+
+        await replicas.purgatory.wait_until((p.key,), settled, self._commit_timeout_s)
+        if not still_leader() or replicas.purgatory.closed:
+            raise StorageError(ErrorCode.NOT_COORDINATOR, f"no longer the leader of {OFFSETS_TOPIC}-{partition}")
+        if p.high_watermark <= info.last_offset:
+            raise StorageError(ErrorCode.REQUEST_TIMED_OUT,
+                               f"{OFFSETS_TOPIC}-{partition}: not replicated to the ISR within "
+                               f"{self._config.offsets_commit_timeout_ms} ms")
+
+    async def replay(self, partition: int) -> "PartitionState":
+        p = self._leader(partition)
+        return await asyncio.get_running_loop().run_in_executor(None, read_partition, p)
 
 
 def commit_error_for(code: int) -> int:
@@ -129,12 +235,12 @@ class PartitionState:
 
 
 def read_partition(partition: "Partition") -> PartitionState:
-    """Replay a partition of ``__consumer_offsets`` from its start to its high watermark (blocking)."""
+    """Replay a partition of ``__consumer_offsets`` from its start to its log end (blocking)."""
     state = PartitionState()
     offset = partition.log_start_offset
-    end = partition.high_watermark
+    end = partition.log_end_offset
     while offset < end:
-        data = partition.read(offset, READ_CHUNK).read_bytes()
+        data = partition.read(offset, READ_CHUNK, follower=True).read_bytes()
         if not data:
             break
         progressed = False

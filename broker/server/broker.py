@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, store_for
 from broker.config import BrokerConfig, Endpoint
-from broker.coordinator import GroupCoordinator
+from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.replica import ReplicaManager
@@ -66,7 +66,10 @@ class Broker:
         self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None
         self.topics = TopicManager(self)
-        self.coordinator = GroupCoordinator(self)
+        self.coordinator = GroupCoordinator(config, ReplicaStore(
+            self.replicas, config, partition_count=self._offsets_partition_count,
+            create_topic=self._create_internal_topic, alive_brokers=lambda: len(self.live_brokers())),
+            self.metrics)
         self.network: NetworkServer | None = None
         self.cluster_id: str | None = None
         self.endpoints: list[Endpoint] = []
@@ -96,6 +99,16 @@ class Broker:
     def live_brokers(self) -> list[int]:
         """Ids of the live brokers (single node: this one)."""
         return [self.broker_id]
+
+    def _offsets_partition_count(self) -> int | None:
+        info = self.topics.get("__consumer_offsets")
+        return None if info is None else len(info.partitions)
+
+    async def _create_internal_topic(self, name: str, partitions: int, factor: int, configs: dict) -> int:
+        """The group coordinator's way to create ``__consumer_offsets`` (raises TopicError)."""
+        info = await self.topics.create_topic(name, num_partitions=partitions, replication_factor=factor,
+                                              configs=configs)
+        return len(info.partitions)
 
     def listener_endpoint(self) -> Endpoint:
         return self.endpoints[0]

@@ -97,7 +97,8 @@ def test_coordinator_metrics_on_scrape(tmp_path):
         assert m[("kafkapy_group_rebalances_total", ())] == 1
         assert m[("kafkapy_offset_commits_total", ())] == 3
         assert m[("kafkapy_offsets_cached", ())] == 3
-        assert m[("kafkapy_coordinator_load_duration_seconds_count", ())] == 0  # nothing to load the first time
+        # the new topic's partitions are loaded (empty) as this broker becomes their leader, as Kafka does
+        assert m[("kafkapy_coordinator_load_duration_seconds_count", ())] == 3
 
     run(tmp_path, first, metrics_port=0)
 

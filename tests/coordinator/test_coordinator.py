@@ -79,7 +79,7 @@ def test_join_errors(tmp_path):
         assert code == E.ILLEGAL_GENERATION
         code, _, _ = await c.sync_group("g", 2, a["member_id"], None, "consumer", "roundrobin", {})
         assert code == E.INCONSISTENT_GROUP_PROTOCOL
-        assert c.delete_groups(["g", "missing"]) == {"g": E.NON_EMPTY_GROUP, "missing": E.GROUP_ID_NOT_FOUND}
+        assert await c.delete_groups(["g", "missing"]) == {"g": E.NON_EMPTY_GROUP, "missing": E.GROUP_ID_NOT_FOUND}
     run(tmp_path, body)
 
 
@@ -168,11 +168,11 @@ def test_offsets_of_empty_groups_expire_and_deleted_groups_stay_deleted(tmp_path
         await c.commit_offsets("old", "", None, -1, {("t", 0): OffsetAndMetadata(3, -1, "", 1000)})
         await c.commit_offsets("kept", "", None, -1, {("t", 0): OffsetAndMetadata(4, -1, "", 10**13)})
         await c.commit_offsets("doomed", "", None, -1, {("t", 1): OffsetAndMetadata(5, -1, "", 10**13)})
-        assert c.expire_offsets(1000 + c.retention_ms) == 1
+        assert await c.expire_offsets(1000 + c.retention_ms) == 1
         assert "old" not in c.groups and c.fetch_offsets("old", [("t", 0)])[1][("t", 0)] is None
-        assert c.delete_groups(["doomed"]) == {"doomed": E.NONE}
-        assert c.delete_offsets("kept", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})
-        assert c.delete_offsets("missing", [("t", 0)])[0] == E.GROUP_ID_NOT_FOUND
+        assert await c.delete_groups(["doomed"]) == {"doomed": E.NONE}
+        assert await c.delete_offsets("kept", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})
+        assert (await c.delete_offsets("missing", [("t", 0)]))[0] == E.GROUP_ID_NOT_FOUND
 
     run(tmp_path, body)
 

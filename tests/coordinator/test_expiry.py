@@ -86,8 +86,8 @@ def test_coordinator_expires_unsubscribed_offsets_of_a_stable_group_and_reload_a
             ("t", 0): OffsetAndMetadata(5, commit_timestamp=1000),
             ("old-topic", 0): OffsetAndMetadata(9, commit_timestamp=1000)})
         assert set(res.values()) == {E.NONE}
-        assert c.expire_offsets(1000 + c.retention_ms - 1) == 0
-        assert c.expire_offsets(1000 + c.retention_ms) == 1
+        assert await c.expire_offsets(1000 + c.retention_ms - 1) == 0
+        assert await c.expire_offsets(1000 + c.retention_ms) == 1
         assert set(c.fetch_offsets("g", None)[1]) == {("t", 0)}
         assert c.groups["g"].state is S.STABLE
 
@@ -98,7 +98,7 @@ def test_coordinator_expires_unsubscribed_offsets_of_a_stable_group_and_reload_a
         group = c.groups["g"]
         # the tombstone is in the log; the loaded member's subscription is known again
         assert set(c.fetch_offsets("g", None)[1]) == {("t", 0)} and group.subscribed_topics == {"t"}
-        assert group.state is S.STABLE and c.expire_offsets(10**13) == 0  # "t" is still subscribed
+        assert group.state is S.STABLE and await c.expire_offsets(10**13) == 0  # "t" is still subscribed
 
     run(tmp_path, reload)
 

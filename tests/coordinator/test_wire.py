@@ -114,8 +114,11 @@ def test_join_v0_and_v5_member_id_required_sync_fetch_delete(wire):
 
 
 def test_heartbeat_errors(wire):
-    r = wire.call(ApiKey.HEARTBEAT, 4, {"group_id": "nope", "generation_id": 1, "member_id": "m",
-                                        "group_instance_id": None})
+    heartbeat = {"group_id": "nope", "generation_id": 1, "member_id": "m", "group_instance_id": None}
+    # before __consumer_offsets exists no broker leads the group's partition, as in Kafka
+    assert wire.call(ApiKey.HEARTBEAT, 4, heartbeat)["error_code"] == E.NOT_COORDINATOR
+    assert wire.call(ApiKey.FIND_COORDINATOR, 3, {"key": "nope", "key_type": 0})["error_code"] == E.NONE
+    r = wire.call(ApiKey.HEARTBEAT, 4, heartbeat)
     assert r["error_code"] == E.UNKNOWN_MEMBER_ID
     r = wire.call(ApiKey.JOIN_GROUP, 3, join_body() | {"session_timeout_ms": 1})
     assert r["error_code"] == E.INVALID_SESSION_TIMEOUT

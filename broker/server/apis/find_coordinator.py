@@ -1,7 +1,11 @@
 """FindCoordinator (key 10), versions 0-4.
 
-key_type 0 (group, the only type before v1): this broker coordinates every group
-on a single node; ``__consumer_offsets`` is created at first use, as Kafka does.
+key_type 0 (group, the only type before v1): the coordinator of a group is the
+leader of its ``__consumer_offsets`` partition, which is created at first use, as
+Kafka does (refused with COORDINATOR_NOT_AVAILABLE while fewer brokers are alive
+than ``offsets.topic.replication.factor``). A partition without a leader, or whose
+leader's endpoint this broker does not know, is COORDINATOR_NOT_AVAILABLE too:
+clients ask again.
 key_type 1 (transaction): COORDINATOR_NOT_AVAILABLE with a message saying that
 transactions are not supported yet (so clients retry rather than fail hard).
 Any other key type: INVALID_REQUEST.
@@ -12,9 +16,10 @@ keys (``coordinator_keys`` in, one ``coordinators`` entry per key out).
 
 from __future__ import annotations
 
+from broker.coordinator import StorageError
+from broker.coordinator.storage import OFFSETS_TOPIC
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
-from broker.server.topics import TopicError
 
 GROUP, TRANSACTION = 0, 1
 
@@ -30,13 +35,21 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type != GROUP:
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return entry
+    coordinator = broker.coordinator
     try:
-        await broker.coordinator.ensure_topic()
-    except TopicError as exc:
-        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=exc.message)
+        await coordinator.ensure_topic()
+    except StorageError as exc:
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(exc))
+        return entry
+    partition = broker.topics.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
+    leader = -1 if partition is None else partition.leader
+    if leader != broker.broker_id:
+        # only this broker's own endpoint is known here until brokers share a metadata cache
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     error_message=f"the leader of {OFFSETS_TOPIC} partition for {key!r} is not available")
         return entry
     endpoint = broker.listener_endpoint()
-    entry.update(node_id=broker.broker_id, host=endpoint.host, port=endpoint.port)
+    entry.update(node_id=leader, host=endpoint.host, port=endpoint.port)
     return entry
 
 

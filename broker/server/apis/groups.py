@@ -106,7 +106,7 @@ async def list_groups(ctx: RequestContext, request: dict) -> dict:
 
 
 async def delete_groups(ctx: RequestContext, request: dict) -> dict:
-    results = ctx.broker.coordinator.delete_groups(list(request["groups_names"]))
+    results = await ctx.broker.coordinator.delete_groups(list(request["groups_names"]))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": c} for g, c in results.items()]}
 
 

@@ -1,7 +1,8 @@
 """Committed offsets, served by :class:`broker.coordinator.GroupCoordinator`:
 
 * OffsetCommit (8) v0-8: acknowledged only after the records are in
-  ``__consumer_offsets``. v1 carries a per-partition commit timestamp (-1: now) and
+  ``__consumer_offsets`` and replicated to its ISR (the high watermark passed them;
+  not within ``offsets.commit.timeout.ms``: COORDINATOR_NOT_AVAILABLE, as Kafka). v1 carries a per-partition commit timestamp (-1: now) and
   the generation/member; v2-v4 a retention time (-1: the broker's
   ``offsets.retention.minutes``; otherwise an expire timestamp is stored, value v1);
   v6+ the leader epoch; v7+ group.instance.id. Partitions of unknown topics get
@@ -96,7 +97,7 @@ async def offset_fetch(ctx: RequestContext, request: dict) -> dict:
 
 async def offset_delete(ctx: RequestContext, request: dict) -> dict:
     partitions = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
-    error, results = ctx.broker.coordinator.delete_offsets(request["group_id"], partitions)
+    error, results = await ctx.broker.coordinator.delete_offsets(request["group_id"], partitions)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
