@@ -45,6 +45,12 @@ def _offsets_decoder():
     return decode_offsets_record
 
 
+def _transaction_log_decoder():
+    from broker.txn.records import decode_transaction_log_record
+
+    return decode_transaction_log_record
+
+
 def _print_entry(item: dict) -> None:
     if "problem" in item:
         print(f"CORRUPT at position {item['position']}: {item['problem']}")
@@ -93,10 +99,18 @@ def dump(
     offsets_decoder: bool = typer.Option(
         False, "--offsets-decoder", help="Decode keys/values as __consumer_offsets records (implies --records)."
     ),
+    transaction_log_decoder: bool = typer.Option(
+        False, "--transaction-log-decoder",
+        help="Decode keys/values as __transaction_state records (implies --records).",
+    ),
 ) -> None:
     """Print the batches of log segments. JSON output is one object per line (per batch or index entry)."""
     fmt = output_format(ctx)
-    opts = logfiles.DumpOptions(records=records or offsets_decoder, decoder=_offsets_decoder() if offsets_decoder else None)
+    if offsets_decoder and transaction_log_decoder:
+        raise CliError("give at most one of --offsets-decoder and --transaction-log-decoder")
+    decoder = (_offsets_decoder() if offsets_decoder else
+               _transaction_log_decoder() if transaction_log_decoder else None)
+    opts = logfiles.DumpOptions(records=records or decoder is not None, decoder=decoder)
     files = logfiles.segment_files(path)
     if not files:
         raise CliError(f"no log segments in {path} (give a partition dir <topic>-<partition> or a segment file)")

@@ -63,9 +63,10 @@ from typing import TYPE_CHECKING
 from broker.coordinator import storage
 from broker.coordinator.group import Event, Group, GroupState, Member
 from broker.coordinator.offsets import OffsetsMixin, now_ms
-from broker.coordinator.records import (group_metadata_key, group_metadata_value, offset_commit_key,
+from broker.coordinator.records import (OffsetAndMetadata, group_metadata_key, group_metadata_value, offset_commit_key,
                                         offset_commit_value, partition_for)
 from broker.coordinator.storage import OFFSETS_TOPIC, StorageError, commit_error_for
+from broker.coordinator.txn_offsets import TxnOffsetsMixin
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class JoinRequest:
     reason: str
 
 
-class GroupCoordinator(OffsetsMixin):
+class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
     """See the module docstring. ``await start()`` once the loop runs; ``await shutdown()``."""
 
     def __init__(self, config: "BrokerConfig", store: "OffsetsStore", metrics: "BrokerMetrics") -> None:
@@ -118,6 +119,8 @@ class GroupCoordinator(OffsetsMixin):
         self.new_member_join_timeout_ms: int = cfg.group_new_member_join_timeout_ms
         self.metrics = metrics
         self.groups: dict[str, Group] = {}
+        #: TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         #: partitions of __consumer_offsets this broker leads -> leader epoch (loaded or loading)
         self.owned: dict[int, int] = {}
         #: owned partitions not loaded yet (COORDINATOR_LOAD_IN_PROGRESS for their groups)
@@ -198,6 +201,9 @@ class GroupCoordinator(OffsetsMixin):
         """Forget the groups of ``partition``; members waiting on them are answered NOT_COORDINATOR."""
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self._drop_group(self.groups.pop(group_id), ErrorCode.NOT_COORDINATOR)
+        for by_group in self.pending_txn_offsets.values():
+            for group_id in [g for g in by_group if self.partition_for(g) == partition]:
+                del by_group[group_id]
 
     def _drop_group(self, group: Group, error: int) -> None:
         self._cancel_join_timer(group)
@@ -245,6 +251,11 @@ class GroupCoordinator(OffsetsMixin):
             for group_id in sorted(state.group_ids()):
                 if self.partition_for(group_id) != p:
                     moved += await self._move_misplaced(group_id, p, state)
+        for state in states.values():
+            for producer_id, by_group in state.pending_txn_offsets.items():
+                for group_id, offsets in by_group.items():
+                    self.groups.setdefault(group_id, Group(group_id))
+                    self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         for p in batch:
             if self._still_loading(p):
                 self.loading.discard(p)
@@ -376,6 +387,12 @@ class GroupCoordinator(OffsetsMixin):
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]):
         """Append to the group's partition; an awaitable that completes when the ISR has it."""
         return self.store.append(self.partition_for(group_id), records)
+
+    def _append_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
+                              records: list[tuple[bytes, bytes | None]]):
+        """Append ``records`` as the producer's transactional batch (TxnOffsetCommit); awaitable as :meth:`_append`."""
+        return self.store.append(self.partition_for(group_id), records, producer_id=producer_id,
+                                 producer_epoch=producer_epoch)
 
     async def _store_group(self, group: Group) -> int:
         """Append the group's metadata record; NONE or the error to answer with."""

@@ -18,7 +18,9 @@ The coordinator sees this narrow interface and nothing else of the broker
 * :meth:`~OffsetsStore.replay` reads a partition from its log start to its log
   end in a worker thread (as Kafka's loader does: a new leader's log is the
   truth) and returns the surviving state: the last value of every key,
-  tombstones having removed keys;
+  tombstones having removed keys; transactional offset commits count once their
+  producer's COMMIT marker follows, are dropped by an ABORT, and are returned as
+  pending without one;
 * :meth:`~OffsetsStore.ensure_topic` creates the topic at first use with Kafka's
   settings: ``offsets.topic.num.partitions`` partitions,
   ``offsets.topic.replication.factor`` replicas, ``cleanup.policy=compact``,
@@ -38,6 +40,7 @@ from broker.coordinator.records import (GroupKey, GroupMetadataValue, OffsetAndM
 from broker.log import CorruptRecordError, LogError
 from broker.protocol import ErrorCode
 from broker.records import BatchBuilder, iter_batches
+from broker.records.control import ControlRecordType, decode_control_key
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -75,7 +78,8 @@ class OffsetsStore(Protocol):
 
     async def ensure_topic(self) -> int: ...
 
-    async def append(self, partition: int, records: Records) -> None: ...
+    async def append(self, partition: int, records: Records, now_ms: int | None = None, *,
+                     producer_id: int = -1, producer_epoch: int = -1) -> None: ...
 
     async def replay(self, partition: int) -> "PartitionState": ...
 
@@ -154,10 +158,13 @@ class ReplicaStore:
             raise StorageError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{partition}")
         return p
 
-    async def append(self, partition: int, records: Records, now_ms: int | None = None) -> None:
+    async def append(self, partition: int, records: Records, now_ms: int | None = None, *,
+                     producer_id: int = -1, producer_epoch: int = -1) -> None:
         p = self._leader(partition)
         epoch = p.leader_epoch
-        builder = BatchBuilder()
+        # with a producer id: that producer's transactional batch (TxnOffsetCommit; base sequence 0, as Kafka)
+        builder = (BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                                is_transactional=True) if producer_id >= 0 else BatchBuilder())
         ts = int(time.time() * 1000) if now_ms is None else now_ms
         for key, value in records:
             builder.append(ts, key, value)
@@ -206,8 +213,28 @@ class PartitionState:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.groups: dict[str, GroupMetadataValue] = {}
+        #: offsets of transactions without a marker yet: producer id -> group -> offsets
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.records_read = 0
         self.bad_records = 0
+
+    def apply_txn(self, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        """A transactional offset commit: held until the producer's marker."""
+        try:
+            k = decode_key(key) if key is not None else None
+            if isinstance(k, OffsetKey) and value is not None:
+                by_group = self.pending_txn_offsets.setdefault(producer_id, {})
+                by_group.setdefault(k.group, {})[(k.topic, k.partition)] = decode_offset_value(value)
+                self.records_read += 1
+                return
+        except OffsetsRecordError:
+            pass
+        self.bad_records += 1
+
+    def end_txn(self, producer_id: int, commit: bool) -> None:
+        for group, offsets in self.pending_txn_offsets.pop(producer_id, {}).items():
+            if commit:
+                self.offsets.setdefault(group, {}).update(offsets)
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -248,7 +275,18 @@ def read_partition(partition: "Partition") -> PartitionState:
             nxt = batch.next_offset
             if nxt <= offset:
                 continue
-            if not batch.is_control:
+            if batch.is_control:
+                for r in batch.records:
+                    try:
+                        commit = decode_control_key(r.key)[1] is ControlRecordType.COMMIT
+                    except CorruptRecordError:
+                        continue
+                    state.end_txn(batch.producer_id, commit)
+            elif batch.is_transactional:
+                for r in batch.records:
+                    if batch.offset_of(r) >= offset:
+                        state.apply_txn(batch.producer_id, r.key, r.value)
+            else:
                 for r in batch.records:
                     if batch.offset_of(r) >= offset:
                         state.apply(r.key, r.value)

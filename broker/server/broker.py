@@ -48,6 +48,7 @@ from broker.server.broker_id import resolve_broker_id
 from broker.server.network import NetworkServer
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
+from broker.txn import TransactionCoordinator
 
 log = logging.getLogger("broker")
 
@@ -70,13 +71,12 @@ class Broker:
             self.replicas, config, partition_count=self._offsets_partition_count,
             create_topic=self._create_internal_topic, alive_brokers=lambda: len(self.live_brokers())),
             self.metrics)
+        self.txn_coordinator = TransactionCoordinator(self)
         self.network: NetworkServer | None = None
         self.cluster_id: str | None = None
         self.endpoints: list[Endpoint] = []
         self.metrics_port: int | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        #: Per-API state that handlers keep on the broker (e.g. the producer id block).
-        self.producer_ids = None
         self.dir_locks: LogDirLocks | None = None
         self._started = False
         self._stopped = False
@@ -127,6 +127,7 @@ class Broker:
     async def _start(self) -> None:
         await self.run_blocking(self._open_storage)
         await self.coordinator.start()
+        await self.txn_coordinator.start()
         self.network = NetworkServer(self)
         bound = await self.network.start()
         await self.run_blocking(self.log_manager.unmark_clean_shutdown)
@@ -197,6 +198,7 @@ class Broker:
     async def _abandon_start(self) -> None:
         self._stopped = True
         self.replicas.close()
+        await self.txn_coordinator.shutdown()
         await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop(0)
@@ -217,6 +219,7 @@ class Broker:
         self._stopped = True
         log.info("broker %d shutting down", self.broker_id)
         self.replicas.close()
+        await self.txn_coordinator.shutdown()
         await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop(self.config.shutdown_timeout_ms / 1000)

@@ -6,8 +6,8 @@ Kafka does (refused with COORDINATOR_NOT_AVAILABLE while fewer brokers are alive
 than ``offsets.topic.replication.factor``). A partition without a leader, or whose
 leader's endpoint this broker does not know, is COORDINATOR_NOT_AVAILABLE too:
 clients ask again.
-key_type 1 (transaction): COORDINATOR_NOT_AVAILABLE with a message saying that
-transactions are not supported yet (so clients retry rather than fail hard).
+key_type 1 (transaction): the same with the id's ``__transaction_state`` partition
+(created at first use with ``transaction.state.log.*``; see :mod:`broker.txn.storage`).
 Any other key type: INVALID_REQUEST.
 
 Version notes: v1 adds key_type and error_message, v3 is flexible, v4 batches
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from broker.coordinator import StorageError
 from broker.coordinator.storage import OFFSETS_TOPIC
+from broker.server.topics import TopicError
+from broker.txn.storage import TRANSACTION_TOPIC
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -28,25 +30,22 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.broker
     entry = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
              "error_message": None}
-    if key_type == TRANSACTION:
-        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     error_message="transactions are not supported by this broker yet")
-        return entry
-    if key_type != GROUP:
+    if key_type not in (GROUP, TRANSACTION):
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return entry
-    coordinator = broker.coordinator
+    coordinator, topic = ((broker.coordinator, OFFSETS_TOPIC) if key_type == GROUP
+                          else (broker.txn_coordinator, TRANSACTION_TOPIC))
     try:
         await coordinator.ensure_topic()
-    except StorageError as exc:
+    except (StorageError, TopicError) as exc:
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(exc))
         return entry
-    partition = broker.topics.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
+    partition = broker.topics.partition(topic, coordinator.partition_for(key))
     leader = -1 if partition is None else partition.leader
     if leader != broker.broker_id:
         # only this broker's own endpoint is known here until brokers share a metadata cache
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     error_message=f"the leader of {OFFSETS_TOPIC} partition for {key!r} is not available")
+                     error_message=f"the leader of {topic} partition for {key!r} is not available")
         return entry
     endpoint = broker.listener_endpoint()
     entry.update(node_id=leader, host=endpoint.host, port=endpoint.port)

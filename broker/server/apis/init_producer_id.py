@@ -1,13 +1,22 @@
 """InitProducerId (key 22), versions 0-4 (Apache Kafka 2.7's range).
 
-Serves idempotent producers (the default of kafka-python 3 and of the Java
-client since 3.0): each call hands out a fresh producer id with epoch 0, taken
-from blocks of 1000 claimed in the metadata store (``/latest_producer_id_block``,
-compare-and-set), so ids are never reused across restarts or brokers.
-Sequence numbers are stored in the batches as sent but not yet checked for
-duplicates (that arrives with the producer state of the transactions issue).
-Transactional producers (a non-null ``transactional_id``) get
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED: transactions are not served yet.
+Without a transactional id (idempotent producers, the default of kafka-python 3
+and of the Java client since 3.0) each call hands out a fresh producer id with
+epoch 0 from the transaction coordinator's :class:`~broker.txn.ProducerIdManager`
+(blocks of ids claimed in the metadata store, so ids are never reused across
+restarts or brokers).
+
+With a transactional id the transaction coordinator answers
+(:meth:`~broker.txn.TransactionCoordinator.init_producer_id`): the id's producer
+id with its epoch bumped, fencing the previous producer of that id; an open
+transaction of the previous producer is aborted first (CONCURRENT_TRANSACTIONS
+until then; the client retries). INVALID_TRANSACTION_TIMEOUT for a timeout not
+in (0, ``transaction.max.timeout.ms``]; NOT_COORDINATOR or
+COORDINATOR_LOAD_IN_PROGRESS as for any coordinator request.
+
+Version notes: v3 adds ``producer_id``/``producer_epoch`` (KIP-360: a producer
+that knows its id asks for a bump; a stale one is fenced), v4 may answer
+PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -15,33 +24,18 @@ from __future__ import annotations
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
-BLOCK_SIZE = 1000
-
-
-class _ProducerIds:
-    """The current block of producer ids of this broker (loop-only)."""
-
-    def __init__(self) -> None:
-        self.next_id = 0
-        self.block_end = -1
-
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
-    if request["transactional_id"] is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
-    ids = getattr(broker, "producer_ids", None)
-    if ids is None:
-        ids = broker.producer_ids = _ProducerIds()
-    if ids.next_id > ids.block_end:
-        start, end = await broker.run_blocking(broker.metadata.allocate_producer_id_block, broker.broker_id,
-                                               BLOCK_SIZE)
-        if ids.next_id > ids.block_end:
-            ids.next_id, ids.block_end = start, end
-    producer_id = ids.next_id
-    ids.next_id += 1
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
+    txn = ctx.broker.txn_coordinator
+    transactional_id = request["transactional_id"]
+    if transactional_id is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+                "producer_id": await txn.producer_ids.generate(), "producer_epoch": 0}
+    error, producer_id, epoch = await txn.init_producer_id(
+        transactional_id, request["transaction_timeout_ms"], request["producer_id"], request["producer_epoch"])
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return {"throttle_time_ms": 0, "error_code": int(error), "producer_id": producer_id, "producer_epoch": epoch}
 
 
 def register(registry) -> None:

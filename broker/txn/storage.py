@@ -1,0 +1,134 @@
+"""The ``__transaction_state`` topic as the transaction coordinator's store: create, append, load.
+
+* :func:`ensure_transaction_topic` creates the topic at first use with Kafka's
+  settings: ``transaction.state.log.num.partitions`` partitions (50),
+  replication factor ``transaction.state.log.replication.factor`` (capped by the
+  live brokers), ``cleanup.policy=compact``, ``min.insync.replicas=
+  transaction.state.log.min.isr`` (capped by the replication factor), ``segment.bytes=transaction.state.log.segment.bytes``,
+  ``unclean.leader.election.enable=false``, uncompressed.
+* :func:`append_record` writes one uncompressed v2 batch holding one
+  transactional id's record through the replica layer (off the loop, the log
+  dir's writer) and waits until the high watermark passes it, so a state the
+  coordinator acts on is in every ISR replica (NOT_COORDINATOR if the leadership
+  is lost meanwhile, REQUEST_TIMED_OUT after the timeout).
+* :func:`read_partition` replays a partition from its log start to its log
+  end (a new leader's log is the truth, as Kafka's loader reads it) and returns the last value of every transactional id (tombstones
+  remove ids); run in a worker thread, it touches only the log's files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker.coordinator.storage import StorageError
+from broker.log import CorruptRecordError, LogError
+from broker.protocol import ErrorCode
+from broker.records import BatchBuilder, iter_batches
+from broker.txn.records import TransactionLogError, TransactionLogValue, decode_key, decode_value
+
+if TYPE_CHECKING:
+    from broker.replica import Partition, ReplicaManager
+
+log = logging.getLogger("broker.txn")
+
+TRANSACTION_TOPIC = "__transaction_state"
+READ_CHUNK = 1 << 20
+
+
+def transaction_topic_configs(cfg, replication_factor: int) -> dict[str, str]:
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        # capped by the replication factor, which a small cluster caps in turn: else no write could succeed
+        "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, replication_factor)),
+        "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+        "unclean.leader.election.enable": "false",
+    }
+
+
+async def ensure_transaction_topic(broker):
+    """The ``__transaction_state`` TopicInfo, created with Kafka's settings if it does not exist."""
+    from broker.server.topics import TopicError
+
+    info = broker.topics.get(TRANSACTION_TOPIC)
+    if info is not None:
+        return info
+    cfg = broker.config
+    factor = min(cfg.transaction_state_log_replication_factor, len(broker.live_brokers()))
+    try:
+        return await broker.topics.create_topic(TRANSACTION_TOPIC,
+                                                num_partitions=cfg.transaction_state_log_num_partitions,
+                                                replication_factor=factor,
+                                                configs=transaction_topic_configs(cfg, factor))
+    except TopicError as exc:
+        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and broker.topics.get(TRANSACTION_TOPIC) is not None:
+            return broker.topics.get(TRANSACTION_TOPIC)
+        raise
+
+
+async def append_record(replicas: "ReplicaManager", p: int, key: bytes, value: bytes | None,
+                        timeout_s: float) -> None:
+    """Append one record to partition ``p`` (led here) and wait until the ISR has it. Raises StorageError."""
+    partition = replicas.partition(TRANSACTION_TOPIC, p)
+    if partition is None or not partition.is_leader:
+        raise StorageError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {TRANSACTION_TOPIC}-{p}")
+    epoch = partition.leader_epoch
+    builder = BatchBuilder()
+    builder.append(int(time.time() * 1000), key, value)
+    try:
+        info = await replicas.append_records(partition, builder.build(), asyncio.get_running_loop())
+    except (LogError, CorruptRecordError) as exc:
+        raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
+    except ValueError as exc:  # the log was closed under us (shutdown)
+        raise StorageError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+
+    def still_leader() -> bool:
+        return (replicas.partition(TRANSACTION_TOPIC, p) is partition and partition.is_leader
+                and partition.leader_epoch == epoch)
+
+    await replicas.purgatory.wait_until((partition.key,), lambda: partition.high_watermark > info.last_offset
+                                        or not still_leader(), timeout_s)
+    if not still_leader() or replicas.purgatory.closed:
+        raise StorageError(ErrorCode.NOT_COORDINATOR, f"no longer the leader of {TRANSACTION_TOPIC}-{p}")
+    if partition.high_watermark <= info.last_offset:
+        raise StorageError(ErrorCode.REQUEST_TIMED_OUT,
+                           f"{TRANSACTION_TOPIC}-{p}: offset {info.last_offset} not replicated in {timeout_s} s")
+
+
+def read_partition(partition: "Partition") -> tuple[dict[str, TransactionLogValue], int]:
+    """Replay a partition (blocking): ({transactional id: last value}, records that did not decode)."""
+    state: dict[str, TransactionLogValue] = {}
+    bad = 0
+    offset = partition.log_start_offset
+    end = partition.log_end_offset
+    while offset < end:
+        data = partition.read(offset, READ_CHUNK, follower=True).read_bytes()
+        if not data:
+            break
+        progressed = False
+        for batch in iter_batches(data):
+            nxt = batch.next_offset
+            if nxt <= offset:
+                continue
+            if not batch.is_control:
+                for r in batch.records:
+                    if batch.offset_of(r) < offset or batch.offset_of(r) >= end:
+                        continue
+                    try:
+                        txn_id = decode_key(r.key or b"")
+                        if r.value is None:
+                            state.pop(txn_id, None)
+                        else:
+                            state[txn_id] = decode_value(r.value)
+                    except TransactionLogError as exc:
+                        bad += 1
+                        log.warning("%s-%d offset %d: %s", partition.topic, partition.partition,
+                                    batch.offset_of(r), exc)
+            offset = nxt
+            progressed = True
+        if not progressed:
+            break
+    return state, bad
