@@ -15,7 +15,7 @@ says nothing (:func:`read_config_file`). Every property has Kafka's default;
 ``python -m broker`` runs when no ``--config`` is given.
 
 A broker property of Apache Kafka 2.7 that this broker does not implement
-(``num.network.threads``, ``transaction.state.log.min.isr``, ...) is accepted and
+(``num.network.threads``, ``quota.producer.default``, ...) is accepted and
 listed in :attr:`BrokerConfig.ignored` (the CLI warns once for each), so an
 operator's existing file works. Any other unknown name is refused as a typo,
 with the closest known name as a hint. Bad values raise :class:`ConfigError`

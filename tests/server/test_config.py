@@ -283,8 +283,7 @@ def test_a_kafka_server_properties_file_runs_with_a_warning_per_unimplemented_pr
     warnings = [line.split("broker.config: ", 1)[1] for line in stderr.read_text().splitlines()
                 if " WARNING broker.config: " in line]
     assert warnings == [f"{p}: a Kafka broker property this broker does not implement; ignored" for p in (
-        "num.io.threads", "num.network.threads", "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
-        "transaction.state.log.min.isr", "transaction.state.log.replication.factor")]
+        "num.io.threads", "num.network.threads", "socket.receive.buffer.bytes", "socket.send.buffer.bytes")]
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
 
 
