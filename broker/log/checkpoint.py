@@ -172,14 +172,20 @@ class LeaderEpochCache:
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) as OffsetForLeaderEpoch answers: the start of the next larger epoch."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers (Kafka's ``LeaderEpochFileCache.endOffsetFor``).
+
+        The end offset of ``epoch`` is the start of the next larger epoch (the
+        log end for the latest), paired with the largest epoch at or below
+        ``epoch`` (``epoch`` itself when it is older than every entry). An
+        epoch newer than the latest, or an empty cache: (-1, -1).
+        """
+        entries = self.entries
+        if epoch < 0 or not entries or epoch > entries[-1][0]:
             return -1, -1
-        for i, (e, _o) in enumerate(self.entries):
-            if e > epoch:
-                prev = self.entries[i - 1][0] if i else -1
-                return prev, self.entries[i][1]
-        return self.entries[-1][0], log_end_offset
+        if epoch == entries[-1][0]:
+            return epoch, log_end_offset
+        i = next(i for i, (e, _start) in enumerate(entries) if e > epoch)
+        return (entries[i - 1][0] if i else epoch), entries[i][1]
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""

@@ -813,7 +813,23 @@ class Log:
             self.purge_deleted()
         return log_start_offset
 
-    # -- truncation (replication) ---------------------------------------------------------
+    # -- leader epochs and truncation (replication) ----------------------------------------
+    @property
+    def latest_epoch(self) -> int:
+        """The largest leader epoch in ``leader-epoch-checkpoint`` (-1: none)."""
+        latest = self.leader_epoch_cache.latest_epoch
+        return -1 if latest is None else latest
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A new leader's epoch starts at ``start_offset`` (Kafka records it when it becomes leader)."""
+        with self.lock:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; see :meth:`LeaderEpochCache.end_offset_for`."""
+        with self.lock:
+            return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and above ``offset`` (a batch boundary). True if anything was removed."""
         with self.lock:

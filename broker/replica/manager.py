@@ -1,11 +1,32 @@
 """The replica manager: every partition this broker holds, and the only way to their logs.
 
-Kafka's ``ReplicaManager``. The topic layer tells it which partitions this
-broker holds and who leads them (:meth:`ReplicaManager.make_leader`,
-:meth:`ReplicaManager.remove_partition`); produce, fetch, the offset and log
+Kafka's ``ReplicaManager``. The controller says which partitions this broker
+holds and who leads them with LeaderAndIsr
+(:meth:`ReplicaManager.become_leader_or_follower`) and StopReplica
+(:meth:`ReplicaManager.stop_replicas`); produce, fetch, the offset and log
 APIs and the group coordinator find a :class:`~broker.replica.Partition` with
 :meth:`ReplicaManager.partition` and append and read through it and this
-class. Nothing here imports the server or the coordinator.
+class. Nothing here imports the server, the cluster package or the
+coordinator: what it needs from them is injected (:meth:`attach`):
+
+* ``log_config_for(topic) -> LogConfig``: the config of a log created on demand;
+* ``isr_writer(topic, partition, LeaderAndIsr, zk_version) -> new zk_version | None``:
+  a conditional write of the partition state (None: the version did not match and
+  what is stored is not what we meant to write; the controller will tell us the news);
+* leadership listeners (:meth:`add_leadership_listener`, below).
+
+LeaderAndIsr follows Kafka: a request from an older controller epoch than the
+newest seen is refused whole (:class:`StaleControllerEpochError`); a
+partition state whose leader epoch is not newer than ours is ignored
+(STALE_CONTROLLER_EPOCH for it); one that does not list this broker gets
+UNKNOWN_TOPIC_OR_PARTITION. Leaders record where their epoch starts in the
+log's epoch cache; followers are handed to the fetchers
+(:mod:`broker.replica.fetcher`), which truncate (KIP-101/279) and fetch.
+
+The ISR (leader side, :mod:`broker.replica.isr`): a follower not caught up for
+``replica.lag.time.max.ms`` is dropped (checked every half of it), one that
+reaches the high watermark is added back; every change goes through
+``isr_writer`` first and is applied only once written.
 
 Appends:
 
@@ -14,10 +35,10 @@ Appends:
   owner's delivery hands each written append to :meth:`appended` on the loop,
   which moves the high watermark and wakes the purgatory;
 * :meth:`append_records_as_follower`: the same with the leader's offsets and
-  epochs kept (replication's fetchers);
+  epochs kept (the fetchers);
 * :meth:`append_now`: on the calling thread, for the coordinator's small writes;
 * :meth:`wait_for_high_watermark`: acks=all waits in the purgatory until the
-  high watermark passes its append (single node: already so when it is written).
+  high watermark passes its append or this broker stops leading the partition.
 
 Leadership listeners (:meth:`add_leadership_listener`, for the group
 coordinator) hear of every partition this broker starts leading, or leads in a
@@ -26,7 +47,7 @@ leading or holding (``on_resign(tp, leader_epoch)``), on the thread that made
 the change.
 
 High watermarks are checkpointed by the log manager, which asks
-:meth:`high_watermark_of`; at start a partition takes the one read from
+:meth:`high_watermark_of`; a partition starts from the one read from
 ``replication-offset-checkpoint``.
 
 Loop-only (not thread-safe), except :meth:`high_watermark_of` (a dict read).
@@ -36,22 +57,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
+from broker.protocol import ErrorCode
+from broker.replica.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
+from broker.replica.isr import IsrManager, LeaderAndIsr
 from broker.replica.partition import Partition
 from broker.replica.purgatory import Purgatory
 
 if TYPE_CHECKING:
-    from broker.log import AppendInfo, Log, LogManager
-
-TopicPartition = tuple[str, int]
+    from broker.log import AppendInfo, Log, LogConfig, LogManager
 
 log = logging.getLogger("broker.replica")
+
+TopicPartition = tuple[str, int]
+IsrWriter = Callable[[str, int, LeaderAndIsr, int], "int | None"]
+
+
+class StaleControllerEpochError(Exception):
+    """A controller request from an older controller epoch than the newest seen."""
+
+    error_code = ErrorCode.STALE_CONTROLLER_EPOCH
 
 
 class _Listener(NamedTuple):
     on_become_leader: Callable[[TopicPartition, int], None]
     on_resign: Callable[[TopicPartition, int], None]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class ReplicaManager:
@@ -60,15 +96,31 @@ class ReplicaManager:
     def __init__(self) -> None:
         self.purgatory = Purgatory()
         self.local_broker_id = -1
+        #: the newest controller epoch seen in a controller request
+        self.controller_epoch = -1
         self._log_manager: "LogManager | None" = None
+        self._log_config_for: Callable[[str], "LogConfig"] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self._listeners: list[_Listener] = []
+        self.fetchers = ReplicaFetcherManager(self, FetcherSettings())
+        self.isr = IsrManager(self)
 
-    def attach(self, log_manager: "LogManager", local_broker_id: int) -> None:
+    def attach(self, log_manager: "LogManager", local_broker_id: int, *,
+               log_config_for: Callable[[str], "LogConfig"] | None = None, isr_writer: IsrWriter | None = None,
+               fetcher_settings: FetcherSettings | None = None, replica_lag_time_max_ms: int = 30000) -> None:
         """Serve ``log_manager``'s logs as broker ``local_broker_id``; it checkpoints our high watermarks."""
         self._log_manager = log_manager
         self.local_broker_id = local_broker_id
+        self._log_config_for = log_config_for
         log_manager.high_watermark_of = self.high_watermark_of
+        if fetcher_settings is not None:
+            self.fetchers.settings = fetcher_settings
+        self.isr.writer = isr_writer
+        self.isr.lag_time_max_ms = replica_lag_time_max_ms
+
+    def start(self) -> None:
+        """On the loop: start the periodic ISR check (the fetchers start with their first partition)."""
+        self.isr.start()
 
     def add_leadership_listener(self, on_become_leader: Callable[[TopicPartition, int], None],
                                 on_resign: Callable[[TopicPartition, int], None]) -> None:
@@ -94,23 +146,136 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         return None if partition is None else partition.high_watermark
 
-    def make_leader(self, topic: str, partition: int, log: "Log", *, leader_epoch: int, isr: list[int],
-                    replicas: list[int]) -> Partition:
-        """This broker leads ``topic-partition`` (its ``log``) from ``leader_epoch``; returns the Partition."""
+    def _partition_for(self, topic: str, partition: int, log: "Log") -> Partition:
         key = (topic, partition)
         p = self._partitions.get(key)
         if p is None:
             checkpointed = self._log_manager.checkpointed_high_watermarks.get(key, log.log_start_offset)
             p = self._partitions[key] = Partition(topic, partition, log, self.local_broker_id, checkpointed)
-        already = p.is_leader and p.leader_epoch == leader_epoch
-        p.make_leader(leader_epoch, isr, replicas)
-        self.purgatory.notify(key)
-        if not already:
-            self._tell(lambda listener: listener.on_become_leader(key, leader_epoch))
         return p
+
+    def make_leader(self, topic: str, partition: int, log: "Log", *, leader_epoch: int, isr: list[int],
+                    replicas: list[int]) -> Partition:
+        """This broker leads ``topic-partition`` (its ``log``) from ``leader_epoch``; returns the Partition.
+
+        Blocking (the epoch start goes to the log's checkpoint): the single-node
+        topic layer's way in, and tests'; a cluster goes through
+        :meth:`become_leader_or_follower`.
+        """
+        p = self._partition_for(topic, partition, log)
+        already = p.is_leader and p.leader_epoch == leader_epoch
+        p.make_leader(leader_epoch, isr, replicas, now_ms=now_ms())
+        p.assign_leader_epoch_start()
+        self.purgatory.notify(p.key)
+        if not already:
+            self._tell(lambda listener: listener.on_become_leader(p.key, leader_epoch))
+        return p
+
+    # -- controller requests ----------------------------------------------------------------------
+    def check_controller_epoch(self, controller_epoch: int) -> None:
+        """Raise :class:`StaleControllerEpochError` if ``controller_epoch`` is older than the newest seen."""
+        if controller_epoch < self.controller_epoch:
+            raise StaleControllerEpochError(
+                f"controller epoch {controller_epoch} is older than {self.controller_epoch}")
+        self.controller_epoch = controller_epoch
+
+    async def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                        partition_states: Iterable[dict], live_leaders: Iterable[dict]
+                                        ) -> dict[TopicPartition, int]:
+        """Apply a LeaderAndIsr request; returns each partition's error code (see the module docstring).
+
+        ``partition_states`` are LeaderAndIsr's partition states (Kafka's field
+        names, each with its ``topic_name``), ``live_leaders`` its
+        ``{broker_id, host_name, port}``. Raises :class:`StaleControllerEpochError`.
+        """
+        self.check_controller_epoch(controller_epoch)
+        errors: dict[TopicPartition, int] = {}
+        accepted: list[tuple[TopicPartition, dict]] = []
+        for state in partition_states:
+            tp = (state["topic_name"], state["partition_index"])
+            current = self._partitions.get(tp)
+            if current is not None and state["leader_epoch"] <= current.leader_epoch:
+                log.info("ignoring LeaderAndIsr for %s-%d from controller %d: leader epoch %d is not newer than %d",
+                         *tp, controller_id, state["leader_epoch"], current.leader_epoch)
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+            elif self.local_broker_id not in state["replicas"]:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                accepted.append((tp, state))
+        if not accepted:
+            return errors
+        self.fetchers.remove_partitions([tp for tp, _s in accepted])
+        loop = asyncio.get_running_loop()
+        logs = await loop.run_in_executor(None, self._open_logs, [tp for tp, _s in accepted])
+        leaders = {b["broker_id"]: LeaderEndpoint(b["broker_id"], b["host_name"], b["port"]) for b in live_leaders}
+        to_fetch: dict[TopicPartition, tuple[LeaderEndpoint, int]] = {}
+        became_leader, resigned = [], []
+        now = now_ms()
+        for tp, state in accepted:
+            p = self._partition_for(tp[0], tp[1], logs[tp])
+            was_leader = p.is_leader
+            epoch, isr, replicas = state["leader_epoch"], list(state["isr"]), list(state["replicas"])
+            zk_version, epoch_of_controller = state["zk_version"], state["controller_epoch"]
+            if state["leader"] == self.local_broker_id:
+                p.make_leader(epoch, isr, replicas, controller_epoch=epoch_of_controller, zk_version=zk_version,
+                              now_ms=now)
+                became_leader.append(p)
+            else:
+                p.make_follower(state["leader"], epoch, isr, replicas, controller_epoch=epoch_of_controller,
+                                zk_version=zk_version)
+                if was_leader:
+                    resigned.append(p)
+                leader = leaders.get(state["leader"])
+                if leader is not None:
+                    to_fetch[tp] = (leader, epoch)
+                else:
+                    log.warning("%s-%d: leader %d is not among the live leaders; not fetching", *tp, state["leader"])
+            errors[tp] = ErrorCode.NONE
+            self.purgatory.notify(tp)
+        if became_leader:
+            await loop.run_in_executor(None, _assign_epoch_starts, became_leader)
+        self.fetchers.add_partitions(to_fetch)
+        for p in became_leader:
+            self._tell(lambda listener, p=p: listener.on_become_leader(p.key, p.leader_epoch))
+        for p in resigned:
+            self._tell(lambda listener, p=p: listener.on_resign(p.key, p.leader_epoch))
+        return errors
+
+    def _open_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, "Log"]:
+        """Blocking: the logs of ``tps``, created on demand with their topic's config."""
+        log_manager = self._log_manager
+        out = {}
+        for tp in tps:
+            plog = log_manager.get_log(tp)
+            if plog is None:
+                config = self._log_config_for(tp[0]) if self._log_config_for is not None else None
+                plog = log_manager.create_log(tp[0], tp[1], config)
+            out[tp] = plog
+        return out
+
+    async def stop_replicas(self, partitions: Iterable[TopicPartition], delete: bool) -> None:
+        """Stop holding ``partitions`` (StopReplica): fetchers stop, waiters wake; ``delete`` removes their logs."""
+        stopped = [self._partitions[tp] for tp in partitions if tp in self._partitions]
+        keys = [p.key for p in stopped]
+        self.fetchers.remove_partitions(keys)
+        for p in stopped:
+            was_leader = p.is_leader
+            if delete:
+                del self._partitions[p.key]
+            else:
+                p.make_follower(-1, p.leader_epoch, p.isr, p.replicas, controller_epoch=p.controller_epoch,
+                                zk_version=p.zk_version)
+            self.purgatory.notify(p.key)
+            if was_leader or delete:
+                self._tell(lambda listener, p=p: listener.on_resign(p.key, p.leader_epoch))
+        if delete:
+            log_manager = self._log_manager
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: [log_manager.delete_log(*tp) for tp in keys])
 
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop serving ``topic-partition`` (its topic is deleted); its waiters wake and find it gone."""
+        self.fetchers.remove_partitions([(topic, partition)])
         p = self._partitions.pop((topic, partition), None)
         self.purgatory.notify((topic, partition))
         if p is not None and p.is_leader:
@@ -152,13 +317,21 @@ class ReplicaManager:
         self.purgatory.notify(partition.key)
 
     def update_follower_fetch(self, partition: Partition, broker_id: int, fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset`` (its log end): the high watermark may move, waiters check."""
-        if partition.update_follower_fetch(broker_id, fetch_offset):
+        """A follower fetched from ``fetch_offset`` (its log end): the high watermark may move, waiters check,
+        and a follower that caught up joins the ISR again."""
+        if partition.update_follower_fetch(broker_id, fetch_offset, now_ms()):
             self.purgatory.notify(partition.key)
+        if partition.should_expand_isr(broker_id):
+            self.isr.expand(partition, broker_id)
 
     async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout: float) -> bool:
-        """acks=all: wait until the high watermark is above ``offset`` (True) or ``timeout`` passes (False)."""
-        return await self.purgatory.wait_until((partition.key,), lambda: partition.high_watermark > offset, timeout)
+        """acks=all: wait until the high watermark is above ``offset`` (True) or ``timeout`` passes (False).
+
+        Also True as soon as this broker stops leading the partition: the caller
+        checks :attr:`Partition.is_leader` (NOT_LEADER_OR_FOLLOWER then, as Kafka answers).
+        """
+        return await self.purgatory.wait_until(
+            (partition.key,), lambda: partition.high_watermark > offset or not partition.is_leader, timeout)
 
     def settle(self, results: list[tuple[tuple[asyncio.Future, Partition], Any]]) -> None:
         """On the loop: publish each written append (high watermark, waiters), then answer its future.
@@ -178,6 +351,16 @@ class ReplicaManager:
             else:
                 fut.set_result(result)
 
+    async def shutdown(self) -> None:
+        """Stop the fetchers and the ISR check (before the logs close)."""
+        self.isr.stop()
+        await self.fetchers.shutdown()
+
     def close(self) -> None:
         """Shutdown: wake every waiter now and take no new waits."""
         self.purgatory.close()
+
+
+def _assign_epoch_starts(partitions: list[Partition]) -> None:
+    for p in partitions:
+        p.assign_leader_epoch_start()

@@ -38,12 +38,13 @@ import logging
 from functools import partial
 from typing import Any, Callable
 
-from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, store_for
+from broker.cluster import (BadVersionError, BrokerRegistration, BrokerSession, ClusterMetadata, PartitionState,
+                            store_for)
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
-from broker.replica import ReplicaManager
+from broker.replica import FetcherSettings, LeaderAndIsr, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.network import NetworkServer
 from broker.server.registry import ApiRegistry, load_apis
@@ -134,6 +135,7 @@ class Broker:
         await self.network.serve()
         self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
         await self.run_blocking(self._register)
+        self.replicas.start()
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
         self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())
         if self.config.metrics_port >= 0:
@@ -160,7 +162,12 @@ class Broker:
             flush_timer=self.metrics.log_flush_duration.observe,
         )
         self.log_manager.append_deliver = self._deliver_appends
-        self.replicas.attach(self.log_manager, self.broker_id)
+        self.replicas.attach(self.log_manager, self.broker_id, log_config_for=self._log_config_of_topic,
+                             isr_writer=self._write_isr, fetcher_settings=FetcherSettings(
+                                 cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes,
+                                 cfg.replica_fetch_max_bytes, cfg.replica_fetch_response_max_bytes,
+                                 cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms),
+                             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
@@ -174,6 +181,21 @@ class Broker:
             self.loop.call_soon_threadsafe(self.replicas.settle, results)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
+
+    def _log_config_of_topic(self, topic: str) -> LogConfig:
+        return self._topic_log_config(topic) or self.default_log_config
+
+    def _write_isr(self, topic: str, partition: int, state: LeaderAndIsr, zk_version: int) -> int | None:
+        """The replica layer's conditional ISR write (blocking); None when the stored state moved on."""
+        try:
+            return self.metadata.set_partition_state(
+                topic, partition, PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch),
+                zk_version)
+        except BadVersionError:
+            stored = self.metadata.partition_state(topic, partition)
+            if stored is not None and (stored.leader, stored.leader_epoch, tuple(stored.isr)) == state[:3]:
+                return stored.version  # what we meant to write is there already
+            return None
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
         overrides = self.metadata.topic_config(topic)
@@ -198,6 +220,7 @@ class Broker:
     async def _abandon_start(self) -> None:
         self._stopped = True
         self.replicas.close()
+        await self.replicas.shutdown()
         await self.txn_coordinator.shutdown()
         await self.coordinator.shutdown()
         if self.network is not None:
@@ -223,6 +246,7 @@ class Broker:
         await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop(self.config.shutdown_timeout_ms / 1000)
+        await self.replicas.shutdown()
         if self.log_manager is not None:
             await self.run_blocking(self.log_manager.shutdown)
         await self.run_blocking(self._close_metadata)

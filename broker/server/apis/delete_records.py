@@ -8,9 +8,11 @@ offset changes nothing. The answer's ``low_watermark`` is the log start
 offset afterwards.
 
 Per partition (the others carry on): UNKNOWN_TOPIC_OR_PARTITION for a
-partition that does not exist here, OFFSET_OUT_OF_RANGE for an offset above
-the high watermark or below -1; ``low_watermark`` is -1 on error. Single node:
-the change is complete when answered, so ``timeout_ms`` never expires.
+partition that does not exist here, NOT_LEADER_OR_FOLLOWER on a follower,
+OFFSET_OUT_OF_RANGE for an offset above the high watermark or below -1;
+``low_watermark`` is -1 on error. The answer comes once the leader's log start
+has moved (``timeout_ms`` never expires); followers move theirs when their
+next fetch answer brings the leader's log start offset.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ async def _delete(ctx: RequestContext, topic: str, partition: dict) -> dict:
     partition = ctx.broker.replicas.partition(topic, index)
     if partition is None:
         result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    if not partition.is_leader:
+        result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return result
     if offset < HIGH_WATERMARK:
         result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE

@@ -4,7 +4,11 @@ Reads whole batches from each partition through the replica layer
 (:class:`~broker.replica.Partition`), starting at the batch that holds
 ``fetch_offset``, up to the high watermark for consumers (replica_id < 0) or
 the log end offset for followers. A follower's fetch offset is its log end
-offset: the leader records it, which may move the high watermark. The record bytes are not copied: the log's
+offset: the leader records it once per request, which may move the high
+watermark and bring the follower back into the ISR. Followers, and consumers
+before v11, are answered by the leader only (NOT_LEADER_OR_FOLLOWER
+elsewhere); from v11 a consumer may read a follower up to its high watermark
+(KIP-392). The record bytes are not copied: the log's
 ``FetchSlice`` (file, position, length) goes into the ``records`` field and the
 network layer sends it with ``loop.sendfile``.
 
@@ -48,6 +52,8 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     version = ctx.api_version
     replica_id = request["replica_id"]
     follower = replica_id >= 0
+    # Kafka 2.7: followers and consumers before v11 (no client metadata, KIP-392) read from the leader only
+    leader_only = follower or version < 11
     remaining = request["max_bytes"] if version >= 3 else INT32_MAX
     total = 0
     keys = []
@@ -69,13 +75,11 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
-            error = partition.leader_epoch_error(p["current_leader_epoch"])
+            error = partition.check_leader(p["current_leader_epoch"], leader_only=leader_only)
             if error:
                 out["error_code"] = error
                 has_error = True
                 continue
-            if follower:
-                replicas.update_follower_fetch(partition, replica_id, p["fetch_offset"])
             hw = partition.high_watermark
             out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=partition.log_start_offset)
             limit = min(p["partition_max_bytes"], remaining) if version >= 3 else p["partition_max_bytes"]
@@ -113,6 +117,17 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     return responses, total, keys, has_error, per_topic
 
 
+def _record_follower_fetch(replicas, request: dict) -> None:
+    """A follower's fetch offsets are its log ends: the leader records them once per request (ISR, high watermark)."""
+    replica_id = request["replica_id"]
+    for t in request["topics"]:
+        for p in t["partitions"]:
+            partition = replicas.partition(t["topic"], p["partition"])
+            if (partition is not None and partition.is_leader
+                    and partition.leader_epoch_error(p["current_leader_epoch"]) == ErrorCode.NONE):
+                replicas.update_follower_fetch(partition, replica_id, p["fetch_offset"])
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     metrics = broker.metrics
@@ -124,6 +139,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     max_wait = min(max(request["max_wait_ms"], 0), broker.config.fetch_purgatory_max_wait_ms) / 1000
     deadline = loop.time() + max_wait
     min_bytes = request["min_bytes"]
+    if request["replica_id"] >= 0:
+        _record_follower_fetch(broker.replicas, request)
     while True:
         responses, total, keys, has_error, per_topic = _collect(ctx, request)
         if total >= min_bytes or has_error or not keys:

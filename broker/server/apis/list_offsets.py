@@ -4,7 +4,8 @@ adds MAX_TIMESTAMP, KIP-734).
 For each partition the ``timestamp`` field is a timestamp or a spec:
 
 * -2 (EARLIEST): the log start offset;
-* -1 (LATEST): the high watermark (what a consumer may read);
+* -1 (LATEST): the high watermark (what a consumer may read); for a follower
+  (``replica_id`` >= 0, after OFFSET_OUT_OF_RANGE) the log end offset;
 * -3 (MAX_TIMESTAMP, v7+): the first record with the largest timestamp below
   the high watermark, with that timestamp (offset -1 when the log is empty);
 * a timestamp >= 0: the first offset whose record timestamp is >= it, with that
@@ -16,8 +17,9 @@ UNSUPPORTED_VERSION and any other negative INVALID_REQUEST, never an offset
 that looks like a result. v0 answers in ``old_style_offsets`` (a list with that
 one offset, empty when none); v1+ in ``timestamp``/``offset``; v4+ adds
 ``leader_epoch`` and checks ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; other
-partitions carry on.
+UNKNOWN_LEADER_EPOCH). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, and a
+replica that is not the leader NOT_LEADER_OR_FOLLOWER unless ``replica_id`` is
+-2 (debugging); other partitions carry on.
 
 Everything is read through the replica layer (:class:`~broker.replica.Partition`,
 which owns the high watermark). Lookups by timestamp and MAX_TIMESTAMP read
@@ -35,9 +37,10 @@ EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
 LATER_SPECS = (-3, -4, -5)  # MAX_TIMESTAMP (v7), EARLIEST_LOCAL (v8), LATEST_TIERED (v9)
+DEBUGGING_REPLICA_ID = -2
 
 
-async def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
+async def _partition(ctx: RequestContext, topic: str, p: dict, replica_id: int) -> dict:
     index = p["partition_index"]
     result = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": [],
               "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -45,7 +48,7 @@ async def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
     if partition is None:
         result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return result
-    error = partition.leader_epoch_error(p["current_leader_epoch"])
+    error = partition.check_leader(p["current_leader_epoch"], leader_only=replica_id != DEBUGGING_REPLICA_ID)
     if error:
         result["error_code"] = error
         return result
@@ -53,7 +56,7 @@ async def _partition(ctx: RequestContext, topic: str, p: dict) -> dict:
     if timestamp == EARLIEST:
         offset, found_ts = partition.log_start_offset, -1
     elif timestamp == LATEST:
-        offset, found_ts = partition.high_watermark, -1
+        offset, found_ts = (partition.log_end_offset if replica_id >= 0 else partition.high_watermark), -1
     elif timestamp < 0 and not (timestamp == MAX_TIMESTAMP and ctx.api_version >= 7):
         result["error_code"] = ErrorCode.UNSUPPORTED_VERSION if timestamp in LATER_SPECS else ErrorCode.INVALID_REQUEST
         return result
@@ -77,7 +80,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     return {
         "throttle_time_ms": 0,
         "topics": [
-            {"name": t["name"], "partitions": [await _partition(ctx, t["name"], p) for p in t["partitions"]]}
+            {"name": t["name"], "partitions": [await _partition(ctx, t["name"], p, request["replica_id"])
+                                             for p in t["partitions"]]}
             for t in request["topics"]
         ],
     }

@@ -25,6 +25,10 @@ partition and never fail the whole request:
 * the partition's log closed meanwhile            NOT_LEADER_OR_FOLLOWER (6)
 * acks=-1 and the high watermark did not pass     REQUEST_TIMED_OUT (7)
   the append within ``timeout_ms``
+* acks=-1 and this broker stopped leading the     NOT_LEADER_OR_FOLLOWER (6)
+  partition while the append waited
+* acks=-1 and the ISR shrank below                NOT_ENOUGH_REPLICAS_AFTER_APPEND (20)
+  min.insync.replicas while the append waited
 * the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
 
 Once every partition's append is queued the handler says so
@@ -43,8 +47,8 @@ Versions 0-2 carry legacy message sets (magic 0/1): they are up-converted to
 RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
 topics get the broker's time written into each batch (``log_append_time_ms``
 in the response, v2+). acks=-1 is answered once the high watermark has passed
-the append (it waits in the replica layer's purgatory; on a single node it
-has when the append is written). acks=0 gets no response; if one of its partitions
+the append (it waits in the replica layer's purgatory until the ISR's
+followers have fetched it; on a single node it has when the append is written). acks=0 gets no response; if one of its partitions
 failed, the connection is closed instead, as Kafka does, so the producer
 notices. Topics are auto-created when ``auto.create.topics.enable`` is set.
 """
@@ -177,6 +181,21 @@ async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
     return await topics.auto_create(name)
 
 
+async def _replicated(replicas, partition, last_offset: int, timeout: float) -> _PartitionError | None:
+    """acks=all: wait until the high watermark passes ``last_offset``; the error if that failed (Kafka's
+    ``checkEnoughReplicasReachOffset``)."""
+    if (partition.high_watermark <= last_offset
+            and not await replicas.wait_for_high_watermark(partition, last_offset, timeout)):
+        return _PartitionError(ErrorCode.REQUEST_TIMED_OUT, "the high watermark did not reach the append in time")
+    if not partition.is_leader:
+        return _PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                               f"this broker stopped leading {partition.topic}-{partition.partition}")
+    if len(partition.isr) < partition.config.min_insync_replicas:
+        return _PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                               f"the ISR {partition.isr} shrank below min.insync.replicas while the append waited")
+    return None
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     broker = ctx.broker
     replicas = broker.replicas
@@ -234,11 +253,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             except Exception as exc:  # noqa: BLE001 - a bug in the append path: this partition fails, not the request
                 errors.append((result, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"append failed: {exc!r}")))
                 continue
-            if (acks == -1 and partition.high_watermark <= appended.last_offset
-                    and not await replicas.wait_for_high_watermark(partition, appended.last_offset, timeout)):
-                errors.append((result, _PartitionError(ErrorCode.REQUEST_TIMED_OUT,
-                                                       "the high watermark did not reach the append in time")))
-                continue
+            if acks == -1:
+                error = await _replicated(replicas, partition, appended.last_offset, timeout)
+                if error is not None:
+                    errors.append((result, error))
+                    continue
             result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
                           log_start_offset=appended.log_start_offset)
             bytes_in, messages_in = metrics.topic_in(name)
