@@ -181,3 +181,20 @@ def test_truncate_to_and_fully(open_log):
     log.truncate_fully_and_start_at(100)
     assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (100, 100, 1)
     assert log.append(make_batch(1)).first_offset == 100
+
+
+def test_end_offset_for_epoch_answers_as_kafkas_epoch_cache(open_log):
+    log = open_log()
+    assert log.end_offset_for_epoch(0) == (-1, -1)  # no epochs yet
+    log.append(make_batch(2), leader_epoch=2)  # epoch 2: offsets 0-1
+    log.assign_epoch_start_offset(4, 2)  # a new leader in epoch 4 starts at the log end
+    log.append(make_batch(3), leader_epoch=4)  # epoch 4: offsets 2-4
+    log.assign_epoch_start_offset(3, 5)  # older than the latest: ignored
+    assert log.leader_epoch_cache.entries == [(2, 0), (4, 2)]
+    assert log.latest_epoch == 4
+    assert log.end_offset_for_epoch(4) == (4, 5)  # the latest: the log end
+    assert log.end_offset_for_epoch(3) == (2, 2)  # unknown epoch: the epoch below it, ending where 4 starts
+    assert log.end_offset_for_epoch(2) == (2, 2)
+    assert log.end_offset_for_epoch(1) == (1, 0)  # older than every epoch: it ends where the first starts
+    assert log.end_offset_for_epoch(5) == (-1, -1)  # newer than any
+    assert log.end_offset_for_epoch(-1) == (-1, -1)
