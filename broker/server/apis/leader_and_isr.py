@@ -1,0 +1,54 @@
+"""LeaderAndIsr (key 4), versions 0-4 (Apache Kafka 2.7's range): the controller's word on leadership.
+
+The controller (another broker over the wire, or this broker's own
+controller calling :func:`handle` directly) says, per partition, who leads
+in which leader epoch, the ISR and the replicas. The replica layer applies it
+(:meth:`~broker.replica.ReplicaManager.become_leader_or_follower`): logs are
+created on demand with the topic's config, leaders start their epoch,
+followers truncate and fetch from the leaders named in ``live_leaders``.
+
+Errors as Kafka 2.7 gives them:
+
+* a controller epoch older than the newest seen: STALE_CONTROLLER_EPOCH for the
+  request (``error_code``) and every partition;
+* a partition whose leader epoch is not newer than ours: STALE_CONTROLLER_EPOCH
+  for it (ignored, the others are applied);
+* a partition whose replicas do not include this broker: UNKNOWN_TOPIC_OR_PARTITION.
+
+Versions: v0-1 carry the partition states in one flat list, each with its
+topic (``ungrouped_partition_states``); v2+ group them under ``topic_states``.
+v1 adds ``is_new``, v2 ``broker_epoch`` (KIP-380; not checked here: -1 is
+what a store without one sends), v3 the reassignment lists, v4 is flexible.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.replica.manager import StaleControllerEpochError
+from broker.server.context import RequestContext
+
+
+def partition_states(request: dict, version: int) -> list[dict]:
+    """The request's partition states as one list, each naming its topic (``topic_name``)."""
+    if version <= 1:
+        return list(request["ungrouped_partition_states"])
+    return [dict(state, topic_name=topic["topic_name"])
+            for topic in request["topic_states"] for state in topic["partition_states"]]
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    states = partition_states(request, ctx.api_version)
+    try:
+        errors = await ctx.broker.replicas.become_leader_or_follower(
+            request["controller_id"], request["controller_epoch"], states, request["live_leaders"])
+    except StaleControllerEpochError:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH,
+                "partition_errors": [{"topic_name": s["topic_name"], "partition_index": s["partition_index"],
+                                      "error_code": ErrorCode.STALE_CONTROLLER_EPOCH} for s in states]}
+    return {"error_code": ErrorCode.NONE,
+            "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": code}
+                                 for (t, p), code in errors.items()]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.LEADER_AND_ISR, 0, 4, handle)
