@@ -209,7 +209,7 @@ def test_divergent_logs_truncate_to_the_new_leader(broker_factory):
 
 
 def test_isr_shrinks_on_sigstop_and_expands_on_sigcont(broker_factory):
-    a, b = two_brokers(broker_factory, replica_lag_time_max_ms=1500)
+    a, b = two_brokers(broker_factory, replica_lag_time_max_ms=3000)
     with Wire(a.bootstrap) as wa, Wire(b.bootstrap) as wb:
         create_topic(wa, {"min.insync.replicas": "2"})
         create_topic(wb, {"min.insync.replicas": "2"})
