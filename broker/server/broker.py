@@ -38,13 +38,12 @@ import logging
 from functools import partial
 from typing import Any, Callable
 
-from broker.cluster import (BadVersionError, BrokerRegistration, BrokerSession, ClusterMetadata, PartitionState,
-                            store_for)
+from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, store_for
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
-from broker.replica import FetcherSettings, LeaderAndIsr, ReplicaManager
+from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.network import NetworkServer
 from broker.server.registry import ApiRegistry, load_apis
@@ -163,7 +162,7 @@ class Broker:
         )
         self.log_manager.append_deliver = self._deliver_appends
         self.replicas.attach(self.log_manager, self.broker_id, log_config_for=self._log_config_of_topic,
-                             isr_writer=self._write_isr, fetcher_settings=FetcherSettings(
+                             isr_writer=self.metadata.write_isr, fetcher_settings=FetcherSettings(
                                  cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes,
                                  cfg.replica_fetch_max_bytes, cfg.replica_fetch_response_max_bytes,
                                  cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms),
@@ -184,18 +183,6 @@ class Broker:
 
     def _log_config_of_topic(self, topic: str) -> LogConfig:
         return self._topic_log_config(topic) or self.default_log_config
-
-    def _write_isr(self, topic: str, partition: int, state: LeaderAndIsr, zk_version: int) -> int | None:
-        """The replica layer's conditional ISR write (blocking); None when the stored state moved on."""
-        try:
-            return self.metadata.set_partition_state(
-                topic, partition, PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch),
-                zk_version)
-        except BadVersionError:
-            stored = self.metadata.partition_state(topic, partition)
-            if stored is not None and (stored.leader, stored.leader_epoch, tuple(stored.isr)) == state[:3]:
-                return stored.version  # what we meant to write is there already
-            return None
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
         overrides = self.metadata.topic_config(topic)
