@@ -30,7 +30,7 @@ class ProducerBatch:
 
     __slots__ = (
         "tp", "records", "size", "created", "deadline", "attempts", "retry_at", "callbacks",
-        "done", "base_offset", "log_append_time", "error", "_event", "_waiters", "in_flight",
+        "done", "base_offset", "log_append_time", "error", "_event", "_waiters", "in_flight", "base_sequence",
     )
 
     def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
@@ -40,6 +40,8 @@ class ProducerBatch:
         self.created = now
         self.deadline = now + delivery_timeout
         self.attempts = 0
+        #: a transactional producer's sequence, given at the first send and kept by retries
+        self.base_sequence = -1
         self.retry_at = 0.0
         self.callbacks: list | None = None
         self.done = False

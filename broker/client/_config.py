@@ -79,6 +79,8 @@ class ProducerConfig(CommonConfig):
     max_request_size: int = 1048576
     max_block_ms: int = 60000
     enable_idempotence: bool = False
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
     partitioner: Any = None
     key_serializer: Callable | None = None
     value_serializer: Callable | None = None
@@ -98,7 +100,14 @@ class ProducerConfig(CommonConfig):
         self.compression_type = ct
         if self.max_in_flight_requests_per_connection < 1:
             raise ConfigError("max_in_flight_requests_per_connection must be >= 1")
-        if self.enable_idempotence:
+        if self.transactional_id is not None:
+            if not self.transactional_id:
+                raise ConfigError("transactional_id must not be empty")
+            if self.acks != -1:
+                raise ConfigError(f"a transactional producer needs acks=all, not {self.acks!r}")
+            if self.transaction_timeout_ms < 1:
+                raise ConfigError("transaction_timeout_ms must be >= 1")
+        elif self.enable_idempotence:
             raise ConfigError("enable_idempotence is not supported by this client yet")
 
 

@@ -55,6 +55,11 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.DELETE_GROUPS: (0, 2),
     Api.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     Api.OFFSET_DELETE: (0, 0),
+    Api.INIT_PRODUCER_ID: (0, 4),
+    Api.ADD_PARTITIONS_TO_TXN: (0, 3),
+    Api.ADD_OFFSETS_TO_TXN: (0, 3),
+    Api.END_TXN: (0, 3),
+    Api.TXN_OFFSET_COMMIT: (0, 3),
 }
 
 UNSUPPORTED_VERSION = 35

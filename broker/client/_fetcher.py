@@ -11,6 +11,9 @@ only for partitions with a position, not paused, and no records waiting in
 the buffer. It decodes batches with ``broker.records`` into ConsumerRecords,
 skips control batches and records before the fetch offset (a compressed batch
 may start earlier), and turns stale-metadata errors into a metadata refresh.
+With ``isolation_level="read_committed"`` the broker answers up to the last
+stable offset with the aborted transactions in range, and the batches of those
+transactions are dropped here, as Kafka's consumer does.
 Positions advance only when ``poll`` hands records to the caller, so a seek
 simply drops the buffered records of that partition.
 
@@ -265,9 +268,18 @@ class Fetcher:
                 identity_key = key_de is bytes_deserializer
                 identity_value = value_de is bytes_deserializer
                 last = None
+                # read_committed: the aborted transactions in range, by first offset (Kafka's consumer
+                # drops a producer's transactional batches from the first offset on, up to its ABORT marker)
+                aborted = sorted((a["first_offset"], a["producer_id"]) for a in p.get("aborted_transactions") or ())
+                aborted_producers: set[int] = set()
                 for fb in iter_fetched(records, 0, fetch_offset):
                     last = fb.last_offset
-                    if fb.is_control or not fb.records:
+                    while aborted and aborted[0][0] <= fb.last_offset:
+                        aborted_producers.add(aborted.pop(0)[1])
+                    if fb.is_control:
+                        aborted_producers.discard(fb.producer_id)
+                        continue
+                    if not fb.records or (fb.is_transactional and fb.producer_id in aborted_producers):
                         continue
                     tstype = fb.timestamp_type
                     if identity_key and identity_value:

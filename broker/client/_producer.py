@@ -11,6 +11,13 @@ Retries: a retriable error code or a lost connection puts the batch back after
 ``retry_backoff_ms`` (stale-metadata errors also refresh metadata) until
 ``retries`` attempts or ``delivery_timeout_ms`` since the batch was created.
 With ``acks=0`` no response is awaited and offsets are reported as -1.
+
+Transactions: with ``transactional_id`` set the producer is transactional
+(Kafka's API: :meth:`AsyncProducer.init_transactions`, ``begin_transaction``,
+``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``;
+see :mod:`._transactions`). Every send must be inside a transaction; its batches
+carry the producer id, epoch, a per-partition sequence and the transactional
+bit, and a partition is added to the transaction before its first batch is sent.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from ._connection import Api
 from ._partitioner import as_partitioner
 from ._serde import bytes_serializer
 from ._sync import LoopThread, wait_event
+from ._transactions import TransactionManager
 from ._types import TopicPartition
 from .errors import (
     ConfigError,
@@ -68,6 +76,7 @@ class AsyncProducer:
         self._on_new_batch = (lambda tp: on_new(tp.topic, tp.partition)) if on_new else None
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms,
                                       c.retry_backoff_ms, c.buffer_memory)
+        self._txn = TransactionManager(self._cluster, c) if c.transactional_id is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._sender: asyncio.Task | None = None
@@ -155,9 +164,43 @@ class AsyncProducer:
         fut = await self.send(topic, value, key, **kw)
         return await fut
 
+    # -- transactions ------------------------------------------------------------
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError("not a transactional producer: set transactional_id")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get this transactional id's producer id and epoch, fencing older producers of the id
+        (and letting the coordinator end what they left open). Call once, before the first transaction."""
+        await self._transactions().init()
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+        """Commit ``offsets`` (the next offset to consume, per partition) for ``group_id`` with the transaction."""
+        await self._transactions().send_offsets(dict(offsets), group_id)
+
+    async def commit_transaction(self) -> None:
+        """Send everything buffered, then commit; raises if a send failed (then abort instead)."""
+        txn = self._transactions()
+        txn.require_transaction()
+        await self.flush()
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Wait for the sends in flight, then abort: read_committed consumers never see the transaction."""
+        txn = self._transactions()
+        txn.require_transaction()
+        await self.flush()
+        await txn.end(commit=False)
+
     def _append(self, topic, value, key, partition, timestamp_ms, headers, on_delivery) -> RecordFuture:
         if self._closed:
             raise IllegalStateError("producer is closed")
+        if self._txn is not None:
+            self._txn.require_transaction()
         key_bytes = key if (key is None or type(key) is bytes) and self._key_ser is bytes_serializer \
             else self._key_ser(key)
         value_bytes = value if (value is None or type(value) is bytes) and self._value_ser is bytes_serializer \
@@ -224,6 +267,15 @@ class AsyncProducer:
         ready, next_check = self._acc.ready(now)
         if not ready:
             return next_check
+        if self._txn is not None:
+            try:
+                await self._txn.add_partitions(ready)
+            except KafkaError as exc:
+                for tp in ready:
+                    while (b := self._acc.take(tp)) is not None:
+                        self._txn.abortable_error = exc
+                        self._acc.finished(b, -1, -1, exc)
+                return 0.0
         cluster = self._cluster
         if cluster.stale():
             try:
@@ -294,14 +346,21 @@ class AsyncProducer:
             Record(i, ts - base_ts, k, v, [Header(hk, hv) for hk, hv in h] if h else [])
             for i, (ts, k, v, h) in enumerate(b.records)
         ]
-        return encode_batch(RecordBatch(compression=self._compression, base_timestamp=base_ts, records=records))
+        txn = self._txn
+        if txn is None:
+            return encode_batch(RecordBatch(compression=self._compression, base_timestamp=base_ts, records=records))
+        if b.base_sequence < 0:
+            b.base_sequence = txn.next_sequence(b.tp, len(records))
+        return encode_batch(RecordBatch(compression=self._compression, base_timestamp=base_ts, records=records,
+                                        producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+                                        base_sequence=b.base_sequence, is_transactional=True))
 
     async def _send_batches(self, node: int, batches: list[ProducerBatch]) -> None:
         topic_data: dict[str, list] = defaultdict(list)
         for b in batches:
             topic_data[b.tp.topic].append({"index": b.tp.partition, "records": self._encode(b)})
         body = {
-            "transactional_id": None,
+            "transactional_id": None if self._txn is None else self._txn.transactional_id,
             "acks": self.config.acks,
             "timeout_ms": self.config.request_timeout_ms,
             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topic_data.items()],
@@ -360,6 +419,8 @@ class AsyncProducer:
             if exc.retriable and b.attempts <= self.config.retries and now < b.deadline and not self._closed:
                 self._acc.requeue(b, now)
             else:
+                if self._txn is not None:
+                    self._txn.abortable_error = exc
                 self._acc.finished(b, -1, -1, exc)
         self._wakeup()
 
@@ -416,6 +477,22 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._core.partitions_for(topic))
+
+    def init_transactions(self) -> None:
+        """See :meth:`AsyncProducer.init_transactions`."""
+        self._thread.run(self._core.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._core.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+        self._thread.run(self._core.send_offsets_to_transaction(offsets, group_id))
+
+    def commit_transaction(self) -> None:
+        self._thread.run(self._core.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._thread.run(self._core.abort_transaction())
 
     def send_batch(self, topic: str, partition: int, records: bytes) -> tuple[int, int]:
         """Append encoded record batches in a request of their own (see :meth:`AsyncProducer.send_batch`)."""

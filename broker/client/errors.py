@@ -24,6 +24,8 @@ misuse are kept apart from errors the peer caused::
         ├── TopicAlreadyExistsError     (36)
         ├── GroupError                  (ILLEGAL_GENERATION 22, UNKNOWN_MEMBER_ID 25,
         │                                REBALANCE_IN_PROGRESS 27, ...): membership lost
+        ├── ProducerFencedError         (PRODUCER_FENCED 90, INVALID_PRODUCER_EPOCH 47): a newer
+        │                                producer with the same transactional id took over
         └── ...                         any other code: BrokerResponseError itself
 
 :func:`error_for_code` maps a code to the most specific class. ``str(err)`` is
@@ -117,6 +119,10 @@ class BrokerResponseError(KafkaError):
         super().__init__(text)
 
 
+class ProducerFencedError(BrokerResponseError):
+    """PRODUCER_FENCED (90) / INVALID_PRODUCER_EPOCH (47): fatal for a transactional producer; close it."""
+
+
 class RetriableError(BrokerResponseError):
     """A broker error Kafka marks retriable; the client retries these itself first."""
 
@@ -168,6 +174,8 @@ FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
+INVALID_PRODUCER_EPOCH = 47
+PRODUCER_FENCED = 90
 
 _FALLBACK_NAMES = {
     -1: "UNKNOWN_SERVER_ERROR", 0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
@@ -218,6 +226,8 @@ _SPECIFIC: dict[int, type[BrokerResponseError]] = {
     UNKNOWN_MEMBER_ID: GroupError,
     REBALANCE_IN_PROGRESS: GroupError,
     FENCED_INSTANCE_ID: GroupError,
+    INVALID_PRODUCER_EPOCH: ProducerFencedError,
+    PRODUCER_FENCED: ProducerFencedError,
 }
 
 

@@ -90,6 +90,10 @@ class TxnOffsetsMixin:
             result[tp] = ErrorCode.NONE
         return result
 
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether a transaction not yet ended committed an offset of ``tp`` for the group (KIP-447)."""
+        return any(tp in by_group.get(group_id, ()) for by_group in self.pending_txn_offsets.values())
+
     def complete_txn_offsets(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
         """The marker of ``producer_id``'s transaction is in ``__consumer_offsets-offsets_partition``."""
         by_group = self.pending_txn_offsets.get(producer_id)

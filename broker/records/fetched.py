@@ -28,6 +28,7 @@ from broker.records.view import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     V2_ATTRIBUTES_OFFSET,
     V2_HEADER,
     V2_HEADER_SIZE,
@@ -170,13 +171,16 @@ class FetchedBatch(NamedTuple):
 
     ``records`` holds ``(offset, timestamp, key, value, headers)`` tuples
     (see :func:`decode_record_tuples`); ``last_offset`` is the batch's last
-    offset even when its records were skipped.
+    offset even when its records were skipped. ``producer_id`` and
+    ``is_transactional`` let a read_committed consumer drop aborted batches.
     """
 
     timestamp_type: int
     is_control: bool
     last_offset: int
     records: list[tuple]
+    producer_id: int = -1
+    is_transactional: bool = False
 
 
 def iter_fetched(buf, start: int = 0, min_offset: int = 0) -> Iterator[FetchedBatch]:
@@ -210,14 +214,15 @@ def iter_fetched(buf, start: int = 0, min_offset: int = 0) -> Iterator[FetchedBa
         if size < V2_HEADER_SIZE:
             raise CorruptRecordError(f"batch of {size} bytes is smaller than its header", pos)
         (base_offset, _length, _epoch, _magic, crc, attrs, last_delta, base_ts, max_ts,
-         _pid, _pepoch, _seq, count) = unpack_header(mv, pos)
+         producer_id, _pepoch, _seq, count) = unpack_header(mv, pos)
         section = mv[pos + V2_HEADER_SIZE:pos + size]
         if _crc32c.crc32c(mv[pos + V2_ATTRIBUTES_OFFSET:pos + size]) != crc:
             raise CorruptRecordError(f"CRC-32C mismatch in the batch at offset {base_offset}", pos)
         last_offset = base_offset + last_delta
         log_append = attrs & TIMESTAMP_TYPE_MASK
         if attrs & CONTROL_MASK or last_offset < min_offset:
-            yield FetchedBatch(1 if log_append else 0, bool(attrs & CONTROL_MASK), last_offset, [])
+            yield FetchedBatch(1 if log_append else 0, bool(attrs & CONTROL_MASK), last_offset, [], producer_id,
+                               bool(attrs & TRANSACTIONAL_MASK))
             pos += size
             continue
         if count < 0:
@@ -235,5 +240,6 @@ def iter_fetched(buf, start: int = 0, min_offset: int = 0) -> Iterator[FetchedBa
                                            max_ts if log_append else None, min_offset)
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"batch at offset {base_offset}: {exc}", pos) from None
-        yield FetchedBatch(1 if log_append else 0, False, last_offset, records)
+        yield FetchedBatch(1 if log_append else 0, False, last_offset, records, producer_id,
+                           bool(attrs & TRANSACTIONAL_MASK))
         pos += size

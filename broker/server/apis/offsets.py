@@ -10,8 +10,9 @@
   OFFSET_METADATA_TOO_LARGE.
 * OffsetFetch (9) v0-8: null topics (v2+) means every partition the group has
   offsets for; missing offsets are -1 with empty metadata. Group-level errors are
-  per partition at v0-1 and top-level from v2; v8 batches groups. v7's
-  ``require_stable`` needs no wait: there are no pending transactional offsets.
+  per partition at v0-1 and top-level from v2; v8 batches groups. v7+ with
+  ``require_stable`` (KIP-447): a partition with a transactional offset commit
+  still waiting for its marker gets UNSTABLE_OFFSET_COMMIT (the client retries).
 * OffsetDelete (47) v0: GROUP_SUBSCRIBED_TO_TOPIC for topics a non-empty
   consumer group is subscribed to, NON_EMPTY_GROUP for a non-empty group of
   another protocol type, GROUP_ID_NOT_FOUND for an unknown group.
@@ -62,10 +63,11 @@ async def offset_commit(ctx: RequestContext, request: dict) -> dict:
         for topic in request["topics"]]}
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None, version: int
-                 ) -> tuple[int, list[dict]]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None, version: int,
+                 require_stable: bool = False) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-    error, found = ctx.broker.coordinator.fetch_offsets(group_id, wanted)
+    coordinator = ctx.broker.coordinator
+    error, found = coordinator.fetch_offsets(group_id, wanted)
     if error and (version >= 2 or wanted is None):
         return error, []
     by_topic: dict[str, list[dict]] = {}
@@ -73,7 +75,9 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None, 
         om = found.get(tp)
         entry = {"partition_index": tp[1], "committed_offset": -1, "committed_leader_epoch": -1,
                  "metadata": "", "error_code": error}
-        if om is not None:
+        if require_stable and coordinator.has_pending_txn_offset(group_id, tp):
+            entry["error_code"] = ErrorCode.UNSTABLE_OFFSET_COMMIT
+        elif om is not None:
             entry.update(committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
                          metadata=om.metadata)
         by_topic.setdefault(tp[0], []).append(entry)
@@ -85,13 +89,13 @@ async def offset_fetch(ctx: RequestContext, request: dict) -> dict:
     if v >= 8:
         groups = []
         for g in request["groups"]:
-            error, topics = _fetch_group(ctx, g["group_id"], g["topics"], v)
+            error, topics = _fetch_group(ctx, g["group_id"], g["topics"], v, request["require_stable"])
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     topics = request["topics"]
     if v < 2 and topics is None:
         topics = []
-    error, out = _fetch_group(ctx, request["group_id"], topics, v)
+    error, out = _fetch_group(ctx, request["group_id"], topics, v, v >= 7 and request["require_stable"])
     return {"throttle_time_ms": 0, "topics": out, "error_code": error}
 
 

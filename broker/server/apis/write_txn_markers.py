@@ -1,0 +1,27 @@
+"""WriteTxnMarkers (key 27), versions 0-1 (v1 is flexible).
+
+Sent by a transaction coordinator to the leaders of a transaction's partitions
+(on a single node the coordinator writes its markers itself through the same
+function, :func:`broker.txn.markers.write_markers`). Each marker's COMMIT or
+ABORT control batch is appended through the normal append path to every
+listed partition this broker leads, and the answer waits until each is
+replicated (acks=all, bounded by ``request.timeout.ms``-like 30 s); a marker in a
+``__consumer_offsets`` partition also completes the transaction's pending offsets.
+Per partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+REQUEST_TIMED_OUT, or the log's own code.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey
+from broker.server.context import RequestContext
+from broker.txn.coordinator import WRITE_TIMEOUT_S
+from broker.txn.markers import write_markers
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return {"markers": await write_markers(ctx.broker, request["markers"], WRITE_TIMEOUT_S)}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.WRITE_TXN_MARKERS, 0, 1, handle)
