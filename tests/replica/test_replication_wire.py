@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import struct
+import threading
 import time
 
 from broker.protocol import ApiKey, ErrorCode
@@ -231,3 +232,27 @@ def test_isr_shrinks_on_sigstop_and_expands_on_sigcont(broker_factory):
                    what="the ISR to expand")
         wait_until(lambda: segment_batches(b) == segment_batches(a), what="the follower to catch up")
         assert "shrinking ISR from [0, 1]" in a.stderr_text() and "expanding ISR from [0]" in a.stderr_text()
+
+
+def test_an_acks_all_append_waiting_when_leadership_moves_gets_not_leader(broker_factory):
+    a, b = two_brokers(broker_factory)
+    with Wire(a.bootstrap) as wa, Wire(a.bootstrap) as controller, Wire(b.bootstrap) as wb:
+        create_topic(wa)
+        create_topic(wb)
+        for w in (wa, wb):
+            leader_and_isr(w, leader=0, leader_epoch=1, isr=[0, 1], replicas=[0, 1], live=[a])
+        assert produce(wa, [b"first"])["error_code"] == 0
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            result = {}
+            waiting = threading.Thread(target=lambda: result.update(produce(wa, [b"waits"], timeout_ms=30000)))
+            waiting.start()
+            time.sleep(0.5)  # the append is written and waits for the follower
+            assert waiting.is_alive()
+            started = time.monotonic()
+            leader_and_isr(controller, leader=1, leader_epoch=2, isr=[1], replicas=[0, 1], live=[b])
+            waiting.join(20)
+            assert result["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert time.monotonic() - started < 15  # answered at the change, not at timeout_ms (30 s)
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
