@@ -76,9 +76,12 @@ def consumer_fetch(w: Wire, offset=0, version=10) -> dict:
     return w.call(ApiKey.FETCH, version, body)["responses"][0]["partitions"][0]
 
 
-def segment_batches(broker) -> list[tuple[int, int, bytes]]:
-    """(base offset, leader epoch, bytes) of every batch in the partition's first segment file."""
-    data = (broker.data_dir / f"{TOPIC}-0" / "00000000000000000000.log").read_bytes()
+def segment_batches(broker, name: str = "00000000000000000000.log") -> list[tuple[int, int, bytes]]:
+    """(base offset, leader epoch, bytes) of every batch in one segment file of the partition (the first)."""
+    path = broker.data_dir / f"{TOPIC}-0" / name
+    if not path.exists():
+        return []
+    data = path.read_bytes()
     out, pos = [], 0
     while pos + 17 <= len(data):
         base_offset, length, epoch = struct.unpack_from(">qii", data, pos)
@@ -256,3 +259,24 @@ def test_an_acks_all_append_waiting_when_leadership_moves_gets_not_leader(broker
             assert time.monotonic() - started < 15  # answered at the change, not at timeout_ms (30 s)
         finally:
             b.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factory):
+    a, b = two_brokers(broker_factory)
+    with Wire(a.bootstrap) as wa, Wire(b.bootstrap) as wb:
+        create_topic(wa)
+        create_topic(wb)
+        # b is a replica but not in the ISR: the leader's high watermark follows its own log end
+        leader_and_isr(wa, leader=0, leader_epoch=1, isr=[0], replicas=[0, 1], live=[a])
+        for i in range(10):
+            assert produce(wa, [b"r%d" % i])["error_code"] == 0
+        body = {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 6}]}], "timeout_ms": 5000}
+        assert wa.call(ApiKey.DELETE_RECORDS, 1, body)["topics"][0]["partitions"][0]["low_watermark"] == 6
+        # b, empty, fetches from 0: OFFSET_OUT_OF_RANGE; the leader's log start is past b's log end
+        leader_and_isr(wb, leader=0, leader_epoch=1, isr=[0], replicas=[0, 1], live=[a])
+        wait_until(lambda: [(o, e) for o, e, _ in segment_batches(b, "00000000000000000006.log")]
+                   == [(o, 1) for o in range(6, 10)], what="b to start its log at the leader's log start")
+        earliest = {"replica_id": -2, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]}
+        assert wb.call(ApiKey.LIST_OFFSETS, 5, earliest)["topics"][0]["partitions"][0]["offset"] == 6
+        assert "starting the log there" in b.stderr_text()
