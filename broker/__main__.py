@@ -21,7 +21,10 @@ Exit statuses and what is printed:
 
   (``metrics=off`` when ``metrics.port`` is -1). SIGTERM or SIGINT shuts down
   gracefully (in-flight requests answered, logs flushed, checkpoints written)
-  and exits 0.
+  and exits 0;
+* when every log dir has failed (JBOD: each disk gave an I/O error) the broker
+  logs it, stops (writing nothing into the failed dirs), prints
+  ``broker: stopped: every log dir has failed (...)`` and exits 1.
 """
 
 from __future__ import annotations
@@ -77,8 +80,15 @@ async def _serve(config) -> int:
     metrics = f"{host}:{broker.metrics_port}" if broker.metrics_port is not None else "off"
     sys.stdout.write(f"broker ready: listener={host}:{first.port} metrics={metrics}\n")
     sys.stdout.flush()
-    await stop.wait()
+    stopping = asyncio.ensure_future(stop.wait())
+    failed = asyncio.ensure_future(broker.fatal.wait())
+    await asyncio.wait((stopping, failed), return_when=asyncio.FIRST_COMPLETED)
+    for waiter in (stopping, failed):
+        waiter.cancel()
     await broker.stop()
+    if broker.fatal.is_set():
+        print(f"broker: stopped: {broker.fatal_reason}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -17,6 +17,7 @@ kafkapy_produce_errors_total                           counter    error  (Kafka 
 kafkapy_fetch_errors_total                             counter    error
 kafkapy_log_flush_duration_seconds                     histogram  -
 kafkapy_active_connections                             gauge      -
+kafkapy_offline_log_dirs                               gauge      -      (failed by an I/O error)
 kafkapy_connections_total                              counter    -      (accepted)
 kafkapy_protocol_errors_total                          counter    reason (garbage, too_large, ...)
 kafkapy_log_size_bytes                                 gauge      topic, partition (on scrape)
@@ -196,6 +197,8 @@ class BrokerMetrics:
             registry=r,
         )
         self.active_connections = Gauge(PREFIX + "active_connections", "Open client connections.", registry=r)
+        self.offline_log_dirs = Gauge(PREFIX + "offline_log_dirs", "Log dirs taken offline by an I/O error.",
+                                      registry=r)
         self.connections = Counter(PREFIX + "connections", "Client connections accepted.", registry=r)
         self.protocol_errors = Counter(
             PREFIX + "protocol_errors", "Connections closed for bad input, by reason.", ["reason"], registry=r

@@ -47,6 +47,7 @@ from broker.cluster.znodes import (
     ControllerZNode,
     DeleteTopicZNode,
     IsrChangeNotificationZNode,
+    LogDirEventNotificationZNode,
     PartitionState,
     ProducerIdBlockZNode,
     TopicConfigZNode,
@@ -352,6 +353,15 @@ class ClusterMetadata:
         self.store.create(IsrChangeNotificationZNode.create_path(),
                           IsrChangeNotificationZNode.encode([(topic, partition)]), sequence=True, make_parents=True)
         return stat.version
+
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """A log dir of ``broker_id`` failed: ``/log_dir_event_notification/log_dir_event_N`` for the controller.
+
+        As Kafka's brokers do; the controller then asks the broker which of its
+        replicas are offline and moves their leadership.
+        """
+        self.store.create(LogDirEventNotificationZNode.create_path(),
+                          LogDirEventNotificationZNode.encode(broker_id), sequence=True, make_parents=True)
 
     def take_isr_change_notifications(self) -> set[tuple[str, int]]:
         """The partitions the pending ISR change notifications name; the notifications are removed."""

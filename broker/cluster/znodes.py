@@ -293,6 +293,31 @@ class IsrChangeNotificationZNode:
         return [(e["topic"], int(e["partition"])) for e in json.loads(data).get("partitions", [])]
 
 
+class LogDirEventNotificationZNode:
+    """A sequential node telling the controller that a broker's log dir failed (Kafka's event 1)."""
+
+    PREFIX = "log_dir_event_"
+    LOG_DIR_FAILURE = 1
+
+    @staticmethod
+    def path() -> str:
+        return "/log_dir_event_notification"
+
+    @classmethod
+    def create_path(cls) -> str:
+        return f"/log_dir_event_notification/{cls.PREFIX}"
+
+    @classmethod
+    def encode(cls, broker_id: int) -> bytes:
+        return _dump({"version": 1, "broker": broker_id, "event": cls.LOG_DIR_FAILURE})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, int]:
+        """(broker id, event)."""
+        found = json.loads(data)
+        return int(found["broker"]), int(found["event"])
+
+
 class ProducerIdBlockZNode:
     """The last block of producer ids handed out: ``(broker, block_start, block_end)`` inclusive."""
 

@@ -52,6 +52,12 @@ class LogDirLocks:
     def __init__(self, fds: dict[Path, int]) -> None:
         self._fds = fds
 
+    def release_dir(self, log_dir: Path | str) -> None:
+        """Drop one dir's lock (its disk failed: the open file must not keep the file system busy)."""
+        fd = self._fds.pop(Path(log_dir), None)
+        if fd is not None:
+            os.close(fd)
+
     def release(self) -> None:
         """Drop every lock (closing the file drops it). Safe to call twice."""
         fds, self._fds = self._fds, {}

@@ -312,6 +312,7 @@ class Log:
             except Exception as exc:  # noqa: BLE001 - the group stops; what was written stands
                 if isinstance(exc, OSError):  # a write, a roll or the epoch checkpoint: the disk failed
                     error = KafkaStorageError(f"append to {self.dir} failed: {exc}")
+                    error.__cause__ = exc  # the log manager tells a failed dir from a full one by it
                 else:
                     logger.exception("append to %s failed", self.dir)
                     error = exc

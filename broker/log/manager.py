@@ -32,6 +32,17 @@ Appends that should not run on the caller's thread go through a
 :class:`~broker.log.appender.LogAppender`, one writer thread per log dir
 (``appender_for``); shutdown writes what they hold before closing the logs.
 
+Log dir failures (Kafka's ``LogDirFailureChannel``, :mod:`broker.log.failure`):
+an I/O error that fails a dir (EIO, EROFS; not ENOSPC) met by an append, a
+flush, retention, a checkpoint, the cleaner, a log creation or a read
+(:meth:`report_io_error`) takes that dir offline for the life of the process:
+its logs leave the table and are closed without a flush, nothing more is
+written in it (no checkpoints, no clean-shutdown marker, no new logs), an
+append still queued for it answers :class:`KafkaStorageError`, and
+``on_log_dir_offline(dir, partitions, reason)`` tells the owner (the broker)
+which partitions went with it. The other dirs carry on: their checkpoints are
+still written. ``live_log_dirs`` are the dirs still online.
+
 Thread-safety: the log table is guarded by ``self._lock``; every method may be
 called from any thread. The per-log work is serialised by each Log's own locks.
 """
@@ -59,6 +70,8 @@ from broker.log.checkpoint import (
     write_offset_checkpoint,
 )
 from broker.log.config import LogConfig
+from broker.log.errors import KafkaStorageError, LogClosedError
+from broker.log.failure import LogDirFailureChannel, is_log_dir_failure
 from broker.log.info import LogDirStartup, LogStartupReport
 from broker.log.log import Log
 
@@ -113,6 +126,34 @@ class LogManager:
         self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         #: Where retention, the cleaner and ``checkpoint`` get a log's high watermark (see the module docstring).
         self.high_watermark_of: Callable[[TopicPartition], int | None] = self.checkpointed_high_watermarks.get
+        self.failure_channel = LogDirFailureChannel(self._take_offline)
+        #: Told, on the thread that met the error, of a dir gone offline: (dir, its partitions, reason).
+        self.on_log_dir_offline: Callable[[Path, list[TopicPartition], str], None] | None = None
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        """The log dirs still online, in ``log.dirs`` order."""
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def report_io_error(self, log_dir: Path, what: str, exc: BaseException) -> bool:
+        """Hand an error met doing ``what`` in ``log_dir`` to the failure channel; True if it took the dir offline."""
+        return self.failure_channel.maybe_add_offline_log_dir(log_dir, what, exc)
+
+    def _take_offline(self, log_dir: Path, reason: str) -> None:
+        """The channel's listener: drop and close the dir's logs, then tell the owner."""
+        with self._lock:
+            gone = {tp: log for tp, (log, d) in self._logs.items() if d == log_dir}
+            for tp in gone:
+                del self._logs[tp]
+                self._first_dirty.pop(tp, None)
+                self.checkpointed_high_watermarks.pop(tp, None)
+            self._doomed_dirs = [p for p in self._doomed_dirs if p.parent != log_dir]
+        for log in gone.values():
+            log.close()  # no flush: the disk failed; closing trims indexes, which may fail too (logged)
+        logger.error("log dir %s is offline (%s); nothing more is written there; partitions offline: %s", log_dir,
+                     reason, ", ".join(f"{t}-{p}" for t, p in sorted(gone)) or "none")
+        if self.on_log_dir_offline is not None:
+            self.on_log_dir_offline(log_dir, sorted(gone), reason)
 
     # -- startup -------------------------------------------------------------------
     def startup(self, *, keep_clean_markers: bool = False) -> LogStartupReport:
@@ -212,15 +253,44 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing:
                 return existing[0]
+            live = self.live_log_dirs
             if log_dir is None:
-                counts = {d: 0 for d in self.log_dirs}
+                if not live:
+                    raise KafkaStorageError(f"cannot create {topic}-{partition}: every log dir is offline")
+                counts = {d: 0 for d in live}
                 for _log, d in self._logs.values():
                     counts[d] = counts.get(d, 0) + 1
-                log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+                log_dir = min(live, key=lambda d: (counts[d], live.index(d)))
             log_dir = Path(log_dir)
-            log = Log.open(log_dir / f"{topic}-{partition}", config or self._config_for(topic), clock=self.clock)
+            if self.failure_channel.is_offline(log_dir):
+                raise KafkaStorageError(f"cannot create {topic}-{partition}: log dir {log_dir} is offline")
+            try:
+                log = Log.open(log_dir / f"{topic}-{partition}", config or self._config_for(topic), clock=self.clock)
+            except OSError as exc:
+                if self.report_io_error(log_dir, f"creating {topic}-{partition}", exc):
+                    raise KafkaStorageError(f"cannot create {topic}-{partition} in {log_dir}: {exc}") from exc
+                raise
             self._register(tp, log, log_dir)
             return log
+
+    def create_missing_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """A log this broker should hold but no live dir has (found at start): make it empty, or refuse.
+
+        While a dir is offline the log may be in it: refused with
+        :class:`KafkaStorageError` (Kafka refuses to create a log that is not
+        new while a dir is offline), so a partition is never served from two
+        dirs. Otherwise its dir was lost (a failed disk replaced by an empty
+        one): an empty log is made, and a warning says its records are gone
+        from this broker (a single node has no other copy).
+        """
+        offline = sorted(map(str, self.failure_channel.offline_dirs))
+        if offline:
+            raise KafkaStorageError(f"no log of {topic}-{partition} in a live log dir, and log dirs {offline} "
+                                    "are offline: it may be there")
+        log = self.create_log(topic, partition, config)
+        logger.warning("%s-%d had no log in any log dir (a replaced or wiped disk): it starts empty in %s at "
+                       "offset 0; its records on this broker are lost", topic, partition, log.dir.parent)
+        return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and rename its dir to ``<topic>-<partition>.<uuid>-delete`` for background removal."""
@@ -267,7 +337,7 @@ class LogManager:
             try:
                 log.flush()
             except (OSError, ValueError) as exc:
-                if not log.closed:
+                if not log.closed and not self.report_io_error(log.dir.parent, f"flushing {tp[0]}-{tp[1]}", exc):
                     logger.error("flushing %s-%d failed: %s", tp[0], tp[1], exc)
                 continue
             if timer is not None:
@@ -280,24 +350,29 @@ class LogManager:
         now_ms = int(self.clock() * 1000)
         n = 0
         for tp, log in self.logs().items():
-            if not log.closed:
-                high_watermark = self.high_watermark_of(tp)
-                if high_watermark is not None:
-                    n += log.delete_retention_segments(now_ms, high_watermark=high_watermark)
-                log.purge_deleted()
+            try:
+                if not log.closed:
+                    high_watermark = self.high_watermark_of(tp)
+                    if high_watermark is not None:
+                        n += log.delete_retention_segments(now_ms, high_watermark=high_watermark)
+                    log.purge_deleted()
+            except OSError as exc:
+                if not self.report_io_error(log.dir.parent, f"retention of {tp[0]}-{tp[1]}", exc):
+                    logger.error("retention of %s-%d failed: %s", tp[0], tp[1], exc)
         return n
 
     def checkpoint(self) -> list[Path]:
-        """Write the recovery-point, log-start-offset, replication and cleaner checkpoints of every dir.
+        """Write the recovery-point, log-start-offset, replication and cleaner checkpoints of every live dir.
 
-        A dir whose checkpoints cannot be written (full, failing) is logged and
-        skipped; the others are still written. Returns the dirs that failed.
+        A dir whose checkpoints cannot be written is skipped (a failing disk
+        goes offline, a full one is logged); the others are still written.
+        Returns the dirs that failed.
         """
         with self._lock:
             entries = list(self._logs.items())
             dirty = dict(self._first_dirty)
         failed = []
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             mine = [(tp, log) for tp, (log, ld) in entries if ld == d]
             try:
                 write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in mine})
@@ -308,7 +383,8 @@ class LogManager:
                 write_offset_checkpoint(d / CLEANER_CHECKPOINT,
                                         {tp: dirty[tp] for tp, _log in mine if tp in dirty})
             except OSError as exc:
-                logger.error("writing the checkpoints of log dir %s failed: %s", d, exc)
+                if not self.report_io_error(d, "writing its checkpoints", exc):
+                    logger.error("writing the checkpoints of log dir %s failed: %s", d, exc)
                 failed.append(d)
         return failed
 
@@ -324,8 +400,13 @@ class LogManager:
                 if log.closed or not log.config.compact or high_watermark is None:
                     continue
                 first_dirty = max(self._first_dirty.get(tp, 0), log.log_start_offset)
-                result = clean_log(log, now_ms, first_dirty_offset=first_dirty, high_watermark=high_watermark,
-                                   offset_map_bytes=self.cleaner_offset_map_bytes)
+                try:
+                    result = clean_log(log, now_ms, first_dirty_offset=first_dirty, high_watermark=high_watermark,
+                                       offset_map_bytes=self.cleaner_offset_map_bytes)
+                except OSError as exc:
+                    if self.report_io_error(log.dir.parent, f"cleaning {tp[0]}-{tp[1]}", exc):
+                        continue
+                    raise
                 if result is not None:
                     with self._lock:
                         if tp in self._logs:
@@ -388,9 +469,27 @@ class LogManager:
             with self._appenders_lock:  # not self._lock: create_log holds that across disk I/O
                 appender = self._appenders.get(log_dir)
                 if appender is None:
-                    appender = LogAppender(str(log_dir), self.append_deliver)
+                    appender = LogAppender(str(log_dir), lambda results: self._deliver_appends(log_dir, results))
                     self._appenders[log_dir] = appender
         return appender
+
+    def _deliver_appends(self, log_dir: Path, results: list) -> None:
+        """On ``log_dir``'s writer: take the dir offline on a failed write, then hand the results on.
+
+        An append queued before the dir went offline finds its log closed: it
+        answers KAFKA_STORAGE_ERROR, as the dir's failure is why.
+        """
+        for i, (done, result) in enumerate(results):
+            if isinstance(result, KafkaStorageError):
+                self.report_io_error(log_dir, "appending", result)
+            elif isinstance(result, LogClosedError) and self.failure_channel.is_offline(log_dir):
+                results[i] = (done, KafkaStorageError(f"log dir {log_dir} is offline"))
+        deliver = self.append_deliver
+        if deliver is None:
+            for done, result in results:
+                done(result)
+        else:
+            deliver(results)
 
     def appender_stats(self) -> dict[Path, tuple[int, int, int]]:
         """Per log dir: (appends queued now, groups written, appends written)."""
@@ -406,12 +505,14 @@ class LogManager:
             try:
                 log.flush()
             except OSError as exc:
-                logger.error("flushing %s-%d at shutdown failed: %s", tp[0], tp[1], exc)
-                failed.add(self.log_dir_of(tp))
+                if not self.report_io_error(log.dir.parent, f"flushing {tp[0]}-{tp[1]} at shutdown", exc):
+                    logger.error("flushing %s-%d at shutdown failed: %s", tp[0], tp[1], exc)
+                failed.add(log.dir.parent)
         failed.update(self.checkpoint())
         for log in logs.values():
             log.close()
         self._remove_doomed_dirs()
+        failed.update(self.failure_channel.offline_dirs)
         for d in self.log_dirs:
             if d in failed:  # no marker: the next start recovers this dir's logs in full
                 logger.error("log dir %s is not marked as cleanly shut down", d)

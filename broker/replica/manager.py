@@ -46,6 +46,12 @@ new epoch (``on_become_leader(tp, leader_epoch)``), and of every one it stops
 leading or holding (``on_resign(tp, leader_epoch)``), on the thread that made
 the change.
 
+A partition whose log dir failed is offline (Kafka's ``HostedPartition.Offline``,
+:meth:`mark_offline`): it is no longer served (:meth:`partition` finds
+nothing, waiters wake, a leader resigns to the listeners) and
+:meth:`is_offline` tells the handlers to answer KAFKA_STORAGE_ERROR for it
+until the broker restarts.
+
 High watermarks are checkpointed by the log manager, which asks
 :meth:`high_watermark_of`; a partition starts from the one read from
 ``replication-offset-checkpoint``.
@@ -101,6 +107,7 @@ class ReplicaManager:
         self._log_manager: "LogManager | None" = None
         self._log_config_for: Callable[[str], "LogConfig"] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._offline: set[TopicPartition] = set()
         self._listeners: list[_Listener] = []
         self.fetchers = ReplicaFetcherManager(self, FetcherSettings())
         self.isr = IsrManager(self)
@@ -148,6 +155,7 @@ class ReplicaManager:
 
     def _partition_for(self, topic: str, partition: int, log: "Log") -> Partition:
         key = (topic, partition)
+        self._offline.discard(key)  # a new log (the topic made again) in a live dir
         p = self._partitions.get(key)
         if p is None:
             checkpointed = self._log_manager.checkpointed_high_watermarks.get(key, log.log_start_offset)
@@ -200,6 +208,8 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
             elif self.local_broker_id not in state["replicas"]:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif tp in self._offline:  # its log dir failed: never a new log elsewhere (Kafka's getOrCreateLog)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             else:
                 accepted.append((tp, state))
         if not accepted:
@@ -272,6 +282,22 @@ class ReplicaManager:
             log_manager = self._log_manager
             await asyncio.get_running_loop().run_in_executor(
                 None, lambda: [log_manager.delete_log(*tp) for tp in keys])
+
+    def mark_offline(self, partitions: list[TopicPartition]) -> None:
+        """Their log dir failed: stop serving them, and answer KAFKA_STORAGE_ERROR for them from now on."""
+        for key in partitions:
+            key = tuple(key)
+            self._offline.add(key)
+            self.remove_partition(*key)
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """True if this broker's replica of the partition is in a failed log dir."""
+        return (topic, partition) in self._offline
+
+    def missing_error(self, topic: str, partition: int) -> int:
+        """The error for a partition :meth:`partition` did not find: KAFKA_STORAGE_ERROR if offline, else unknown."""
+        return ErrorCode.KAFKA_STORAGE_ERROR if (topic, partition) in self._offline else \
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop serving ``topic-partition`` (its topic is deleted); its waiters wake and find it gone."""

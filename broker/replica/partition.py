@@ -40,6 +40,8 @@ from broker.log import OffsetOutOfRange
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from broker.log import FetchSlice, Log, LogConfig
 
 #: DeleteRecords' and ListOffsets' "the high watermark"
@@ -236,6 +238,11 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
+
+    @property
+    def log_dir(self) -> "Path":
+        """The log dir (JBOD disk) holding this replica's log."""
+        return self._log.dir.parent
 
     @property
     def size_in_bytes(self) -> int:

@@ -29,6 +29,12 @@ start. Only a broker that completed its start is stopped by
 stop accepting, answer in-flight requests (long polls are woken at once),
 flush every log, write the checkpoints and the clean-shutdown markers, close
 the metadata session, release the locks.
+
+A log dir that fails while the broker runs (:mod:`broker.log.failure`) takes
+only its partitions offline (:meth:`ReplicaManager.mark_offline`) and writes
+``/log_dir_event_notification/log_dir_event_N`` for the controller. When the
+last dir fails there is nothing left to serve: ``fatal`` is set with the
+reason, and the process stops the broker and exits 1 (Kafka halts).
 """
 
 from __future__ import annotations
@@ -80,6 +86,9 @@ class Broker:
         self.dir_locks: LogDirLocks | None = None
         self._started = False
         self._stopped = False
+        #: Set (with ``fatal_reason``) when the broker cannot go on: every log dir has failed.
+        self.fatal = asyncio.Event()
+        self.fatal_reason: str | None = None
 
     # -- helpers for handlers -----------------------------------------------------------
     async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -161,6 +170,7 @@ class Broker:
             flush_timer=self.metrics.log_flush_duration.observe,
         )
         self.log_manager.append_deliver = self._deliver_appends
+        self.log_manager.on_log_dir_offline = self._on_log_dir_offline
         self.replicas.attach(self.log_manager, self.broker_id, log_config_for=self._log_config_of_topic,
                              isr_writer=self.metadata.write_isr, fetcher_settings=FetcherSettings(
                                  cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes,
@@ -183,6 +193,32 @@ class Broker:
 
     def _log_config_of_topic(self, topic: str) -> LogConfig:
         return self._topic_log_config(topic) or self.default_log_config
+
+    def _on_log_dir_offline(self, log_dir, partitions: list, reason: str) -> None:
+        """A log dir failed (told on the thread that met the error): the rest happens on the loop."""
+        try:
+            self.loop.call_soon_threadsafe(self._log_dir_offline, log_dir, partitions, reason)
+        except RuntimeError:  # the loop is closed: the process is ending anyway
+            pass
+
+    def _log_dir_offline(self, log_dir, partitions: list, reason: str) -> None:
+        self.replicas.mark_offline(partitions)
+        if self.dir_locks is not None:
+            self.dir_locks.release_dir(log_dir)
+        self.metrics.offline_log_dirs.set(len(self.log_manager.failure_channel.offline_dirs))
+        if not self.log_manager.live_log_dirs:
+            self.fatal_reason = (f"every log dir has failed ({', '.join(map(str, self.log_manager.log_dirs))}; "
+                                 f"the last, {log_dir}: {reason})")
+            log.critical("shutting down: %s", self.fatal_reason)
+            self.fatal.set()
+            return
+        asyncio.ensure_future(self._propagate_log_dir_event(log_dir))
+
+    async def _propagate_log_dir_event(self, log_dir) -> None:
+        try:
+            await self.run_blocking(self.metadata.propagate_log_dir_event, self.broker_id)
+        except Exception as exc:  # noqa: BLE001 - the store is down: the controller learns at our next registration
+            log.error("could not tell the controller that log dir %s failed: %s", log_dir, exc)
 
     def _topic_log_config(self, topic: str) -> LogConfig | None:
         overrides = self.metadata.topic_config(topic)

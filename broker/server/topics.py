@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from broker.cluster import PartitionState, StoreUnavailableError, TopicExistsError
-from broker.log import LogConfig
+from broker.log import KafkaStorageError, LogConfig
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -169,9 +169,14 @@ class TopicManager:
                 pinfo = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch, list(state.isr))
                 plog = None
                 if self.broker.broker_id in replicas:
-                    plog = log_manager.get_log((name, p)) or log_manager.create_log(name, p, cfg)
-                    if overrides:
-                        plog.update_config(cfg)
+                    try:
+                        plog = log_manager.get_log((name, p)) or log_manager.create_missing_log(name, p, cfg)
+                    except KafkaStorageError as exc:
+                        log.error("%s-%d is offline: %s", name, p, exc)
+                        self.broker.replicas.mark_offline([(name, p)])
+                    else:
+                        if overrides:
+                            plog.update_config(cfg)
                 opened.append((pinfo, plog))
             self._publish(info, opened)
             self.topics[name] = info

@@ -8,6 +8,9 @@ only the named partitions (unknown ones are left out, as in Kafka). Every
 log dir is listed even when none of the wanted partitions lives there. v3+
 carries a top-level ``error_code``; v4+ the dir's ``total_bytes`` and
 ``usable_bytes`` (from the file system, -1 if it cannot be read).
+
+A failed (offline) log dir is listed with KAFKA_STORAGE_ERROR and no
+partitions, as Kafka does.
 """
 
 from __future__ import annotations
@@ -42,8 +45,13 @@ def _describe(ctx: RequestContext, wanted: set[tuple[str, int]] | None, with_usa
         by_dir.setdefault(os.path.abspath(d), {}).setdefault(partition.topic, []).append(
             {"partition_index": partition.partition, "partition_size": partition.size_in_bytes, "offset_lag": 0,
              "is_future_key": False})
+    offline = {os.path.abspath(d) for d in log_manager.failure_channel.offline_dirs}
     results = []
     for path, topics in by_dir.items():
+        if path in offline:
+            results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": path, "total_bytes": -1,
+                            "usable_bytes": -1, "topics": []})
+            continue
         total, usable = _disk_usage(path) if with_usage else (-1, -1)
         results.append({
             "error_code": ErrorCode.NONE, "log_dir": path, "total_bytes": total, "usable_bytes": usable,

@@ -72,7 +72,7 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
             partitions.append(out)
             partition = replicas.partition(name, index)
             if partition is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out["error_code"] = replicas.missing_error(name, index)
                 has_error = True
                 continue
             error = partition.check_leader(p["current_leader_epoch"], leader_only=leader_only)
@@ -90,6 +90,11 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
                 piece = partition.read(p["fetch_offset"], max(limit, 0), follower=follower, min_one_batch=min_one)
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                has_error = True
+                continue
+            except OSError as exc:  # its disk failed
+                ctx.broker.log_manager.report_io_error(partition.log_dir, f"reading {name}-{index}", exc)
+                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 has_error = True
                 continue
             if piece.length == 0:

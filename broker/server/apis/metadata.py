@@ -9,6 +9,10 @@ partitions: leader, leader epoch (v7+), replicas, ISR and offline replicas
 (``allow_auto_topic_creation``, v4+; always allowed below v4); otherwise it
 gets UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal
 name. Internal topics are never auto-created here.
+
+A partition whose replica on this broker is in a failed log dir (single
+node: it has no other replica) answers as Kafka's controller leaves it:
+leader -1, LEADER_NOT_AVAILABLE, this broker in ``offline_replicas``.
 """
 
 from __future__ import annotations
@@ -25,23 +29,27 @@ def broker_entries(ctx: RequestContext) -> list[dict]:
              "rack": broker.config.broker_rack}]
 
 
-def topic_entry(info: TopicInfo) -> dict:
+def partition_entry(p, offline_here: bool, broker_id: int) -> dict:
+    return {
+        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if offline_here else ErrorCode.NONE,
+        "partition_index": p.partition,
+        "leader_id": -1 if offline_here else p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas),
+        "isr_nodes": list(p.isr),
+        "offline_replicas": [broker_id] if offline_here else p.offline_replicas,
+    }
+
+
+def topic_entry(ctx: RequestContext, info: TopicInfo) -> dict:
+    replicas = ctx.broker.replicas
+    broker_id = ctx.broker.broker_id
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "is_internal": info.is_internal,
-        "partitions": [
-            {
-                "error_code": ErrorCode.NONE,
-                "partition_index": p.partition,
-                "leader_id": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": list(p.replicas),
-                "isr_nodes": list(p.isr),
-                "offline_replicas": p.offline_replicas,
-            }
-            for p in sorted(info.partitions.values(), key=lambda p: p.partition)
-        ],
+        "partitions": [partition_entry(p, replicas.is_offline(info.name, p.partition), broker_id)
+                       for p in sorted(info.partitions.values(), key=lambda p: p.partition)],
     }
 
 
@@ -54,7 +62,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = broker.topics
     wanted = request["topics"]
     if wanted is None or (ctx.api_version == 0 and not wanted):
-        entries = [topic_entry(topics.topics[n]) for n in sorted(topics.topics)]
+        entries = [topic_entry(ctx, topics.topics[n]) for n in sorted(topics.topics)]
     else:
         allow_auto = broker.config.auto_create_topics_enable and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])
@@ -75,7 +83,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 except TopicError as exc:
                     entries.append(error_entry(name or "", exc.error_code))
                     continue
-            entries.append(topic_entry(info))
+            entries.append(topic_entry(ctx, info))
     return {
         "throttle_time_ms": 0,
         "brokers": broker_entries(ctx),

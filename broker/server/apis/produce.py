@@ -227,7 +227,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                     raise _PartitionError(topic_error.error_code, topic_error.message)
                 partition = replicas.partition(name, index)
                 if partition is None:
-                    raise _PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {name}-{index}")
+                    code = replicas.missing_error(name, index)
+                    raise _PartitionError(code, f"{name}-{index} is offline (its log dir failed)"
+                                          if code == ErrorCode.KAFKA_STORAGE_ERROR else f"unknown partition {name}-{index}")
                 if not partition.is_leader:
                     raise _PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                           f"broker {broker.broker_id} does not lead {name}-{index}")
