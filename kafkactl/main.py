@@ -38,6 +38,7 @@ from kafkactl import configs as configs_cmd
 from kafkactl import consume as consume_cmd
 from kafkactl import groups as groups_cmd
 from kafkactl import log as log_cmd
+from kafkactl import logdirs as logdirs_cmd
 from kafkactl import mirror as mirror_cmd
 from kafkactl import offsets as offsets_cmd
 from kafkactl import perf as perf_cmd
@@ -103,6 +104,7 @@ def _set_after_command(ctx, param, value) -> None:
     setattr(ctx.find_root().obj, param.name, value)
 
 app.add_typer(log_cmd.app, name="log")
+app.add_typer(logdirs_cmd.app, name="log-dirs")
 app.add_typer(topics_cmd.app, name="topics")
 app.add_typer(configs_cmd.app, name="configs")
 app.add_typer(cluster_cmd.app, name="cluster")

@@ -11,7 +11,8 @@ Errors are in :mod:`broker.client.errors`.
 from ._producer import AsyncProducer, Producer
 from ._consumer import AsyncConsumer, Consumer
 from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
-                     GroupListing, MemberDescription, NewTopic, PartitionLag)
+                     GroupListing, LogDirDescription, MemberDescription, NewTopic, PartitionLag,
+                     ReplicaLogDirInfo)
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
 from ._accumulator import RecordFuture
 from ._config import AdminConfig, ConsumerConfig, ProducerConfig, build_config
@@ -27,7 +28,7 @@ __all__ = [
     "AsyncProducer", "Producer", "RecordFuture", "AsyncConsumer", "Consumer", "AsyncAdmin", "Admin",
     "AdminConfig", "ProducerConfig", "ConsumerConfig", "build_config",
     "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GroupListing", "GroupDescription",
-    "MemberDescription", "PartitionLag",
+    "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
     "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",
     "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",

@@ -74,6 +74,27 @@ class ClusterDescription:
 
 
 @dataclass(frozen=True)
+class ReplicaLogDirInfo:
+    """One replica in a log dir: its size, and for a future replica (a move under way) how far behind it is."""
+
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log dir of one broker (DescribeLogDirs); ``error`` is a Kafka error name, or None when online."""
+
+    broker_id: int
+    path: str
+    error: str | None
+    replicas: list[ReplicaLogDirInfo]
+
+
+@dataclass(frozen=True)
 class GroupListing:
     group_id: str
     protocol_type: str
@@ -131,6 +152,39 @@ class AsyncAdmin:
         await self._cluster.refresh_metadata()
         cid = self._cluster.controller_id
         return cid if cid in self._cluster.brokers else None
+
+    # -- log dirs -------------------------------------------------------------------
+    async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None) -> list[LogDirDescription]:
+        """Every log dir of the given brokers (all live brokers when None), with the replicas in each."""
+        if broker_ids is None:
+            broker_ids = [b.node_id for b in (await self.describe_cluster()).brokers]
+        out = []
+        for broker_id in broker_ids:
+            resp = await self._cluster.request(broker_id, Api.DESCRIBE_LOG_DIRS, {"topics": None})
+            for r in resp["results"]:
+                error = error_for_code(r["error_code"]).error_name if r["error_code"] else None
+                replicas = [ReplicaLogDirInfo(t["name"], p["partition_index"], p["partition_size"], p["offset_lag"],
+                                              p["is_future_key"]) for t in r["topics"] for p in t["partitions"]]
+                out.append(LogDirDescription(broker_id, r["log_dir"], error,
+                                             sorted(replicas, key=lambda i: (i.topic, i.partition))))
+        return out
+
+    async def alter_replica_log_dirs(self, broker_id: int, moves: Mapping[tuple[str, int], str]) -> None:
+        """Move replicas of ``broker_id`` to other log dirs of it: ``{(topic, partition): dir}``.
+
+        Returns once the moves have started (see :meth:`describe_log_dirs` for
+        their progress); raises the first partition's error.
+        """
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition), path in moves.items():
+            by_dir.setdefault(path, {}).setdefault(topic, []).append(partition)
+        body = {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                         for path, topics in by_dir.items()]}
+        resp = await self._cluster.request(broker_id, Api.ALTER_REPLICA_LOG_DIRS, body)
+        for t in resp["results"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise error_for_code(p["error_code"], context=f"{t['topic_name']}-{p['partition_index']}")
 
     # -- cluster and topics -------------------------------------------------------
     async def describe_cluster(self) -> ClusterDescription:

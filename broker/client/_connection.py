@@ -60,6 +60,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.ADD_OFFSETS_TO_TXN: (0, 3),
     Api.END_TXN: (0, 3),
     Api.TXN_OFFSET_COMMIT: (0, 3),
+    Api.DESCRIBE_LOG_DIRS: (1, 2),
+    Api.ALTER_REPLICA_LOG_DIRS: (0, 1),
 }
 
 UNSUPPORTED_VERSION = 35

@@ -12,6 +12,7 @@ Layout of each log dir::
                                          first append can happen; written back only by ``shutdown``)
     <topic>-<partition>/                 one Log each; topic names may contain '-'
     <topic>-<partition>.<uuid>-delete/   a deleted log waiting for removal
+    <topic>-<partition>.<uuid>-future/   a replica moving here from another dir (broker.log.alter_dirs)
 
 Background threads (``start_background``): a scheduler that flushes logs
 (``flush.messages`` / ``flush.ms``, woken early by appends), applies retention
@@ -43,6 +44,11 @@ append still queued for it answers :class:`KafkaStorageError`, and
 which partitions went with it. The other dirs carry on: their checkpoints are
 still written. ``live_log_dirs`` are the dirs still online.
 
+Moving a replica between dirs (AlterReplicaLogDirs): :meth:`move_log` builds
+a future log in the destination and swaps it in (:mod:`broker.log.alter_dirs`,
+which also says what a restart does with an unfinished move); ``future_logs``
+lists the moves under way.
+
 Thread-safety: the log table is guarded by ``self._lock``; every method may be
 called from any thread. The per-log work is serialised by each Log's own locks.
 """
@@ -58,6 +64,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from broker.log.alter_dirs import ReplicaMove, settle_moves_at_start
 from broker.log.appender import LogAppender
 from broker.log.checkpoint import (
     CLEANER_CHECKPOINT,
@@ -120,6 +127,7 @@ class LogManager:
         self._cleaner_lock = threading.Lock()
         self._appenders: dict[Path, LogAppender] = {}
         self._appenders_lock = threading.Lock()
+        self._moves: dict[TopicPartition, ReplicaMove] = {}
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
         self.append_deliver: Callable[[list], None] | None = None
         #: The high watermarks :meth:`startup` read, each clamped to its log's range.
@@ -141,6 +149,7 @@ class LogManager:
 
     def _take_offline(self, log_dir: Path, reason: str) -> None:
         """The channel's listener: drop and close the dir's logs, then tell the owner."""
+        self._cancel_moves(lambda move: log_dir in (move.dest_dir, move.current.dir.parent))
         with self._lock:
             gone = {tp: log for tp, (log, d) in self._logs.items() if d == log_dir}
             for tp in gone:
@@ -185,6 +194,8 @@ class LogManager:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     self._doomed_dirs.append(path)
                     continue
+                if settle_moves_at_start(d, name, self._doomed_dirs):
+                    continue
                 tp = parse_topic_partition(name)
                 if tp is None:
                     continue
@@ -202,6 +213,15 @@ class LogManager:
                     loaded.cuts += [(name, cut) for cut in rep.cuts]
                     if rep.truncated:
                         logger.warning("recovery cut data: %s", rep.summary())
+                twin = self._logs.get(tp)
+                if twin is not None:  # a move's swap cut short between its renames: keep one copy
+                    keep, drop = (log, twin[0]) if log.log_end_offset > twin[0].log_end_offset else (twin[0], log)
+                    logger.warning("%s-%d is in two log dirs (a move cut short): keeping %s, removing %s",
+                                   tp[0], tp[1], keep.dir, drop.dir)
+                    drop.close()
+                    self._doomed_dirs.append(drop.dir)
+                    if keep is twin[0]:
+                        continue
                 self._register(tp, log, d)
         self._remove_doomed_dirs()
         if not keep_clean_markers:
@@ -295,6 +315,7 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and rename its dir to ``<topic>-<partition>.<uuid>-delete`` for background removal."""
         tp = (topic, partition)
+        self._cancel_moves(lambda move: move.tp == tp)
         with self._lock:
             entry = self._logs.pop(tp, None)
             self._first_dirty.pop(tp, None)
@@ -310,6 +331,73 @@ class LogManager:
             self._doomed_dirs.append(target)
         self._wake.set()
         return True
+
+    # -- moves between log dirs ----------------------------------------------------------
+    def move_log(self, tp: TopicPartition, dest_dir: Path,
+                 on_swapped: Callable[[TopicPartition, Log], None]) -> bool:
+        """Start moving ``tp``'s log to ``dest_dir`` (a live dir of ``log_dirs``); False if it is there already.
+
+        A move of ``tp`` under way elsewhere is cancelled first; one to the same
+        dir goes on. Raises :class:`KafkaStorageError` for an offline dir (or one
+        failing now) and :class:`LogClosedError` when ``tp`` has no log here.
+        """
+        tp = tuple(tp)
+        dest_dir = Path(dest_dir)
+        if self.failure_channel.is_offline(dest_dir):
+            raise KafkaStorageError(f"log dir {dest_dir} is offline")
+        with self._lock:
+            entry = self._logs.get(tp)
+            if entry is None:
+                raise LogClosedError(f"no log of {tp[0]}-{tp[1]} on this broker")
+            moving = self._moves.get(tp)
+            if moving is not None and moving.dest_dir == dest_dir:
+                return True
+        self._cancel_moves(lambda move: move.tp == tp)
+        if entry[1] == dest_dir:
+            return False
+        try:
+            move = ReplicaMove(self, tp, entry[0], dest_dir, on_swapped)
+        except OSError as exc:
+            self.report_io_error(dest_dir, f"creating the future log of {tp[0]}-{tp[1]}", exc)
+            raise KafkaStorageError(f"cannot create a future log of {tp[0]}-{tp[1]} in {dest_dir}: {exc}") from exc
+        with self._lock:
+            self._moves[tp] = move
+        move.start()
+        logger.info("moving %s-%d from %s to %s", tp[0], tp[1], entry[1], dest_dir)
+        return True
+
+    def future_logs(self) -> dict[TopicPartition, ReplicaMove]:
+        """The moves under way: each partition's :class:`ReplicaMove` (``dest_dir``, ``future``, ``lag``)."""
+        with self._lock:
+            return dict(self._moves)
+
+    def _cancel_moves(self, which: Callable[[ReplicaMove], bool]) -> None:
+        with self._lock:
+            gone = [m for m in self._moves.values() if which(m)]
+            for move in gone:
+                del self._moves[move.tp]
+        for move in gone:
+            move.cancel(wait=threading.current_thread() is not move._thread)
+
+    def _move_ended(self, move: ReplicaMove) -> None:
+        """A move gave up (its thread): forget it."""
+        with self._lock:
+            if self._moves.get(move.tp) is move:
+                del self._moves[move.tp]
+
+    def _swap_in(self, move: ReplicaMove, new: Log) -> None:
+        """A move's swap (its thread, holding the current log's lock): serve ``new``, doom the current dir."""
+        current = move.current
+        with self._lock:
+            self._moves.pop(move.tp, None)
+            self._register(move.tp, new, move.dest_dir)
+        current.close()
+        target = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(current.dir, target)
+        _fsync_dir(target.parent)
+        with self._lock:
+            self._doomed_dirs.append(target)
+        self._wake.set()
 
     def _remove_doomed_dirs(self) -> None:
         with self._lock:
@@ -535,6 +623,7 @@ class LogManager:
             log.close()
 
     def _stop_writers(self) -> None:
+        self._cancel_moves(lambda move: True)  # a restart would abandon them anyway
         for appender in list(self._appenders.values()):
             appender.close()
         self._stop.set()

@@ -299,6 +299,16 @@ class ReplicaManager:
         return ErrorCode.KAFKA_STORAGE_ERROR if (topic, partition) in self._offline else \
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
+    def log_moved(self, tp: TopicPartition, log: "Log") -> None:
+        """The partition's log moved to another log dir (AlterReplicaLogDirs' swap): serve that one.
+
+        Called on the mover's thread holding the old log's lock; the swap of one
+        attribute is atomic, and the old log is closed right after.
+        """
+        p = self._partitions.get(tuple(tp))
+        if p is not None:
+            p._log = log
+
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop serving ``topic-partition`` (its topic is deleted); its waiters wake and find it gone."""
         self.fetchers.remove_partitions([(topic, partition)])

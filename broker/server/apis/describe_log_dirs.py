@@ -2,8 +2,9 @@
 
 One result per configured log dir (``log.dirs``, as absolute paths), each
 with the partitions it holds: ``partition_size`` is the bytes of all its
-segment files (read through the replica layer), ``offset_lag`` 0 and ``is_future_key`` false (no replica
-movement between dirs yet). ``topics`` null means every partition; otherwise
+segment files (read through the replica layer), ``offset_lag`` 0 and ``is_future_key`` false; a replica
+moving to another dir (AlterReplicaLogDirs) is listed a second time in its destination with
+``is_future_key`` true, the future log's size and ``offset_lag`` (how far it is behind the current log). ``topics`` null means every partition; otherwise
 only the named partitions (unknown ones are left out, as in Kafka). Every
 log dir is listed even when none of the wanted partitions lives there. v3+
 carries a top-level ``error_code``; v4+ the dir's ``total_bytes`` and
@@ -45,6 +46,12 @@ def _describe(ctx: RequestContext, wanted: set[tuple[str, int]] | None, with_usa
         by_dir.setdefault(os.path.abspath(d), {}).setdefault(partition.topic, []).append(
             {"partition_index": partition.partition, "partition_size": partition.size_in_bytes, "offset_lag": 0,
              "is_future_key": False})
+    for tp, move in sorted(log_manager.future_logs().items()):
+        if wanted is not None and tp not in wanted:
+            continue
+        by_dir.setdefault(os.path.abspath(move.dest_dir), {}).setdefault(tp[0], []).append(
+            {"partition_index": tp[1], "partition_size": move.future.size_in_bytes, "offset_lag": move.lag,
+             "is_future_key": True})
     offline = {os.path.abspath(d) for d in log_manager.failure_channel.offline_dirs}
     results = []
     for path, topics in by_dir.items():
