@@ -323,6 +323,11 @@ _PROPS: list[Prop] = [
     Prop("shutdown.timeout.ms", _ranged(0, INT_MAX), 10000, "Graceful shutdown wait for in-flight requests.", ours=True),
     Prop("group.new.member.join.timeout.ms", _ranged(1, INT_MAX), 300000,
          "How long a new member's JoinGroup may wait before the member is removed.", ours=True),
+    Prop("transactional.id.expiration.ms", _ranged(1, INT_MAX), 604800000,
+         "Idle time after which a transactional id expires; in Kafka 2.7 also a partition's producer ids."),
+    Prop("producer.id.expiration.ms", _optional(_ranged(1, INT_MAX)), None,
+         "Idle time after which a partition forgets a producer id (Kafka 2.8's name); "
+         "defaults to transactional.id.expiration.ms, as in Kafka 2.7."),
 ]
 
 PROPERTIES: dict[str, Prop] = {p.name: p for p in _PROPS}
@@ -483,6 +488,13 @@ class BrokerConfig:
                 port = bound_ports.get(endpoint.listener_name, by_name[endpoint.listener_name].port)
             result.append(Endpoint(endpoint.listener_name, host, port))
         return result
+
+    @property
+    def producer_id_expiration_ms(self) -> int:
+        """How long a partition keeps an idle producer id: producer.id.expiration.ms, else Kafka 2.7's
+        transactional.id.expiration.ms."""
+        explicit = self._values["producer.id.expiration.ms"]
+        return explicit if explicit is not None else self._values["transactional.id.expiration.ms"]
 
     @property
     def retention_ms(self) -> int:

@@ -28,8 +28,17 @@ and unlinked after ``file.delete.delay.ms`` (see :meth:`purge_deleted`).
 its own lock; a handle closed under it by a roll, a deletion or ``close`` is
 skipped, and a closed log's flush does nothing.
 
+Idempotent and transactional producers: ``producer_state`` (a
+:class:`~broker.log.producer_state.ProducerStateManager`) checks each batch with
+a producer id before it is placed and takes it in once placed, under ``lock``
+on the writer's thread, so the checks follow append order; a retried batch
+is answered with its first write's offsets (an ``AppendInfo`` with no
+records) and not written. A write that fails rebuilds the state from the log.
+Snapshots are written at rolls and at close, loaded at open.
+
 Split out: opening and recovery in :mod:`broker.log.recovery`, the retention
-policy in :mod:`broker.log.retention`.
+policy in :mod:`broker.log.retention`, the producer state in
+:mod:`broker.log.producer_state`.
 """
 
 from __future__ import annotations
@@ -58,13 +67,15 @@ from broker.log.errors import (
     UnexpectedAppendOffsetError,
 )
 from broker.log.info import AppendInfo, FetchSlice, LogRecoveryReport
+from broker.log.producer_state import (CLIENT, COORDINATOR, DEFAULT_PRODUCER_ID_EXPIRATION_MS, REPLICATION,
+                                       ProducerStateManager)
 from broker.log.records_adapter import record_offsets_and_timestamps, set_log_append_time
 from broker.log.recovery import recover_segments, remove_stray_files
 from broker.log.retention import segments_to_delete
 from broker.log.scan import INT32_MAX, read_header
 from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
-from broker.records.view import (LOG_OVERHEAD, V2_APPEND_FIELDS, V2_ATTRIBUTES_OFFSET, V2_ENTRY_HEAD, V2_HEADER,
-                                 V2_HEADER_SIZE, BatchView)
+from broker.records.view import (LOG_OVERHEAD, V2_APPEND_FIELDS, V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET,
+                                 V2_ENTRY_HEAD, V2_HEADER, V2_HEADER_SIZE, BatchView)
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -95,6 +106,19 @@ def check_single_batch(records) -> bool:
     return True
 
 
+def _origin(assign_offsets: bool, base_sequence: int) -> str:
+    """Whose append it is, for the producer state's checks: a follower's, a client's (sequenced) or ours."""
+    if not assign_offsets:
+        return REPLICATION
+    return CLIENT if base_sequence >= 0 else COORDINATOR
+
+
+def _duplicate_info(duplicate, log_start_offset: int, log_append_time: bool = False) -> AppendInfo:
+    """The answer to a retried batch: the offsets of its first write, nothing appended now."""
+    return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, duplicate.last_offset,
+                      duplicate.timestamp if log_append_time else -1, 0, 0, 0, log_start_offset)
+
+
 class _AppendSettings(NamedTuple):
     """The config values the append path reads, cached per (immutable) LogConfig object."""
 
@@ -110,10 +134,11 @@ class _BatchInfo:
     """What the general append path knows of one batch (its header, validated; offsets possibly reassigned)."""
 
     __slots__ = ("position", "size", "base_offset", "max_timestamp", "last_offset_delta", "records_count",
-                 "partition_leader_epoch")
+                 "partition_leader_epoch", "attributes", "producer_id", "producer_epoch", "base_sequence")
 
     def __init__(self, position: int, size: int, base_offset: int, max_timestamp: int, last_offset_delta: int,
-                 records_count: int, partition_leader_epoch: int) -> None:
+                 records_count: int, partition_leader_epoch: int, attributes: int, producer_id: int,
+                 producer_epoch: int, base_sequence: int) -> None:
         self.position = position
         self.size = size
         self.base_offset = base_offset
@@ -121,6 +146,10 @@ class _BatchInfo:
         self.last_offset_delta = last_offset_delta
         self.records_count = records_count
         self.partition_leader_epoch = partition_leader_epoch
+        self.attributes = attributes
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
 
 
 class _Run:
@@ -142,7 +171,8 @@ class _Run:
 class Log:
     """See the module docstring. Build with :meth:`Log.open`."""
 
-    def __init__(self, dir: Path, config: LogConfig, clock: Callable[[], float]) -> None:
+    def __init__(self, dir: Path, config: LogConfig, clock: Callable[[], float],
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.dir = Path(dir)
         self.config = config
         self.clock = clock
@@ -159,20 +189,24 @@ class Log:
         self.flush_hook: Callable[["Log"], None] | None = None  # set by LogManager: wake the flusher
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._settings: _AppendSettings | None = None  # see _append_settings
+        #: idempotent and transactional producers (see :mod:`broker.log.producer_state`); under ``lock``
+        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
         self.closed = False
 
     # -- opening and recovery -----------------------------------------------
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None,
-             clock: Callable[[], float] = time.time, had_clean_shutdown: bool = False) -> "Log":
+             clock: Callable[[], float] = time.time, had_clean_shutdown: bool = False,
+             producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> "Log":
         """Open (creating if needed) the log in ``dir`` and recover it from ``recovery_point``.
 
         Segments from the one holding ``recovery_point`` onward are verified batch
         by batch (CRC, sizes, offsets); the first invalid byte and everything after
         it is cut, including later segments. ``had_clean_shutdown`` skips the CRC
         check (the broker wrote a clean-shutdown marker) but still finds the tail.
+        Then the producer state is loaded: the newest snapshot and the batches after it.
         """
-        log = cls(dir, config, clock)
+        log = cls(dir, config, clock, producer_id_expiration_ms)
         log.dir.mkdir(parents=True, exist_ok=True)
         log._recover(recovery_point, log_start_offset, had_clean_shutdown)
         return log
@@ -200,6 +234,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         report.log_end_offset = leo
         self.recovery_report = report
+        self.producer_state.load(segments, self.log_start_offset, leo, self._now_ms())
+        self.producer_state.take_snapshot(leo)
 
     # -- snapshot helpers ------------------------------------------------------
     def _set_segments(self, segments) -> None:
@@ -318,6 +354,7 @@ class Log:
                     error = exc
                 for i in run.items:  # placed, not written
                     results[i] = None
+                self._reload_producer_state()  # it took in what was placed but not written
                 for j, r in enumerate(results):
                     if r is None:
                         results[j] = error
@@ -338,6 +375,7 @@ class Log:
         size = seg.size  # the active segment's size once the run is written
         room = seg.index_room()  # a batch adds at most one index entry
         log_start = self.log_start_offset
+        producer_state = self.producer_state
         latest_epoch = self.leader_epoch_cache.latest_epoch
         if latest_epoch is None:
             latest_epoch = -1
@@ -373,6 +411,8 @@ class Log:
             if not crc_checked and _crc32c(mv[V2_ATTRIBUTES_OFFSET:]) != crc:
                 results[i] = CorruptRecordError("CRC-32C mismatch", 0)
                 continue
+            attributes, producer_id, producer_epoch, base_sequence = V2_APPEND_PRODUCER_FIELDS.unpack_from(
+                mv, V2_ATTRIBUTES_OFFSET)
             head = None
             if assign_offsets:
                 base_offset, partition_leader_epoch = nxt, epoch
@@ -384,6 +424,16 @@ class Log:
                 results[i] = UnexpectedAppendOffsetError(
                     f"batch base offset {base_offset} is below the expected offset {nxt}")
                 continue
+            if producer_id >= 0:
+                try:
+                    duplicate = producer_state.check(producer_id, producer_epoch, base_sequence, last_offset_delta,
+                                                     attributes, mv, _origin(assign_offsets, base_sequence))
+                except (LogError, CorruptRecordError) as exc:
+                    results[i] = exc
+                    continue
+                if duplicate is not None:
+                    results[i] = _duplicate_info(duplicate, log_start)
+                    continue
             last = base_offset + last_offset_delta
             if len(run.entries) + 1 >= room:
                 # the run could fill an index: write it, so the roll check below sees the real state
@@ -405,6 +455,9 @@ class Log:
             elif base_offset != seg.base_offset and last - seg.base_offset > INT32_MAX:
                 seg = self._roll_locked(base_offset)
                 room = seg.index_room()
+            if producer_id >= 0:
+                producer_state.update(producer_id, producer_epoch, base_sequence, base_offset, last_offset_delta,
+                                      max_timestamp, attributes, mv)
             run.entries.append((mv, head, last, max_timestamp))
             run.items.append(i)
             if partition_leader_epoch > latest_epoch:
@@ -484,6 +537,14 @@ class Log:
                     raise UnexpectedAppendOffsetError(
                         f"batch base offset {b.base_offset} is below the expected offset {nxt}")
                 nxt = b.base_offset + b.last_offset_delta + 1
+            producer_state = self.producer_state
+            producers = [b for b in batches if b.producer_id >= 0]
+            for b in producers:
+                duplicate = producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
+                                                 b.attributes, mv[b.position:b.position + b.size],
+                                                 _origin(assign_offsets, b.base_sequence))
+                if duplicate is not None:
+                    return _duplicate_info(duplicate, self.log_start_offset, log_append_time)
             first = batches[0].base_offset
             last = nxt - 1
             max_ts, off_max, num_records = -1, first, 0
@@ -508,6 +569,10 @@ class Log:
                 first_batch_max_timestamp=batches[0].max_timestamp))
             self._log_end_offset = last + 1
             self.unflushed_messages += num_records
+            for b in producers:
+                producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.base_offset,
+                                      b.last_offset_delta, b.max_timestamp, b.attributes,
+                                      mv[b.position:b.position + b.size])
             info = AppendInfo(first, last, max_ts, off_max, now if log_append_time else -1, len(batches),
                               num_records, len(mv), self.log_start_offset)
         hook = self.flush_hook
@@ -525,8 +590,8 @@ class Log:
         while pos < n:
             if n - pos < V2_HEADER_SIZE:
                 raise CorruptRecordError(f"{n - pos} trailing bytes are not a whole batch", pos)
-            (base_offset, length, partition_leader_epoch, magic, crc, _attributes, last_offset_delta, _base_timestamp,
-             max_timestamp, _producer_id, _producer_epoch, _base_sequence, count) = unpack(mv, pos)
+            (base_offset, length, partition_leader_epoch, magic, crc, attributes, last_offset_delta, _base_timestamp,
+             max_timestamp, producer_id, producer_epoch, base_sequence, count) = unpack(mv, pos)
             size = LOG_OVERHEAD + length
             if length < V2_HEADER_SIZE - LOG_OVERHEAD or size > n - pos:
                 raise CorruptRecordError(f"batch length {length} does not fit the {n - pos} bytes left", pos)
@@ -539,7 +604,7 @@ class Log:
             if last_offset_delta < 0 or count < 0:
                 raise CorruptRecordError(f"negative lastOffsetDelta {last_offset_delta} or recordsCount {count}", pos)
             out.append(_BatchInfo(pos, size, base_offset, max_timestamp, last_offset_delta, count,
-                                  partition_leader_epoch))
+                                  partition_leader_epoch, attributes, producer_id, producer_epoch, base_sequence))
             pos += size
         if not out:
             raise CorruptRecordError("no record batch to append", 0)
@@ -567,6 +632,12 @@ class Log:
             active.index.close()
             active.time_index.close()
         self._set_segments(segs + (new,))
+        keep_from = segs[-1].base_offset if segs else base
+        try:  # a snapshot only spares a replay: failing to write one fails nothing
+            self.producer_state.take_snapshot(base)
+            self.producer_state.delete_snapshots(lambda offset: offset >= keep_from)
+        except OSError as exc:
+            logger.warning("producer snapshot of %s at %d failed: %s", self.dir, base, exc)
         return new
 
     # -- reading -----------------------------------------------------------------------
@@ -767,6 +838,7 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.truncate_head(offset)
 
     def delete_retention_segments(self, now_ms: int | None = None, *, high_watermark: int) -> int:
         """Delete old segments by retention.ms / retention.bytes / log start offset; never the active one.
@@ -852,6 +924,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             self.recovery_point = min(self.recovery_point, self._log_end_offset)
             self.log_start_offset = min(self.log_start_offset, self._log_end_offset)
+            self._reload_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -866,14 +939,32 @@ class Log:
             self.recovery_point = offset
             self.unflushed_messages = 0
             self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
+
+    # -- producer state -------------------------------------------------------------------
+    def _reload_producer_state(self) -> None:
+        """Rebuild the producer state from the newest snapshot and the log after it (under ``lock``)."""
+        try:
+            self.producer_state.load(self._view[1], self.log_start_offset, self._log_end_offset, self._now_ms())
+        except OSError as exc:
+            logger.error("rebuilding the producer state of %s failed: %s", self.dir, exc)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle longer than ``producer.id.expiration.ms``; how many."""
+        with self.lock:
+            return self.producer_state.remove_expired_producers(self._now_ms() if now_ms is None else now_ms)
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
-        """Trim indexes and close every file (no fsync: call flush first for durability)."""
+        """Snapshot the producer state, trim indexes and close every file (no fsync: call flush first)."""
         with self.lock:
             if self.closed:
                 return
             self.closed = True
+            try:
+                self.producer_state.take_snapshot(self._log_end_offset)
+            except OSError as exc:  # the next open replays the log instead
+                logger.warning("producer snapshot of %s at close failed: %s", self.dir, exc)
             for seg in self._view[1]:
                 try:
                     seg.close()

@@ -17,7 +17,9 @@ Layout of each log dir::
 Background threads (``start_background``): a scheduler that flushes logs
 (``flush.messages`` / ``flush.ms``, woken early by appends), applies retention
 every ``retention_check_interval_ms``, writes checkpoints every
-``checkpoint_interval_ms``, removes deleted segments and directories; and a
+``checkpoint_interval_ms``, forgets producer ids idle longer than
+``producer_id_expiration_ms`` every ``producer_id_expiration_check_interval_ms``
+(Kafka's ten minutes), removes deleted segments and directories; and a
 cleaner thread that compacts ``cleanup.policy=compact`` logs.
 
 High watermarks are not the logs': whoever owns them (the broker's replica
@@ -81,6 +83,7 @@ from broker.log.errors import KafkaStorageError, LogClosedError
 from broker.log.failure import LogDirFailureChannel, is_log_dir_failure
 from broker.log.info import LogDirStartup, LogStartupReport
 from broker.log.log import Log
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +108,9 @@ class LogManager:
                  *, retention_check_interval_ms: int = 300_000, checkpoint_interval_ms: int = 60_000,
                  cleaner_backoff_ms: int = 15_000, cleaner_offset_map_bytes: int = 64 * 1024 * 1024,
                  topic_config: Callable[[str], LogConfig | None] | None = None,
-                 flush_timer: Callable[[float], None] | None = None) -> None:
+                 flush_timer: Callable[[float], None] | None = None,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 producer_id_expiration_check_interval_ms: int = 600_000) -> None:
         if not log_dirs:
             raise ValueError("log.dirs: at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -117,6 +122,8 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.cleaner_offset_map_bytes = cleaner_offset_map_bytes
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self._logs: dict[TopicPartition, tuple[Log, Path]] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -201,7 +208,8 @@ class LogManager:
                     continue
                 config = self._config_for(tp[0])
                 log = Log.open(path, config, recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
-                               clock=self.clock, had_clean_shutdown=clean and tp in recovery)
+                               clock=self.clock, had_clean_shutdown=clean and tp in recovery,
+                               producer_id_expiration_ms=self.producer_id_expiration_ms)
                 if tp in hws:
                     self.checkpointed_high_watermarks[tp] = max(log.log_start_offset,
                                                                 min(hws[tp], log.log_end_offset))
@@ -285,7 +293,8 @@ class LogManager:
             if self.failure_channel.is_offline(log_dir):
                 raise KafkaStorageError(f"cannot create {topic}-{partition}: log dir {log_dir} is offline")
             try:
-                log = Log.open(log_dir / f"{topic}-{partition}", config or self._config_for(topic), clock=self.clock)
+                log = Log.open(log_dir / f"{topic}-{partition}", config or self._config_for(topic), clock=self.clock,
+                               producer_id_expiration_ms=self.producer_id_expiration_ms)
             except OSError as exc:
                 if self.report_io_error(log_dir, f"creating {topic}-{partition}", exc):
                     raise KafkaStorageError(f"cannot create {topic}-{partition} in {log_dir}: {exc}") from exc
@@ -515,7 +524,7 @@ class LogManager:
             t.start()
 
     def _scheduler_loop(self, tick_ms: int) -> None:
-        last_retention = last_checkpoint = time.monotonic()
+        last_retention = last_checkpoint = last_expiry = time.monotonic()
         while not self._stop.is_set():
             self._wake.wait(tick_ms / 1000)
             self._wake.clear()
@@ -533,6 +542,10 @@ class LogManager:
                 if (now - last_checkpoint) * 1000 >= self.checkpoint_interval_ms:
                     last_checkpoint = now
                     self.checkpoint()
+                if (now - last_expiry) * 1000 >= self.producer_id_expiration_check_interval_ms:
+                    last_expiry = now
+                    for log in self.logs().values():
+                        log.remove_expired_producers()
                 self._remove_doomed_dirs()
             except Exception:  # keep the thread alive; a failing dir must not stop the others
                 logger.exception("log scheduler task failed")

@@ -58,6 +58,9 @@ V2_CRC_COVERED_HEAD = struct.Struct(">hiqqqhii")
 #: what an append reads: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, lastOffsetDelta,
 #: maxTimestamp, recordsCount (pads skip the rest)
 V2_APPEND_FIELDS = struct.Struct(">qiiBI2xi8xq14xi")
+#: the producer fields an append checks, read from the attributes on: attributes, producerId, producerEpoch,
+#: baseSequence
+V2_APPEND_PRODUCER_FIELDS = struct.Struct(">h20xqhi")
 #: what a segment scan reads: baseOffset, batchLength, magic, crc, lastOffsetDelta, maxTimestamp
 V2_SCAN_FIELDS = struct.Struct(">qi4xBI2xi8xq")
 

@@ -10,10 +10,13 @@ from broker.records.batch import BatchBuilder, iter_batches, iter_records
 
 
 def make_batch(n: int = 1, *, ts: int = 1000, key: bytes | None = b"k", value: bytes | None = b"v",
-               size: int = 0, producer_id: int = -1, compression: int = 0) -> bytes:
-    """An uncompressed (by default) v2 batch of ``n`` records with timestamps ts, ts+1, ..."""
+               size: int = 0, producer_id: int = -1, compression: int = 0, base_sequence: int = 0) -> bytes:
+    """An uncompressed (by default) v2 batch of ``n`` records with timestamps ts, ts+1, ...
+
+    With a ``producer_id`` it is an idempotent producer's batch (epoch 0) starting at ``base_sequence``.
+    """
     b = BatchBuilder(compression=compression, producer_id=producer_id,
-                     producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1)
+                     producer_epoch=0 if producer_id >= 0 else -1, base_sequence=base_sequence if producer_id >= 0 else -1)
     payload = value if value is None or not size else value * max(1, size // max(1, len(value)))
     for i in range(n):
         b.append(ts + i, key, payload)

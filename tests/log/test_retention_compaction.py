@@ -146,7 +146,7 @@ def test_empty_batch_kept_for_producer_state(open_log):
     log.append(make_batch(1, key=b"a", value=b"old", producer_id=7))
     log.append(make_batch(1, key=b"b", value=b"old", producer_id=8))
     log.append(make_batch(1, key=b"b", value=b"new", producer_id=9))
-    log.append(make_batch(1, key=b"a", value=b"new", producer_id=9))
+    log.append(make_batch(1, key=b"a", value=b"new", producer_id=9, base_sequence=1))
     log.roll()
     clean_log(log, now_ms=10**6, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
     from broker.records.batch import iter_batches

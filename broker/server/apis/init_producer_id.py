@@ -4,7 +4,8 @@ Without a transactional id (idempotent producers, the default of kafka-python 3
 and of the Java client since 3.0) each call hands out a fresh producer id with
 epoch 0 from the transaction coordinator's :class:`~broker.txn.ProducerIdManager`
 (blocks of ids claimed in the metadata store, so ids are never reused across
-restarts or brokers).
+restarts or brokers). Each partition checks the producer's sequences and epoch
+on append (:mod:`broker.log.producer_state`).
 
 With a transactional id the transaction coordinator answers
 (:meth:`~broker.txn.TransactionCoordinator.init_producer_id`): the id's producer

@@ -18,6 +18,13 @@ partition and never fail the whole request:
 * batch above max.message.bytes                   MESSAGE_TOO_LARGE (10)
 * v3+ with a legacy message set or >1 batch       INVALID_RECORD (87)
 * a keyless record on a compacted topic           INVALID_RECORD (87), per record
+* a control batch, or a producer id without a     INVALID_RECORD (87)
+  sequence (Kafka's LogValidator)
+* a sequence that does not follow the producer's  OUT_OF_ORDER_SEQUENCE_NUMBER (45)
+  last one (or a new epoch not starting at 0)
+* a producer epoch older than the partition's     INVALID_PRODUCER_EPOCH (47)
+* a non-transactional batch during the producer's INVALID_TXN_STATE (48)
+  ongoing transaction
 * zstd before v7                                  UNSUPPORTED_COMPRESSION_TYPE (76)
 * a record's CreateTime further than message.     INVALID_TIMESTAMP (32), per record
   timestamp.difference.max.ms from the broker clock
@@ -30,6 +37,12 @@ partition and never fail the whole request:
 * acks=-1 and the ISR shrank below                NOT_ENOUGH_REPLICAS_AFTER_APPEND (20)
   min.insync.replicas while the append waited
 * the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
+
+A batch of an idempotent producer that repeats one of the producer's last
+five batches (a retry whose first answer was lost) is not written again: it is
+answered with the offset of its first write (see
+:mod:`broker.log.producer_state`, whose checks run on the log's writer thread,
+in append order).
 
 Once every partition's append is queued the handler says so
 (``ctx.appends_queued()``): a later Produce on the same connection may then
@@ -122,6 +135,12 @@ def _prepare(version: int, records, config, topic: str, partition: int) -> memor
         if size < 61:
             raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than its header")
         view = BatchView(mv, pos, size)
+        if view.is_control:
+            raise _PartitionError(ErrorCode.INVALID_RECORD,
+                                  f"Clients are not allowed to write control records in {topic}-{partition}")
+        if view.producer_id >= 0 and view.base_sequence < 0:
+            raise _PartitionError(ErrorCode.INVALID_RECORD, f"Invalid sequence number {view.base_sequence} in "
+                                                            f"record batch with producerId {view.producer_id}")
         if view.compression == ZSTD and version < 7:
             raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
         if config.compact or check_ts:
