@@ -50,6 +50,7 @@ import struct
 import threading
 import time
 from bisect import bisect_right
+from collections import deque
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -74,6 +75,8 @@ from broker.log.recovery import recover_segments, remove_stray_files
 from broker.log.retention import segments_to_delete
 from broker.log.scan import INT32_MAX, read_header
 from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from broker.log.txn_index import AbortedTxn, collect_aborted, truncate_from, txn_index_path
+from broker.log.txn_index import append as append_aborted_txn
 from broker.records.view import (LOG_OVERHEAD, V2_APPEND_FIELDS, V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET,
                                  V2_ENTRY_HEAD, V2_HEADER, V2_HEADER_SIZE, BatchView)
 
@@ -191,6 +194,12 @@ class Log:
         self._settings: _AppendSettings | None = None  # see _append_settings
         #: idempotent and transactional producers (see :mod:`broker.log.producer_state`); under ``lock``
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        #: the first offset of the earliest ongoing transaction, published after each write (read lock-free)
+        self.first_undecided_offset: int | None = None
+        #: (first offset, marker offset) of ended transactions, in marker order: appended by writers,
+        #: dropped by :meth:`first_unstable_offset` once the high watermark passes their marker
+        self._completed_txns: deque[tuple[int, int]] = deque()
+        self._placed_txns: list = []  # (segment, CompletedTxn, last stable offset) placed, not yet published
         self.closed = False
 
     # -- opening and recovery -----------------------------------------------
@@ -234,7 +243,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         report.log_end_offset = leo
         self.recovery_report = report
-        self.producer_state.load(segments, self.log_start_offset, leo, self._now_ms())
+        self._reload_producer_state()
         self.producer_state.take_snapshot(leo)
 
     # -- snapshot helpers ------------------------------------------------------
@@ -354,10 +363,14 @@ class Log:
                     error = exc
                 for i in run.items:  # placed, not written
                     results[i] = None
+                self._placed_txns.clear()
                 self._reload_producer_state()  # it took in what was placed but not written
                 for j, r in enumerate(results):
                     if r is None:
                         results[j] = error
+            if self._placed_txns:
+                self._publish_txns_locked()
+            self.first_undecided_offset = self.producer_state.first_undecided_offset
         if flush_messages is not None and self.flush_hook is not None and self.unflushed_messages >= flush_messages:
             self.flush_hook(self)
         return results
@@ -456,8 +469,10 @@ class Log:
                 seg = self._roll_locked(base_offset)
                 room = seg.index_room()
             if producer_id >= 0:
-                producer_state.update(producer_id, producer_epoch, base_sequence, base_offset, last_offset_delta,
-                                      max_timestamp, attributes, mv)
+                completed = producer_state.update(producer_id, producer_epoch, base_sequence, base_offset,
+                                                  last_offset_delta, max_timestamp, attributes, mv)
+                if completed is not None:
+                    self._placed_txns.append((seg, completed, producer_state.last_stable_offset(completed)))
             run.entries.append((mv, head, last, max_timestamp))
             run.items.append(i)
             if partition_leader_epoch > latest_epoch:
@@ -570,9 +585,11 @@ class Log:
             self._log_end_offset = last + 1
             self.unflushed_messages += num_records
             for b in producers:
-                producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.base_offset,
-                                      b.last_offset_delta, b.max_timestamp, b.attributes,
-                                      mv[b.position:b.position + b.size])
+                completed = producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.base_offset,
+                                                  b.last_offset_delta, b.max_timestamp, b.attributes,
+                                                  mv[b.position:b.position + b.size])
+                if completed is not None:
+                    self._placed_txns.append((seg, completed, producer_state.last_stable_offset(completed)))
             info = AppendInfo(first, last, max_ts, off_max, now if log_append_time else -1, len(batches),
                               num_records, len(mv), self.log_start_offset)
         hook = self.flush_hook
@@ -940,14 +957,69 @@ class Log:
             self.unflushed_messages = 0
             self.leader_epoch_cache.clear()
             self.producer_state.truncate_fully_and_start_at(offset)
+            self._completed_txns.clear()
+            self.first_undecided_offset = None
 
     # -- producer state -------------------------------------------------------------------
     def _reload_producer_state(self) -> None:
-        """Rebuild the producer state from the newest snapshot and the log after it (under ``lock``)."""
+        """Rebuild the producer state from the newest snapshot and the log after it (under ``lock``).
+
+        The transaction indexes of the replayed range are rebuilt with it.
+        """
+        segments = self._view[1]
+
+        def replay_from(offset: int) -> None:
+            for seg in segments:
+                if seg.next_offset is None or seg.next_offset > offset:
+                    truncate_from(txn_index_path(seg.log_path), offset)
+
+        def completed(seg, txn, last_stable_offset) -> None:
+            self._placed_txns.append((seg, txn, last_stable_offset))
+
+        self._completed_txns.clear()
+        self._placed_txns.clear()
         try:
-            self.producer_state.load(self._view[1], self.log_start_offset, self._log_end_offset, self._now_ms())
+            self.producer_state.load(segments, self.log_start_offset, self._log_end_offset, self._now_ms(),
+                                     completed, replay_from)
+            self._publish_txns_locked()
         except OSError as exc:
             logger.error("rebuilding the producer state of %s failed: %s", self.dir, exc)
+        self._placed_txns.clear()
+        self.first_undecided_offset = self.producer_state.first_undecided_offset
+
+    def _publish_txns_locked(self) -> None:
+        """Written markers: aborted transactions into their segment's ``.txnindex``; all for the LSO."""
+        placed, self._placed_txns = self._placed_txns, []
+        for seg, txn, last_stable_offset in placed:
+            if txn.is_aborted:
+                try:
+                    append_aborted_txn(txn_index_path(seg.log_path),
+                                       AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                                  last_stable_offset))
+                except OSError as exc:  # derived data: the next open rebuilds what it replays
+                    logger.error("transaction index of %s: %s", seg.log_path, exc)
+            self._completed_txns.append((txn.first_offset, txn.last_offset))
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """Kafka's first unstable offset: the first offset of the earliest transaction that is ongoing or
+        whose marker is not below ``high_watermark`` yet; None when there is none. Lock-free (the loop's)."""
+        completed = self._completed_txns
+        try:
+            while completed and completed[0][1] < high_watermark:
+                completed.popleft()
+        except IndexError:  # cleared by a writer meanwhile
+            pass
+        firsts = [first for first, _marker in list(completed)]
+        undecided = self.first_undecided_offset
+        if undecided is not None:
+            firsts.append(undecided)
+        return max(min(firsts), self.log_start_offset) if firsts else None
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[fetch_offset, upper_bound)`` (read_committed fetches)."""
+        bases, segs = self._view
+        i = max(0, bisect_right(bases, fetch_offset) - 1)
+        return collect_aborted([s.log_path for s in segs[i:]], fetch_offset, upper_bound)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than ``producer.id.expiration.ms``; how many."""

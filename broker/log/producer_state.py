@@ -359,6 +359,11 @@ class ProducerStateManager:
         """The first offset of the earliest ongoing transaction."""
         return next(iter(self.ongoing_txns), None)
 
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed``'s marker is written (after :meth:`update` took it)."""
+        undecided = self.first_undecided_offset
+        return completed.last_offset + 1 if undecided is None else undecided
+
     # -- expiry ------------------------------------------------------------------------------
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer_id_expiration_ms`` with no ongoing transaction; how many."""
@@ -401,10 +406,14 @@ class ProducerStateManager:
         self.map_end_offset = offset
         self.last_snapshot_offset = 0
 
-    def load(self, segments, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
+    def load(self, segments, log_start_offset: int, log_end_offset: int, now_ms: int,
+             on_completed=None, on_replay_start=None) -> int:
         """Rebuild the state of the log ``[log_start_offset, log_end_offset)``; the snapshot offset used (-1: none).
 
         Snapshots above the log end or below the log start are deleted first.
+        ``on_completed(segment, completed_txn, last_stable_offset)`` hears of
+        every transaction a replayed marker ends; ``on_replay_start(offset)``
+        hears where the replay starts, before it does.
         """
         self.producers.clear()
         self.ongoing_txns.clear()
@@ -429,11 +438,13 @@ class ProducerStateManager:
             break
         start = log_start_offset if used < 0 else used
         self.last_snapshot_offset = max(used, 0)
-        self.replay(segments, start, log_end_offset)
+        if on_replay_start is not None:
+            on_replay_start(start)
+        self.replay(segments, start, log_end_offset, on_completed)
         self.map_end_offset = log_end_offset
         return used
 
-    def replay(self, segments, start: int, end: int) -> int:
+    def replay(self, segments, start: int, end: int, on_completed=None) -> int:
         """Take the batches of ``segments`` in ``[start, end)`` into the state, unchecked; how many."""
         n = 0
         for seg in segments:
@@ -455,8 +466,10 @@ class ProducerStateManager:
                             break
                         if producer_id >= 0 and base_offset + last_offset_delta >= start:
                             control = bytes(buf[pos:pos + entry_size]) if attributes & CONTROL_MASK else None
-                            self.update(producer_id, producer_epoch, base_sequence, base_offset, last_offset_delta,
-                                        max_timestamp, attributes, control)
+                            completed = self.update(producer_id, producer_epoch, base_sequence, base_offset,
+                                                    last_offset_delta, max_timestamp, attributes, control)
+                            if completed is not None and on_completed is not None:
+                                on_completed(seg, completed, self.last_stable_offset(completed))
                             n += 1
                         pos += entry_size
                 finally:

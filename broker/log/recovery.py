@@ -36,6 +36,7 @@ from broker.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from broker.log.txn_index import TXN_INDEX_SUFFIX
 
 
 def remove_stray_files(dir: Path) -> None:
@@ -49,7 +50,7 @@ def remove_stray_files(dir: Path) -> None:
     for name in os.listdir(dir):
         if name.endswith(SWAP_SUFFIX):
             (dir / name).unlink(missing_ok=True)
-        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and name[:20].isdigit():
+        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and name[:20].isdigit():
             if not (dir / (name[:20] + LOG_SUFFIX)).exists():
                 (dir / name).unlink(missing_ok=True)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.log.scan import INT32_MAX, ScanResult, read_header, scan_file
+from broker.log.txn_index import txn_index_path
 
 logger = logging.getLogger(__name__)
 
@@ -418,7 +419,8 @@ class LogSegment:
             self.file = None
 
     def rename_suffix(self, old: str, new: str) -> None:
-        """Rename all three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
+        """Rename all four files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
+        txn_index = txn_index_path(self.log_path)
         for attr_path, setter in ((self.log_path, "log_path"),):
             target = Path(str(attr_path)[: len(str(attr_path)) - len(old)] + new) if old else Path(str(attr_path) + new)
             os.replace(attr_path, target)
@@ -429,10 +431,12 @@ class LogSegment:
             if idx.path.exists():
                 os.replace(idx.path, target)
             idx.path = target
+        if txn_index.exists():
+            os.replace(txn_index, txn_index_path(self.log_path))
 
     def delete_files(self) -> None:
         self.close_handles()
-        for p in (self.log_path, self.index.path, self.time_index.path):
+        for p in (self.log_path, self.index.path, self.time_index.path, txn_index_path(self.log_path)):
             try:
                 os.unlink(p)
             except FileNotFoundError:

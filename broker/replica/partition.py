@@ -14,7 +14,9 @@ Invariants:
   and only moves forward (:meth:`maybe_increment_high_watermark`); a single
   node's ISR is itself, so it follows the log end offset at once;
 - on a follower, it is the leader's (from its fetch answers) capped at our log end;
-- consumers read below the high watermark, followers up to the log end.
+- consumers read below the high watermark (read_committed ones below the last
+  stable offset, ``last_stable_offset <= high_watermark``), followers up to the
+  log end.
 
 ISR membership follows Kafka's rules: a follower is caught up at a fetch that
 reaches the leader's log end, or that reaches where the log end was at its
@@ -248,14 +250,31 @@ class Partition:
     def size_in_bytes(self) -> int:
         return self._log.size_in_bytes
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the earliest transaction not yet decided (or decided by a
+        marker not yet below the high watermark), else the high watermark."""
+        high_watermark = self.high_watermark
+        first = self._log.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
     def read(self, offset: int, max_bytes: int, *, follower: bool = False,
-             min_one_batch: bool = False) -> "FetchSlice":
-        """Whole batches from the one holding ``offset``: below the high watermark, or the log end for a follower.
+             min_one_batch: bool = False, read_committed: bool = False) -> "FetchSlice":
+        """Whole batches from the one holding ``offset``: below the high watermark (read_committed: the
+        last stable offset), or the log end for a follower.
 
         Raises :class:`~broker.log.OffsetOutOfRange`.
         """
-        return self._log.read(offset, max_bytes, max_offset=None if follower else self.high_watermark,
-                              min_one_batch=min_one_batch)
+        if follower:
+            max_offset = None
+        else:
+            max_offset = self.last_stable_offset if read_committed else self.high_watermark
+        return self._log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """``AbortedTxn`` (producer_id, first_offset, ...) overlapping ``[fetch_offset, upper_bound)``,
+        from the transaction indexes (read_committed fetches)."""
+        return self._log.collect_aborted_transactions(fetch_offset, upper_bound)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp_ms`` below the high watermark."""

@@ -187,3 +187,48 @@ def test_idle_producers_expire_but_not_during_a_transaction(tmp_path):
     again = Log.open(tmp_path / "t-0", LogConfig(), producer_id_expiration_ms=1000)
     assert 2 in again.producer_state.producers
     again.close()
+
+
+def test_last_stable_offset_and_transaction_index(open_log):
+    from broker.log.txn_index import read_entries, txn_index_path
+
+    log = open_log(LogConfig(segment_bytes=400))
+    log.append(batch(1, 0, transactional=True))  # 0: producer 1's transaction starts
+    log.append(batch(9, 0))  # 1
+    log.append(batch(2, 0, transactional=True))  # 2: producer 2's starts
+    assert log.first_unstable_offset(high_watermark=3) == 0
+    log.append(marker(1, 0, ControlRecordType.ABORT))  # 3
+    # the marker is not below the high watermark yet: still unstable from 0
+    assert log.first_unstable_offset(high_watermark=3) == 0
+    assert log.first_unstable_offset(high_watermark=4) == 2
+    [entry] = read_entries(txn_index_path(log.active_segment.log_path))
+    assert (entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset) == (1, 0, 3, 2)
+    log.append(marker(2, 0, ControlRecordType.COMMIT))  # 4: commits are not indexed
+    assert log.first_unstable_offset(high_watermark=5) is None
+    assert [t.producer_id for t in log.collect_aborted_transactions(0, 5)] == [1]
+    assert log.collect_aborted_transactions(4, 5) == []
+
+
+def test_transaction_index_rebuilt_from_the_log(tmp_path):
+    from broker.log.txn_index import read_entries, txn_index_path
+
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    for pid in (1, 2, 3):
+        log.append(batch(pid, 0, transactional=True))
+    for pid in (1, 2):
+        log.append(marker(pid, 0, ControlRecordType.ABORT))
+    before = [e for s in log.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert [e.producer_id for e in before] == [1, 2]
+    log.close()
+    for path in list(log.dir.iterdir()):
+        if path.suffix in (".txnindex", ".snapshot"):
+            path.unlink()
+    again = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    after = [e for s in again.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert after == before
+    assert again.first_unstable_offset(again.log_end_offset) == 2  # producer 3's is still open
+    again.truncate_to(4)  # cuts producer 2's marker
+    after = [e for s in again.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert [e.producer_id for e in after] == [1]
+    assert again.first_unstable_offset(again.log_end_offset) == 1
+    again.close()

@@ -27,8 +27,12 @@ down-converted to message sets (magic 0 for v0-1, magic 1 for v2-3), a copy
 only old clients pay for; zstd data then gets UNSUPPORTED_COMPRESSION_TYPE, and
 a topic with ``message.downconversion.enable=false`` UNSUPPORTED_VERSION (as in
 Kafka, only when there is data to convert: an empty answer is no error).
-v4+ report ``last_stable_offset`` (= high watermark: no transactions yet) and
-``aborted_transactions`` (null); v5+ ``log_start_offset``; v7+ fetch sessions:
+v4+ report ``last_stable_offset`` (LSO: the first offset of the earliest
+transaction not yet decided, else the high watermark) and, with
+``isolation_level`` 1 (read_committed), read only up to the LSO and list the
+aborted transactions (producer id, first offset) that overlap what they
+return, from the segments' ``.txnindex`` files (null for read_uncommitted);
+the slice stays zero-copy, the consumer drops aborted records itself; v5+ ``log_start_offset``; v7+ fetch sessions:
 we create none (``session_id`` 0 in every answer, which tells the client to
 keep sending full requests) and answer a request naming a session id with
 FETCH_SESSION_ID_NOT_FOUND; v9+ check ``current_leader_epoch``.
@@ -54,6 +58,7 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     follower = replica_id >= 0
     # Kafka 2.7: followers and consumers before v11 (no client metadata, KIP-392) read from the leader only
     leader_only = follower or version < 11
+    read_committed = not follower and version >= 4 and request["isolation_level"] == 1
     remaining = request["max_bytes"] if version >= 3 else INT32_MAX
     total = 0
     keys = []
@@ -81,13 +86,17 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
                 has_error = True
                 continue
             hw = partition.high_watermark
-            out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=partition.log_start_offset)
+            lso = partition.last_stable_offset
+            out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=partition.log_start_offset)
+            if read_committed:
+                out["aborted_transactions"] = []
             limit = min(p["partition_max_bytes"], remaining) if version >= 3 else p["partition_max_bytes"]
             min_one = version >= 3 and total == 0
             if limit <= 0 and not min_one:
                 continue
             try:
-                piece = partition.read(p["fetch_offset"], max(limit, 0), follower=follower, min_one_batch=min_one)
+                piece = partition.read(p["fetch_offset"], max(limit, 0), follower=follower, min_one_batch=min_one,
+                                       read_committed=read_committed)
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 has_error = True
@@ -115,6 +124,10 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
             else:
                 out["records"] = piece
                 size = piece.length
+                if read_committed:
+                    out["aborted_transactions"] = [
+                        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                        for txn in partition.aborted_transactions(p["fetch_offset"], lso)]
             total += size
             remaining -= size
             per_topic[name] = per_topic.get(name, 0) + size

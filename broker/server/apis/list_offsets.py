@@ -4,8 +4,9 @@ adds MAX_TIMESTAMP, KIP-734).
 For each partition the ``timestamp`` field is a timestamp or a spec:
 
 * -2 (EARLIEST): the log start offset;
-* -1 (LATEST): the high watermark (what a consumer may read); for a follower
-  (``replica_id`` >= 0, after OFFSET_OUT_OF_RANGE) the log end offset;
+* -1 (LATEST): the high watermark (what a consumer may read); with
+  ``isolation_level`` 1 (read_committed, v2+) the last stable offset; for a
+  follower (``replica_id`` >= 0, after OFFSET_OUT_OF_RANGE) the log end offset;
 * -3 (MAX_TIMESTAMP, v7+): the first record with the largest timestamp below
   the high watermark, with that timestamp (offset -1 when the log is empty);
 * a timestamp >= 0: the first offset whose record timestamp is >= it, with that
@@ -40,7 +41,7 @@ LATER_SPECS = (-3, -4, -5)  # MAX_TIMESTAMP (v7), EARLIEST_LOCAL (v8), LATEST_TI
 DEBUGGING_REPLICA_ID = -2
 
 
-async def _partition(ctx: RequestContext, topic: str, p: dict, replica_id: int) -> dict:
+async def _partition(ctx: RequestContext, topic: str, p: dict, replica_id: int, isolation_level: int) -> dict:
     index = p["partition_index"]
     result = {"partition_index": index, "error_code": ErrorCode.NONE, "old_style_offsets": [],
               "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -56,7 +57,13 @@ async def _partition(ctx: RequestContext, topic: str, p: dict, replica_id: int) 
     if timestamp == EARLIEST:
         offset, found_ts = partition.log_start_offset, -1
     elif timestamp == LATEST:
-        offset, found_ts = (partition.log_end_offset if replica_id >= 0 else partition.high_watermark), -1
+        if replica_id >= 0:
+            offset = partition.log_end_offset
+        elif ctx.api_version >= 2 and isolation_level == 1:  # read_committed
+            offset = partition.last_stable_offset
+        else:
+            offset = partition.high_watermark
+        found_ts = -1
     elif timestamp < 0 and not (timestamp == MAX_TIMESTAMP and ctx.api_version >= 7):
         result["error_code"] = ErrorCode.UNSUPPORTED_VERSION if timestamp in LATER_SPECS else ErrorCode.INVALID_REQUEST
         return result
@@ -80,7 +87,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     return {
         "throttle_time_ms": 0,
         "topics": [
-            {"name": t["name"], "partitions": [await _partition(ctx, t["name"], p, request["replica_id"])
+            {"name": t["name"], "partitions": [await _partition(ctx, t["name"], p, request["replica_id"],
+                                                                request.get("isolation_level", 0))
                                              for p in t["partitions"]]}
             for t in request["topics"]
         ],
