@@ -76,6 +76,8 @@ from broker.log.retention import segments_to_delete
 from broker.log.scan import INT32_MAX, read_header
 from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from broker.log.txn_index import AbortedTxn, collect_aborted, truncate_from, txn_index_path
+from broker.log.txn_index import read_entries as read_txn_entries
+from broker.log.txn_index import write_entries as write_txn_entries
 from broker.log.txn_index import append as append_aborted_txn
 from broker.records.view import (LOG_OVERHEAD, V2_APPEND_FIELDS, V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET,
                                  V2_ENTRY_HEAD, V2_HEADER, V2_HEADER_SIZE, BatchView)
@@ -828,6 +830,8 @@ class Log:
                 new.delete_files()
                 return False
             at = ids.index(id(old[0]))
+            # the cleaner keeps every offset and marker: the old segments' aborted transactions still hold
+            aborted = [e for seg in old for e in read_txn_entries(txn_index_path(seg.log_path))]
             new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             segs[at:at + len(old)] = [new]
             self._set_segments(segs)
@@ -837,6 +841,11 @@ class Log:
                 seg.rename_suffix("", DELETED_SUFFIX)
                 self._pending_deletes.append((due, seg))
             new.rename_suffix(SWAP_SUFFIX, "")
+            if aborted:
+                try:
+                    write_txn_entries(txn_index_path(new.log_path), aborted)
+                except OSError as exc:  # derived data; a replay rebuilds it
+                    logger.error("transaction index of %s: %s", new.log_path, exc)
         if self.config.file_delete_delay_ms == 0:
             self.purge_deleted()
         return True

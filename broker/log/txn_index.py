@@ -64,6 +64,13 @@ def append(path: Path, txn: AbortedTxn) -> None:
         f.write(_ENTRY.pack(VERSION, *txn))
 
 
+def write_entries(path: Path, entries: list[AbortedTxn]) -> None:
+    """Replace ``path`` with ``entries`` (a new file renamed over the old one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(b"".join(_ENTRY.pack(VERSION, *e) for e in entries))
+    os.replace(tmp, path)
+
+
 def truncate_from(path: Path, offset: int) -> None:
     """Drop the entries whose marker is at or above ``offset``, and a torn tail."""
     entries = read_entries(path)
@@ -77,9 +84,7 @@ def truncate_from(path: Path, offset: int) -> None:
     if not kept:
         path.unlink(missing_ok=True)
         return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(b"".join(_ENTRY.pack(VERSION, *e) for e in kept))
-    os.replace(tmp, path)
+    write_entries(path, kept)
 
 
 def collect_aborted(log_paths, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

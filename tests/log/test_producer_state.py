@@ -232,3 +232,22 @@ def test_transaction_index_rebuilt_from_the_log(tmp_path):
     assert [e.producer_id for e in after] == [1]
     assert again.first_unstable_offset(again.log_end_offset) == 1
     again.close()
+
+
+def test_compaction_keeps_the_aborted_transactions_of_the_segments_it_replaces(open_log):
+    from broker.log.cleaner import clean_log
+    from broker.log.txn_index import read_entries, txn_index_path
+
+    log = open_log(LogConfig(segment_bytes=300, cleanup_policy="compact", file_delete_delay_ms=0))
+    log.append(batch(1, 0, transactional=True))
+    log.append(marker(1, 0, ControlRecordType.ABORT))
+    for seq in range(4):
+        log.append(batch(2, seq))
+    log.roll()
+    before = [e for s in log.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert [e.producer_id for e in before] == [1]
+    result = clean_log(log, now_ms=now_ms(), high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
+    assert result.records_removed > 0 and result.segments_before > 0
+    after = [e for s in log.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert after == before
+    assert [t.producer_id for t in log.collect_aborted_transactions(0, log.log_end_offset)] == [1]
