@@ -328,6 +328,8 @@ _PROPS: list[Prop] = [
     Prop("producer.id.expiration.ms", _optional(_ranged(1, INT_MAX)), None,
          "Idle time after which a partition forgets a producer id (Kafka 2.8's name); "
          "defaults to transactional.id.expiration.ms, as in Kafka 2.7."),
+    Prop("producer.id.expiration.check.interval.ms", _ranged(1, INT_MAX), 600000,
+         "How often partitions look for expired producer ids (Kafka 2.8's name; 2.7 hard-codes 10 minutes)."),
 ]
 
 PROPERTIES: dict[str, Prop] = {p.name: p for p in _PROPS}

@@ -169,6 +169,7 @@ class Broker:
             topic_config=self._topic_log_config,
             flush_timer=self.metrics.log_flush_duration.observe,
             producer_id_expiration_ms=cfg.producer_id_expiration_ms,
+            producer_id_expiration_check_interval_ms=cfg.producer_id_expiration_check_interval_ms,
         )
         self.log_manager.append_deliver = self._deliver_appends
         self.log_manager.on_log_dir_offline = self._on_log_dir_offline

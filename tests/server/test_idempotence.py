@@ -170,3 +170,19 @@ def test_a_flipped_or_deleted_snapshot_is_rebuilt_never_trusted(broker):
         retry = produce(w, "flip", batch(pid, epoch, 6, [b"v6"]))
         assert (retry["error_code"], retry["base_offset"]) == (0, 6)
     assert pid in {e.producer_id for e in decode_snapshot((path.parent / snapshot_file_name(7)).read_bytes())}
+
+
+def test_an_idle_producer_expires_after_producer_id_expiration_ms(broker_factory):
+    b = broker_factory({"producer.id.expiration.ms": 1000, "producer.id.expiration.check.interval.ms": 100})
+    with Wire(b.bootstrap) as w:
+        pid, epoch = init_producer_id(w)
+        assert produce(w, "expiry", batch(pid, epoch, 0, [b"a"]))["error_code"] == 0
+        assert produce(w, "expiry", batch(pid, epoch, 5, [b"x"]))["error_code"] == 45  # still known
+        deadline = time.monotonic() + 30
+        while True:  # forgotten once idle for a second: any sequence is taken again (Kafka 2.5+)
+            r = produce(w, "expiry", batch(pid, epoch, 5, [b"b"]))
+            if r["error_code"] == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r["error_code"] == 0
+        assert values_of(w, "expiry") == [b"a", b"b"]
