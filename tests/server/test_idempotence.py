@@ -186,3 +186,24 @@ def test_an_idle_producer_expires_after_producer_id_expiration_ms(broker_factory
             time.sleep(0.2)
         assert r["error_code"] == 0
         assert values_of(w, "expiry") == [b"a", b"b"]
+
+
+def test_producer_ids_are_never_handed_out_twice_across_restarts(broker):
+    with Wire(broker.bootstrap) as w:
+        first = [init_producer_id(w)[0] for _ in range(3)]
+    assert first == sorted(set(first))
+    broker.kill()  # the block claimed before the kill is never reused
+    broker.start()
+    with Wire(broker.bootstrap) as w:
+        second = init_producer_id(w)[0]
+    assert second > max(first)
+
+
+def test_brokers_on_one_zookeeper_take_distinct_producer_id_blocks(broker_factory, zk_connect):
+    brokers = [broker_factory(props={"zookeeper.connect": zk_connect, "broker.id": i}) for i in (1, 2)]
+    ids = []
+    for b in brokers:
+        with Wire(b.bootstrap) as w:
+            ids += [init_producer_id(w)[0] for _ in range(2)]
+    assert len(set(ids)) == 4
+    assert {i // 1000 for i in ids[:2]}.isdisjoint({i // 1000 for i in ids[2:]})  # blocks of 1,000 apart
