@@ -245,8 +245,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         report.log_end_offset = leo
         self.recovery_report = report
-        self._reload_producer_state()
-        self.producer_state.take_snapshot(leo)
+        self._reload_producer_state()  # writes no snapshot: a start that fails later must have changed nothing
 
     # -- snapshot helpers ------------------------------------------------------
     def _set_segments(self, segments) -> None:
@@ -1036,14 +1035,16 @@ class Log:
             return self.producer_state.remove_expired_producers(self._now_ms() if now_ms is None else now_ms)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def close(self) -> None:
-        """Snapshot the producer state, trim indexes and close every file (no fsync: call flush first)."""
+    def close(self, *, snapshot: bool = True) -> None:
+        """Snapshot the producer state (unless not ``snapshot``), trim indexes and close every file
+        (no fsync: call flush first)."""
         with self.lock:
             if self.closed:
                 return
             self.closed = True
             try:
-                self.producer_state.take_snapshot(self._log_end_offset)
+                if snapshot:
+                    self.producer_state.take_snapshot(self._log_end_offset)
             except OSError as exc:  # the next open replays the log instead
                 logger.warning("producer snapshot of %s at close failed: %s", self.dir, exc)
             for seg in self._view[1]:

@@ -627,13 +627,13 @@ class LogManager:
     def abandon(self) -> None:
         """After a failed start: stop the threads and close the logs, marking nothing.
 
-        No flush, no checkpoints, no clean-shutdown marker: the dirs stay as
+        No flush, no checkpoints, no producer snapshots, no clean-shutdown marker: the dirs stay as
         the failed start left them, and the next start recovers every log that
         was loaded from its checkpointed recovery point.
         """
         self._stop_writers()
         for log in self.logs().values():
-            log.close()
+            log.close(snapshot=False)
 
     def _stop_writers(self) -> None:
         self._cancel_moves(lambda move: True)  # a restart would abandon them anyway

@@ -50,7 +50,8 @@ hold the state of the log below that offset, in Kafka's format version 1
 A snapshot keeps only the last batch of each producer (as Kafka's does): after
 a restart a retry of one of the four batches before it is not recognised.
 Snapshots are written at every segment roll (at the new segment's base
-offset) and at close; the log opens by loading the newest snapshot that is
+offset) and at close, never while a log opens (a broker start that fails
+changes no file); the log opens by loading the newest snapshot that is
 not above its log end offset and replaying the batches after it
 (:meth:`ProducerStateManager.load`). A snapshot that fails its CRC or does not
 parse is deleted and the next older one tried; with none left the whole log
@@ -383,9 +384,13 @@ class ProducerStateManager:
             return None
         path = self.dir / snapshot_file_name(offset)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(encode_snapshot(self.producers.values()))
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(encode_snapshot(self.producers.values()))
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         self.last_snapshot_offset = offset
         return path
 

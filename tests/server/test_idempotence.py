@@ -169,6 +169,7 @@ def test_a_flipped_or_deleted_snapshot_is_rebuilt_never_trusted(broker):
     with Wire(broker.bootstrap) as w:  # rebuilt again: the retry of the last batch is recognised
         retry = produce(w, "flip", batch(pid, epoch, 6, [b"v6"]))
         assert (retry["error_code"], retry["base_offset"]) == (0, 6)
+    assert broker.stop() == 0
     assert pid in {e.producer_id for e in decode_snapshot((path.parent / snapshot_file_name(7)).read_bytes())}
 
 
