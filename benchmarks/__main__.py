@@ -14,7 +14,8 @@ import importlib.util
 import subprocess
 import sys
 
-MODULES = ("log_bench", "client_bench", "group_bench", "broker_bench", "mirror_bench", "pipeline_bench")
+MODULES = ("log_bench", "client_bench", "group_bench", "broker_bench", "mirror_bench", "pipeline_bench",
+           "idempotence_bench")
 
 
 def main(argv: list[str] | None = None) -> int:

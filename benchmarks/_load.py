@@ -116,7 +116,8 @@ def _producer(bootstrap: str, acks: str, compression: str, linger_ms: float, **e
 
 
 def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, acks: str = "1",
-                       compression: str = "none", linger_ms: float = 5, max_s: float = 60.0) -> ProduceResult:
+                       compression: str = "none", linger_ms: float = 5, max_s: float = 60.0,
+                       idempotence: bool = False) -> ProduceResult:
     errors = [0, ""]
 
     def on_error(err, _msg) -> None:
@@ -125,8 +126,8 @@ def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, ack
                 errors[1] = str(err)
             errors[0] += 1
 
-    producer = _producer(bootstrap, acks, compression, linger_ms,
-                         **{"delivery.report.only.error": True, "on_delivery": on_error})
+    producer = _producer(bootstrap, acks, compression, linger_ms, **{
+        "delivery.report.only.error": True, "on_delivery": on_error, "enable.idempotence": idempotence})
     producer.list_topics(topic, timeout=30)
     values = payloads(size)
     produce, poll = producer.produce, producer.poll
