@@ -202,6 +202,8 @@ class Log:
         #: dropped by :meth:`first_unstable_offset` once the high watermark passes their marker
         self._completed_txns: deque[tuple[int, int]] = deque()
         self._placed_txns: list = []  # (segment, CompletedTxn, last stable offset) placed, not yet published
+        #: base offsets of the segments that may have a .txnindex (read_committed fetches open no other)
+        self._txn_index_bases: set[int] = set()
         self.closed = False
 
     # -- opening and recovery -----------------------------------------------
@@ -245,6 +247,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         report.log_end_offset = leo
         self.recovery_report = report
+        self._txn_index_bases = {s.base_offset for s in segments if txn_index_path(s.log_path).exists()}
         self._reload_producer_state()  # writes no snapshot: a start that fails later must have changed nothing
 
     # -- snapshot helpers ------------------------------------------------------
@@ -841,6 +844,7 @@ class Log:
                 self._pending_deletes.append((due, seg))
             new.rename_suffix(SWAP_SUFFIX, "")
             if aborted:
+                self._txn_index_bases.add(new.base_offset)
                 try:
                     write_txn_entries(txn_index_path(new.log_path), aborted)
                 except OSError as exc:  # derived data; a replay rebuilds it
@@ -1000,6 +1004,7 @@ class Log:
         placed, self._placed_txns = self._placed_txns, []
         for seg, txn, last_stable_offset in placed:
             if txn.is_aborted:
+                self._txn_index_bases.add(seg.base_offset)
                 try:
                     append_aborted_txn(txn_index_path(seg.log_path),
                                        AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
@@ -1027,7 +1032,8 @@ class Log:
         """The aborted transactions overlapping ``[fetch_offset, upper_bound)`` (read_committed fetches)."""
         bases, segs = self._view
         i = max(0, bisect_right(bases, fetch_offset) - 1)
-        return collect_aborted([s.log_path for s in segs[i:]], fetch_offset, upper_bound)
+        indexed = self._txn_index_bases
+        return collect_aborted([s.log_path for s in segs[i:] if s.base_offset in indexed], fetch_offset, upper_bound)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than ``producer.id.expiration.ms``; how many."""
