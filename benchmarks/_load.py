@@ -168,8 +168,11 @@ class ConsumeResult:
 
 
 def consume_throughput(bootstrap: str, topic: str, partitions: int, count: int,
-                       max_s: float = 60.0) -> ConsumeResult:
+                       max_s: float = 60.0, isolation_level: str | None = None) -> ConsumeResult:
+    """librdkafka reads ``count`` records from offset 0; ``isolation_level`` None keeps its default
+    (read_committed)."""
     consumer = Consumer({
+        **({"isolation.level": isolation_level} if isolation_level else {}),
         "bootstrap.servers": bootstrap,
         "group.id": "bench-unused",  # assign() only: no JoinGroup, no commits
         "enable.auto.commit": False,

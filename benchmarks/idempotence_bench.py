@@ -11,7 +11,12 @@ repetitions; the ratio is idempotent / plain. Idempotence costs the broker a
 check of each batch's producer id, epoch and sequence on the log's writer
 thread (and librdkafka at most five requests in flight per partition).
 
-Target: ratio >= 0.95.
+Then one topic is filled with the same number of records and read from
+offset 0 with ``isolation.level`` read_committed and read_uncommitted,
+alternating: read_committed costs the broker the last stable offset and the
+aborted transactions of each fetch (no transaction here: the common case).
+
+Targets: both ratios >= 0.95.
 """
 
 from __future__ import annotations
@@ -46,11 +51,23 @@ def main(argv: list[str] | None = None) -> int:
                 _load.delete_topic(broker.bootstrap, topic)
                 print(f"rep {rep}: idempotence={idempotence}: {result.records_s:,.0f} records/s "
                       f"({result.mb_s:.1f} MB/s)", flush=True)
+        topic = "idem-consume"
+        _load.create_topic(broker.bootstrap, topic, 1)
+        filled = _load.produce_throughput(broker.bootstrap, topic, size=1024, count=count, acks="all")
+        reads: dict[str, list[float]] = {"read_committed": [], "read_uncommitted": []}
+        for rep in range(reps):
+            for level in ("read_uncommitted", "read_committed")[::1 if rep % 2 == 0 else -1]:
+                result = _load.consume_throughput(broker.bootstrap, topic, 1, filled.records, isolation_level=level)
+                reads[level].append(result.records_s)
+                print(f"rep {rep}: {level}: {result.records_s:,.0f} records/s ({result.mb_s:.1f} MB/s)", flush=True)
     finally:
         broker.stop()
     plain, idem = statistics.median(figures[False]), statistics.median(figures[True])
     print(f"1 KB acks=all, {count:,} records x {reps}: plain {plain:,.0f} records/s, idempotent {idem:,.0f} "
           f"records/s, ratio {idem / plain:.2f} (target >= 0.95)")
+    uncommitted, committed = statistics.median(reads["read_uncommitted"]), statistics.median(reads["read_committed"])
+    print(f"1 KB consume, {filled.records:,} records x {reps}: read_uncommitted {uncommitted:,.0f} records/s, "
+          f"read_committed {committed:,.0f} records/s, ratio {committed / uncommitted:.2f} (target >= 0.95)")
     return 0
 
 
