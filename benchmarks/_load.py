@@ -117,7 +117,9 @@ def _producer(bootstrap: str, acks: str, compression: str, linger_ms: float, **e
 
 def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, acks: str = "1",
                        compression: str = "none", linger_ms: float = 5, max_s: float = 60.0,
-                       idempotence: bool = False) -> ProduceResult:
+                       idempotence: bool = False, warmup: bool = False) -> ProduceResult:
+    """librdkafka sends ``count`` records as fast as it takes them; ``warmup`` first delivers one untimed
+    record (an idempotent producer's first needs its producer id: librdkafka takes up to 0.5 s for it)."""
     errors = [0, ""]
 
     def on_error(err, _msg) -> None:
@@ -131,6 +133,9 @@ def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, ack
     producer.list_topics(topic, timeout=30)
     values = payloads(size)
     produce, poll = producer.produce, producer.poll
+    if warmup:
+        produce(topic, values[0])
+        producer.flush(max_s)
     sent = 0
     start = time.perf_counter()
     stop_at = start + max_s
