@@ -307,7 +307,8 @@ _PROPS: list[Prop] = [
          "Segment size of __transaction_state."),
     Prop("transaction.max.timeout.ms", _ranged(1, INT_MAX), 900000, "Largest transaction timeout a producer may ask for."),
     Prop("transactional.id.expiration.ms", _ranged(1, INT_MAX), 604800000,
-         "How long a transactional id with nothing open lives without an update."),
+         "How long a transactional id with nothing open lives without an update; in Kafka 2.7 also a "
+         "partition's idle producer ids."),
     Prop("transaction.abort.timed.out.transaction.cleanup.interval.ms", _ranged(1, INT_MAX), 10000,
          "How often transactions past their timeout are aborted."),
     Prop("transaction.remove.expired.transaction.cleanup.interval.ms", _ranged(1, INT_MAX), 3600000,
@@ -323,8 +324,6 @@ _PROPS: list[Prop] = [
     Prop("shutdown.timeout.ms", _ranged(0, INT_MAX), 10000, "Graceful shutdown wait for in-flight requests.", ours=True),
     Prop("group.new.member.join.timeout.ms", _ranged(1, INT_MAX), 300000,
          "How long a new member's JoinGroup may wait before the member is removed.", ours=True),
-    Prop("transactional.id.expiration.ms", _ranged(1, INT_MAX), 604800000,
-         "Idle time after which a transactional id expires; in Kafka 2.7 also a partition's producer ids."),
     Prop("producer.id.expiration.ms", _optional(_ranged(1, INT_MAX)), None,
          "Idle time after which a partition forgets a producer id (Kafka 2.8's name); "
          "defaults to transactional.id.expiration.ms, as in Kafka 2.7."),

@@ -111,11 +111,16 @@ def check_single_batch(records) -> bool:
     return True
 
 
-def _origin(assign_offsets: bool, base_sequence: int) -> str:
-    """Whose append it is, for the producer state's checks: a follower's, a client's (sequenced) or ours."""
+#: the internal topics: only the broker's coordinators write them (their batches carry no client sequences)
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def _origin(assign_offsets: bool, base_sequence: int, internal: bool) -> str:
+    """Whose append it is, for the producer state's checks: a follower's, a client's (sequenced) or a
+    coordinator's (a marker, an offset commit of a transaction: sequence 0 each time, as in Kafka)."""
     if not assign_offsets:
         return REPLICATION
-    return CLIENT if base_sequence >= 0 else COORDINATOR
+    return CLIENT if base_sequence >= 0 and not internal else COORDINATOR
 
 
 def _duplicate_info(duplicate, log_start_offset: int, log_append_time: bool = False) -> AppendInfo:
@@ -196,6 +201,8 @@ class Log:
         self._settings: _AppendSettings | None = None  # see _append_settings
         #: idempotent and transactional producers (see :mod:`broker.log.producer_state`); under ``lock``
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        #: a partition of an internal topic: its producer batches come from coordinators, not clients
+        self.internal = self.dir.name.rpartition("-")[0] in INTERNAL_TOPICS
         #: the first offset of the earliest ongoing transaction, published after each write (read lock-free)
         self.first_undecided_offset: int | None = None
         #: (first offset, marker offset) of ended transactions, in marker order: appended by writers,
@@ -444,7 +451,8 @@ class Log:
             if producer_id >= 0:
                 try:
                     duplicate = producer_state.check(producer_id, producer_epoch, base_sequence, last_offset_delta,
-                                                     attributes, mv, _origin(assign_offsets, base_sequence))
+                                                     attributes, mv, _origin(assign_offsets, base_sequence,
+                                                                             self.internal))
                 except (LogError, CorruptRecordError) as exc:
                     results[i] = exc
                     continue
@@ -561,7 +569,7 @@ class Log:
             for b in producers:
                 duplicate = producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
                                                  b.attributes, mv[b.position:b.position + b.size],
-                                                 _origin(assign_offsets, b.base_sequence))
+                                                 _origin(assign_offsets, b.base_sequence, self.internal))
                 if duplicate is not None:
                     return _duplicate_info(duplicate, self.log_start_offset, log_append_time)
             first = batches[0].base_offset

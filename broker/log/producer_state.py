@@ -20,8 +20,10 @@ append order. The checks are Apache Kafka 2.7's, by the origin of the append:
   (never seen, expired, or its batches deleted) may start at any sequence: from
   Kafka 2.5 on (KIP-360) the broker no longer answers UNKNOWN_PRODUCER_ID to a
   produce, and neither does this one;
-* ``COORDINATOR`` (a batch with a producer id but no sequence, and every
-  control batch a leader appends): the epoch check only, and for a COMMIT or
+* ``COORDINATOR`` (a batch with a producer id but no sequence, every control
+  batch a leader appends, and the producer batches of the internal topics,
+  which only coordinators write: a TxnOffsetCommit's carry sequence 0 each
+  time, as in Kafka): the epoch check only, and for a COMMIT or
   ABORT marker a coordinator epoch below the last one is
   TRANSACTION_COORDINATOR_FENCED (52);
 * ``REPLICATION`` (a follower's appends, and the log replayed at start): no
