@@ -3,18 +3,19 @@
 A broker is present through ephemeral nodes: ``/brokers/ids/<id>`` (its
 registration) and, while it is controller, ``/controller``. They live exactly
 as long as the store session (ZooKeeper's; the embedded store's session is the
-process). :class:`BrokerSession` registers the broker, takes part in the
-controller election, and reacts to the session states of
-:mod:`broker.cluster.store` as kazoo documents them:
+process). :class:`BrokerSession` registers the broker and reacts to the
+session states of :mod:`broker.cluster.store` as kazoo documents them (the
+controller election is :class:`broker.cluster.controller.Controller`'s, which
+listens to the same states):
 
 * SUSPENDED: the connection dropped, the session may still be alive. Keep
   serving from what is known; take no decision that needs the store (nothing
   is written; the next write waits for the connection or fails).
-* LOST: the session expired, so its ephemeral nodes are gone. Give up the
-  controller role at once (``controller_id`` becomes -1: another broker may be
-  elected meanwhile), and once kazoo is CONNECTED again under a new session,
-  register again, stand for election again and re-read the cluster id, in a
-  thread of its own (listeners run on kazoo's thread, which must not block).
+* LOST: the session expired, so its ephemeral nodes are gone (the controller
+  resigns). Once kazoo is CONNECTED again under a new session, register
+  again, re-read the cluster id and call ``on_registered`` (the controller
+  stands again), in a thread of its own (listeners run on kazoo's thread,
+  which must not block).
   Renewal retries until it succeeds or the session object is closed; an id
   taken by another broker meanwhile is logged and ends the attempts.
 
@@ -27,6 +28,8 @@ from __future__ import annotations
 import logging
 import threading
 from broker.cluster.metadata import BrokerIdInUseError, ClusterMetadata
+from typing import Callable
+
 from broker.cluster.store import SessionState, StoreError
 from broker.cluster.znodes import BrokerRegistration
 
@@ -39,14 +42,12 @@ class BrokerSession:
     """Registration and controller role of one broker (see the module docstring)."""
 
     def __init__(self, metadata: ClusterMetadata, registration: BrokerRegistration,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, on_registered: Callable[[], None] | None = None) -> None:
         self.metadata = metadata
         self.registration = registration
         self.cluster_id = cluster_id
-        #: The controller as this broker last learnt it; -1 while unknown or after our session was lost.
-        self.controller_id = -1
-        #: The controller epoch as of this broker's last election.
-        self.controller_epoch = 0
+        #: Called (on the renewal thread) once registered again under a new session.
+        self.on_registered = on_registered
         #: How many times the session was lost (renewal proves it registered under the latest one).
         self.losses = 0
         self._lock = threading.Lock()
@@ -58,11 +59,9 @@ class BrokerSession:
         return self.registration.broker_id
 
     def register(self) -> None:
-        """Register (BrokerIdInUseError when the id is taken) and stand for election; blocking."""
+        """Register (BrokerIdInUseError when the id is taken); blocking."""
         self.metadata.register_broker(self.registration)
         self.metadata.store.add_session_listener(self._on_state)
-        self.controller_id = self.metadata.elect_controller(self.broker_id)
-        self.controller_epoch = self.metadata.controller_epoch()
 
     def close(self) -> None:
         """Stop reacting to the session (the store's own close ends the session)."""
@@ -80,10 +79,7 @@ class BrokerSession:
         elif state is SessionState.LOST:
             with self._lock:
                 self.losses += 1
-                was_controller = self.controller_id == self.broker_id
-                self.controller_id = -1
-            log.warning("broker %d: metadata store session lost; registration gone%s", self.broker_id,
-                        ", controller role given up" if was_controller else "")
+            log.warning("broker %d: metadata store session lost; registration gone", self.broker_id)
         elif state is SessionState.CONNECTED:
             with self._lock:
                 if self.losses and self._renewer is None and not self._closed.is_set():
@@ -98,8 +94,6 @@ class BrokerSession:
                 losses = self.losses
             try:
                 self.metadata.register_broker(self.registration)
-                controller_id = self.metadata.elect_controller(self.broker_id)
-                controller_epoch = self.metadata.controller_epoch()
                 cluster_id = self.metadata.ensure_cluster_id()
             except BrokerIdInUseError as exc:
                 log.error("broker %d: cannot register again: %s", self.broker_id, exc)
@@ -114,10 +108,10 @@ class BrokerSession:
                           self.broker_id, self.cluster_id, cluster_id)
             with self._lock:
                 if self.losses == losses:  # else registered under a session that is gone too: once more
-                    self.controller_id, self.controller_epoch = controller_id, controller_epoch
                     self._renewer = None
-                    log.info("broker %d registered again under a new session; controller is %d",
-                             self.broker_id, controller_id)
+                    log.info("broker %d registered again under a new session", self.broker_id)
+                    if self.on_registered is not None:
+                        self.on_registered()
                     return
         with self._lock:
             self._renewer = None

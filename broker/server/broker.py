@@ -11,13 +11,21 @@ Start-up order (each step blocking work runs in an executor, never on the loop):
    registered, before anything is written in the log dirs; make or read the
    cluster id, write ``meta.properties`` in every log dir;
 3. open the log manager (recovering every partition; it logs one line saying
-   what it found and cut) and load the topics;
+   what it found and cut) and read the topic configs;
 4. bind the listeners (port 0 allowed), remove the clean-shutdown markers
    (nothing could be appended before this point), start accepting, compute the
    advertised endpoints from the ports actually bound, register this broker
-   (ephemeral) and stand for controller (:class:`broker.cluster.BrokerSession`,
-   which registers again when a ZooKeeper session expires);
-5. start the metrics HTTP endpoint and the log's background threads.
+   (ephemeral; :class:`broker.cluster.BrokerSession` registers again when a
+   ZooKeeper session expires) and start the controller
+   (:class:`broker.cluster.controller.Controller`: it stands for election, and
+   runs the cluster while elected); wait until the controller's LeaderAndIsr
+   and UpdateMetadata have reached this broker (its metadata cache names it),
+   so what it answers from then on is the cluster's;
+5. follow topic config changes, start the metrics HTTP endpoint and the log's
+   background threads.
+
+The single node runs the same machinery: it registers, is elected controller
+(it is the only broker) and sends itself LeaderAndIsr and UpdateMetadata.
 
 A start that fails at any step undoes what ran (closes the listeners, stops
 the threads, closes the logs, releases the locks) and writes nothing on its
@@ -45,12 +53,14 @@ from functools import partial
 from typing import Any, Callable
 
 from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, store_for
+from broker.cluster.controller import Controller
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
+from broker.server.metadata_cache import MetadataCache
 from broker.server.network import NetworkServer
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
@@ -72,6 +82,8 @@ class Broker:
         self.metadata = ClusterMetadata(store_for(config))
         self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None
+        self.metadata_cache = MetadataCache()
+        self.controller = Controller(self)
         self.topics = TopicManager(self)
         self.coordinator = GroupCoordinator(config, ReplicaStore(
             self.replicas, config, partition_count=self._offsets_partition_count,
@@ -97,17 +109,16 @@ class Broker:
 
     @property
     def controller_id(self) -> int:
-        """The controller as this broker knows it; -1 before registration and while its session is lost."""
-        return -1 if self.session is None else self.session.controller_id
-
-    @property
-    def controller_epoch(self) -> int:
-        """The epoch this broker was elected controller in (written into the partition states it makes)."""
-        return 0 if self.session is None else self.session.controller_epoch
+        """The controller as the metadata cache knows it; -1 before the first UpdateMetadata."""
+        return self.metadata_cache.controller_id
 
     def live_brokers(self) -> list[int]:
-        """Ids of the live brokers (single node: this one)."""
-        return [self.broker_id]
+        """Ids of the live brokers, as the metadata cache knows them."""
+        return [b.id for b in self.metadata_cache.alive_brokers()]
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        """The log config of ``topic`` (the defaults with its stored overrides); blocking (reads the store)."""
+        return self._topic_log_config(topic) or self.default_log_config
 
     def _offsets_partition_count(self) -> int | None:
         info = self.topics.get("__consumer_offsets")
@@ -144,6 +155,9 @@ class Broker:
         self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
         await self.run_blocking(self._register)
         self.replicas.start()
+        self.controller.start()
+        await self._wait_for_metadata()
+        self.topics.start()
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
         self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())
         if self.config.metrics_port >= 0:
@@ -234,8 +248,17 @@ class Broker:
 
     def _register(self) -> None:
         registration = BrokerRegistration(self.broker_id, tuple(self.endpoints), self.config.broker_rack)
-        self.session = BrokerSession(self.metadata, registration, self.cluster_id)
+        self.session = BrokerSession(self.metadata, registration, self.cluster_id,
+                                     on_registered=lambda: self.controller.enqueue("registered"))
         self.session.register()
+
+    async def _wait_for_metadata(self) -> None:
+        """Wait until the controller told this broker about itself (a cluster's controller may be slow)."""
+        cache = self.metadata_cache
+        timeout_ms = max(self.config.zookeeper_session_timeout_ms, 10000)
+        if not await cache.wait_until(lambda: cache.broker(self.broker_id) is not None, timeout_ms / 1000):
+            log.warning("broker %d: no UpdateMetadata from a controller within %d ms; serving on",
+                        self.broker_id, timeout_ms)
 
     def _close_metadata(self) -> None:
         if self.session is not None:
@@ -244,6 +267,7 @@ class Broker:
 
     async def _abandon_start(self) -> None:
         self._stopped = True
+        await self.controller.stop()
         self.replicas.close()
         await self.replicas.shutdown()
         await self.txn_coordinator.shutdown()
@@ -266,6 +290,7 @@ class Broker:
             return
         self._stopped = True
         log.info("broker %d shutting down", self.broker_id)
+        await self.controller.stop()
         self.replicas.close()
         await self.txn_coordinator.shutdown()
         await self.coordinator.shutdown()

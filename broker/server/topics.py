@@ -1,21 +1,36 @@
-"""The topic manager: topics, their partitions, leadership and logs, in one place.
+"""Topic admin operations, routed through the metadata store and the controller, as Kafka's ``AdminZkClient``.
 
-It is the single owner of the broker's view of topics. The truth lives in the
-metadata store (:class:`~broker.cluster.ClusterMetadata`); this class keeps the
-loop-side copy, creates/deletes the partition logs through the log manager,
-hands the partitions this broker holds to the replica layer
-(:class:`~broker.replica.ReplicaManager`, which alone appends to and reads
-them) and maps topic configs onto :class:`~broker.log.LogConfig`.
+Reads come from the metadata cache (:mod:`broker.server.metadata_cache`,
+which only the controller's UpdateMetadata fills), so every broker answers
+alike. Mutations write the store and then wait, up to the request's timeout,
+until the controller has acted and told this broker's cache:
+
+* creation (Kafka's rules below) writes ``/config/topics/<t>`` and
+  ``/brokers/topics/<t>`` (the assignment, never partition states: those are
+  the controller's) and waits until the cache has a leader for every
+  partition;
+* partition addition rewrites ``/brokers/topics/<t>`` and waits for the new
+  partitions' leaders;
+* deletion writes ``/admin/delete_topics/<t>`` and waits until the topic has
+  left the cache (the controller announces that once every replica deleted
+  its log and the topic's nodes are gone, so the name can be used again);
+* a config change writes ``/config/topics/<t>`` with a
+  ``/config/changes/config_change_N`` notification; every broker (this one
+  too) watches ``/config/changes`` and applies the new config to the logs it
+  holds (:meth:`TopicManager.start`).
+
+A wait that times out is REQUEST_TIMED_OUT; what was written stays, and the
+controller completes it when it can, as in Kafka.
 
 Topic names are checked as Kafka checks them: 1-249 characters of
 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``, and no collision with an existing
 topic once ``.`` and ``_`` are treated as equal (their metric names would
-collide). Replication factor may not exceed the live brokers. Every failure is
-a :class:`TopicError` carrying a Kafka error code.
+collide). Replication factor may not exceed the live brokers. Replicas are
+assigned round-robin (:func:`assign_replicas`). Every failure is a
+:class:`TopicError` carrying a Kafka error code.
 
-Mutations run one at a time (an asyncio lock); their blocking parts (store
-writes with fsync, directory creation and removal) go to an executor. Reads
-(``get``, ``partition``) are plain dict lookups for the hot path.
+Store I/O runs in an executor; reads (``get``, ``partition``) are dict lookups
+for the hot path. Loop-only.
 """
 
 from __future__ import annotations
@@ -26,9 +41,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from broker.cluster import PartitionState, StoreUnavailableError, TopicExistsError
-from broker.log import KafkaStorageError, LogConfig
+from broker.cluster import StoreUnavailableError, TopicExistsError
+from broker.cluster.znodes import ConfigChangeNotificationZNode
+from broker.log import LogConfig
 from broker.protocol import ErrorCode
+from broker.server.metadata_cache import INTERNAL_TOPICS, PartitionMeta
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -37,9 +54,8 @@ log = logging.getLogger("broker.topics")
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-#: Kafka's internal topics (its ``Topic.isInternal``): the group coordinator's and, for the
-#: transactions to come, the transaction coordinator's. They are never deleted (see delete_topic).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: How long admin operations wait for the controller when the caller gives no timeout.
+DEFAULT_TIMEOUT_MS = 30000
 
 
 class TopicError(Exception):
@@ -52,25 +68,11 @@ class TopicError(Exception):
 
 
 @dataclass(slots=True)
-class PartitionInfo:
-    """One partition's metadata as this broker knows it (its replica, if hosted here, is the replica layer's)."""
-
-    topic: str
-    partition: int
-    replicas: list[int]
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-
-    @property
-    def offline_replicas(self) -> list[int]:
-        return []
-
-
-@dataclass(slots=True)
 class TopicInfo:
+    """A topic as this broker knows it: its partitions (the metadata cache's) and its config overrides."""
+
     name: str
-    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    partitions: dict[int, PartitionMeta] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict)  # overrides only
 
     @property
@@ -113,25 +115,55 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+def assign_replicas(partitions, factor: int, live: list[int]) -> dict[int, list[int]]:
+    """Round-robin replica assignment starting at the partition index (Kafka's simple form)."""
+    n = len(live)
+    return {p: [live[(p + i) % n] for i in range(factor)] for p in partitions}
+
+
+def _timed_out(what: str, timeout_ms: int) -> TopicError:
+    return TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                      f"{what} did not complete within {timeout_ms} ms; the controller completes it when it can")
+
+
 class TopicManager:
     """See the module docstring."""
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
-        self.topics: dict[str, TopicInfo] = {}
+        self.cache = broker.metadata_cache
+        self._infos: dict[str, TopicInfo] = {}
+        #: topic config overrides as last read from the store
+        self._configs: dict[str, dict[str, str]] = {}
+        self._config_reads: set[str] = set()
         self._lock = asyncio.Lock()
         self._creating: dict[str, asyncio.Future] = {}
+        self._last_config_change = -1
 
     # -- reads (hot path) -----------------------------------------------------------------
-    def get(self, name: str) -> TopicInfo | None:
-        return self.topics.get(name)
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic the metadata cache knows, by name."""
+        return {name: self.get(name) for name in self.cache.topics()}
 
-    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
-        info = self.topics.get(topic)
-        return None if info is None else info.partitions.get(partition)
+    def get(self, name: str) -> TopicInfo | None:
+        meta = self.cache.topic(name)
+        if meta is None:
+            self._infos.pop(name, None)
+            return None
+        info = self._infos.get(name)
+        if info is None or info.partitions is not meta.partitions:
+            config = self._configs.get(name)
+            if config is None:
+                self._read_config_later(name)
+            info = self._infos[name] = TopicInfo(name, meta.partitions, dict(config or {}))
+        return info
+
+    def partition(self, topic: str, partition: int) -> PartitionMeta | None:
+        return self.cache.partition(topic, partition)
 
     def _existing(self, name: str) -> TopicInfo:
-        info = self.topics.get(name)
+        info = self.get(name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         return info
@@ -143,6 +175,9 @@ class TopicManager:
         except (ValueError, TypeError) as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
+    def _live(self) -> list[int]:
+        return [b.id for b in self.cache.alive_brokers()]
+
     async def _write(self, fn, *args):
         """Run blocking metadata work; a store out of reach is REQUEST_TIMED_OUT, which clients retry."""
         try:
@@ -152,38 +187,14 @@ class TopicManager:
 
     # -- startup (blocking, before the loop serves) ----------------------------------------
     def load(self) -> None:
-        """Read every topic from the store and open (or create) the logs of our partitions."""
+        """Read every topic's config overrides from the store."""
         metadata = self.broker.metadata
-        log_manager = self.broker.log_manager
-        for topic in metadata.pending_deletions():
-            log.info("finishing the deletion of topic %s", topic)
-            self._delete_files_and_nodes(topic, metadata.topic_assignment(topic) or {})
         for name in metadata.topics():
-            assignment = metadata.topic_assignment(name) or {}
-            overrides = metadata.topic_config(name)
-            info = TopicInfo(name, config=overrides)
-            cfg = self.log_config(overrides) if overrides else self.broker.default_log_config
-            opened = []
-            for p, replicas in sorted(assignment.items()):
-                state = metadata.partition_state(name, p) or PartitionState(replicas[0], 0, tuple(replicas))
-                pinfo = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch, list(state.isr))
-                plog = None
-                if self.broker.broker_id in replicas:
-                    try:
-                        plog = log_manager.get_log((name, p)) or log_manager.create_missing_log(name, p, cfg)
-                    except KafkaStorageError as exc:
-                        log.error("%s-%d is offline: %s", name, p, exc)
-                        self.broker.replicas.mark_offline([(name, p)])
-                    else:
-                        if overrides:
-                            plog.update_config(cfg)
-                opened.append((pinfo, plog))
-            self._publish(info, opened)
-            self.topics[name] = info
-        known = {(t, p) for t, info in self.topics.items() for p in info.partitions}
-        for key in list(log_manager.logs()):
-            if key not in known:
-                log.warning("log %s-%d on disk belongs to no topic in the metadata store; not serving it", *key)
+            self._configs[name] = metadata.topic_config(name)
+
+    def start(self) -> None:
+        """On the loop: follow ``/config/changes`` (every notification is applied once, the existing ones too)."""
+        self._config_changes()
 
     # -- creation -------------------------------------------------------------------------------
     async def create_topic(
@@ -194,28 +205,25 @@ class TopicManager:
         assignments: Mapping[int, list[int]] | None = None,
         configs: Mapping[str, str] | None = None,
         validate_only: bool = False,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
     ) -> TopicInfo | None:
         """Create a topic (Kafka's CreateTopics rules); -1 means the broker default.
 
-        Returns the new TopicInfo (None when ``validate_only``); raises TopicError.
+        Returns the new TopicInfo once every partition has a leader (None when
+        ``validate_only`` or ``timeout_ms`` <= 0: then it does not wait); raises TopicError.
         """
-        async with self._lock:
-            return await self._create_locked(name, num_partitions, replication_factor, assignments, configs,
-                                             validate_only)
-
-    async def _create_locked(self, name, num_partitions, replication_factor, assignments, configs, validate_only):
         cfg_broker = self.broker.config
         validate_topic_name(name)
-        if name in self.topics:
+        if self.cache.topic(name) is not None:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         key = _collision_key(name)
-        for other in self.topics:
+        for other in self.cache.topics():
             if _collision_key(other) == key:
                 raise TopicError(
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                     f"topic {name!r} collides with existing topic {other!r} ('.' and '_' are equivalent)",
                 )
-        live = sorted(self.broker.live_brokers())
+        live = sorted(self._live())
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
@@ -235,55 +243,26 @@ class TopicManager:
             if factor > len(live):
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"replication factor: {factor} larger than available brokers: {len(live)}")
-            assignment = self._assign(range(partitions), factor, live)
+            assignment = assign_replicas(range(partitions), factor, live)
         overrides = {str(k): str(v) for k, v in (configs or {}).items() if v is not None}
-        cfg = self.log_config(overrides)
+        self.log_config(overrides)
         if validate_only:
             return None
-        epoch = self.broker.controller_epoch
-        states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
-        info = TopicInfo(name, config=overrides)
-        self._publish(info, await self._write(self._create_blocking, name, assignment, overrides, states, cfg))
-        self.topics[name] = info
-        log.info("created topic %s with %d partition(s)", name, len(assignment))
-        return info
-
-    def _assign(self, partitions, factor: int, live: list[int]) -> dict[int, list[int]]:
-        """Round-robin replica assignment starting at the partition index (Kafka's simple form)."""
-        n = len(live)
-        return {p: [live[(p + i) % n] for i in range(factor)] for p in partitions}
-
-    def _create_blocking(self, name, assignment, overrides, states, cfg) -> list:
         try:
-            self.broker.metadata.create_topic(name, assignment, overrides, states)
+            await self._write(self.broker.metadata.create_topic, name, assignment, overrides)
         except TopicExistsError as exc:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from None
-        return self._open_partitions(name, assignment, states, cfg)
-
-    def _open_partitions(self, name, assignment, states, cfg) -> list:
-        """Make the logs of the new partitions this broker holds (blocking); ``[(PartitionInfo, log or None)]``."""
-        log_manager = self.broker.log_manager
-        opened = []
-        for p, state in sorted(states.items()):
-            replicas = assignment[p]
-            pinfo = PartitionInfo(name, p, list(replicas), state.leader, state.leader_epoch, list(state.isr))
-            plog = None
-            if self.broker.broker_id in replicas:
-                plog = log_manager.get_log((name, p)) or log_manager.create_log(name, p, cfg)
-            opened.append((pinfo, plog))
-        return opened
-
-    def _publish(self, info: TopicInfo, opened: list) -> None:
-        """Add partitions to ``info``, handing those this broker holds to the replica layer (single node: as leader)."""
-        for pinfo, plog in opened:
-            if plog is not None:
-                self.broker.replicas.make_leader(pinfo.topic, pinfo.partition, plog, leader_epoch=pinfo.leader_epoch,
-                                                 isr=pinfo.isr, replicas=pinfo.replicas)
-            info.partitions[pinfo.partition] = pinfo
+        self._configs[name] = overrides
+        log.info("created topic %s with %d partition(s)", name, len(assignment))
+        if timeout_ms <= 0:
+            return None
+        if not await self.cache.wait_until(lambda: self.cache.has_leaders(name, len(assignment)), timeout_ms / 1000):
+            raise _timed_out(f"creation of topic {name!r}", timeout_ms)
+        return self.get(name)
 
     async def auto_create(self, name: str) -> TopicInfo:
         """Create ``name`` with broker defaults, or wait for a creation already under way."""
-        existing = self.topics.get(name)
+        existing = self.get(name)
         if existing is not None:
             return existing
         pending = self._creating.get(name)
@@ -300,13 +279,14 @@ class TopicManager:
         try:
             return await asyncio.shield(pending)
         except TopicError as exc:
-            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and name in self.topics:
-                return self.topics[name]
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                if await self.cache.wait_until(lambda: self.cache.has_leaders(name), DEFAULT_TIMEOUT_MS / 1000):
+                    return self.get(name)
             raise
 
     # -- partitions, configs, deletion (used by the admin APIs) ------------------------------------
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
-                                validate_only: bool = False) -> None:
+                                validate_only: bool = False, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         """Grow ``name`` to ``count`` partitions (INVALID_PARTITIONS if not larger)."""
         async with self._lock:
             info = self._existing(name)
@@ -314,7 +294,7 @@ class TopicManager:
             if count <= current:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"topic {name!r} has {current} partitions; {count} is not more")
-            live = sorted(self.broker.live_brokers())
+            live = sorted(self._live())
             factor = len(info.partitions[0].replicas)
             new_ids = range(current, count)
             if assignments:
@@ -327,25 +307,21 @@ class TopicManager:
                 if factor > len(live):
                     raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                      f"replication factor {factor} larger than available brokers {len(live)}")
-                new = self._assign(new_ids, factor, live)
+                new = assign_replicas(new_ids, factor, live)
             if validate_only:
                 return
-            full = {p: pi.replicas for p, pi in info.partitions.items()} | new
-            states = {p: PartitionState(r[0], 0, tuple(r), self.broker.controller_epoch) for p, r in new.items()}
-            cfg = self.log_config(info.config)
-
-            def blocking():
-                self.broker.metadata.add_partitions(name, full, states)
-                return self._open_partitions(name, full, states, cfg)
-
-            self._publish(info, await self._write(blocking))
+            full = {p: list(pi.replicas) for p, pi in info.partitions.items()} | new
+            await self._write(self.broker.metadata.add_partitions, name, full)
+        if timeout_ms > 0 and not await self.cache.wait_until(lambda: self.cache.has_leaders(name, count),
+                                                              timeout_ms / 1000):
+            raise _timed_out(f"addition of partitions to {name!r}", timeout_ms)
 
     async def alter_topic_config(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
         """Replace a topic's config overrides and apply them to its logs at once."""
         await self.update_topic_config(name, lambda _current: overrides, validate_only)
 
-    async def delete_topic(self, name: str) -> None:
-        """Delete a topic: mark, remove the logs, remove the metadata (resumed at restart if cut short).
+    async def delete_topic(self, name: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Mark a topic for deletion and wait until the controller has deleted it (see the module docstring).
 
         An internal topic is refused by name, present or not: INVALID_TOPIC_EXCEPTION,
         the code Kafka gives the other operations it refuses on internal topics
@@ -354,48 +330,98 @@ class TopicManager:
         """
         if name in INTERNAL_TOPICS:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name} is internal and cannot be deleted")
-        async with self._lock:
-            info = self._existing(name)
-            if not self.broker.config.delete_topic_enable:
-                raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "topic deletion is disabled")
-            del self.topics[name]
-            for p in info.partitions:
-                self.broker.replicas.remove_partition(name, p)
-            assignment = {p: pi.replicas for p, pi in info.partitions.items()}
-            await self._write(self._delete_blocking, name, assignment)
-            log.info("deleted topic %s", name)
+        self._existing(name)
+        if not self.broker.config.delete_topic_enable:
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "topic deletion is disabled")
+        await self._write(self.broker.metadata.mark_topic_deletion, name)
+        if timeout_ms > 0 and not await self.cache.wait_until(lambda: self.cache.topic(name) is None,
+                                                              timeout_ms / 1000):
+            raise _timed_out(f"deletion of topic {name!r}", timeout_ms)
+        self._configs.pop(name, None)
+        log.info("deleted topic %s", name)
 
-    def _delete_blocking(self, name: str, assignment: dict[int, list[int]]) -> None:
-        self.broker.metadata.mark_topic_deletion(name)
-        self._delete_files_and_nodes(name, assignment)
-
-    def _delete_files_and_nodes(self, name: str, assignment: dict[int, list[int]]) -> None:
-        log_manager = self.broker.log_manager
-        partitions = set(assignment) | {p for (t, p) in log_manager.logs() if t == name}
-        for p in sorted(partitions):
-            if log_manager.get_log((name, p)) is not None:
-                log_manager.delete_log(name, p)
-        self.broker.metadata.complete_topic_deletion(name)
-
-    # -- admin API additions (owned by the admin APIs; keep below this line) -------------------------
     async def update_topic_config(self, name: str, change, validate_only: bool = False) -> dict[str, str]:
         """Replace a topic's overrides by ``change(current_overrides)``, atomically with other mutations.
 
         ``change`` gets a copy of the current overrides and returns the new ones
-        (or raises TopicError). The result is validated (INVALID_CONFIG), stored,
-        and applied to the topic's logs at once unless ``validate_only``.
-        Returns the new overrides.
+        (or raises TopicError). The result is validated (INVALID_CONFIG), stored
+        with a change notification for every broker, and applied to this
+        broker's logs at once unless ``validate_only``. Returns the new overrides.
         """
         async with self._lock:
-            info = self._existing(name)
-            overrides = {str(k): str(v) for k, v in change(dict(info.config)).items()}
+            self._existing(name)
+            current = await self._write(self.broker.metadata.topic_config, name)
+            overrides = {str(k): str(v) for k, v in change(dict(current)).items()}
             cfg = self.log_config(overrides)
             if validate_only:
                 return overrides
             await self._write(self.broker.metadata.set_topic_config, name, overrides)
-            info.config = overrides
-            for p in info.partitions:
-                partition = self.broker.replicas.partition(name, p)
-                if partition is not None:
-                    partition.update_config(cfg)
+            self._apply_config(name, overrides, cfg)
             return overrides
+
+    # -- topic configs --------------------------------------------------------------------------
+    def _apply_config(self, name: str, overrides: dict[str, str], cfg: LogConfig) -> None:
+        self._configs[name] = overrides
+        info = self._infos.get(name)
+        if info is not None:
+            info.config = dict(overrides)
+        for partition in self.broker.replicas.partitions():
+            if partition.topic == name:
+                partition.update_config(cfg)
+
+    def _read_config_later(self, name: str) -> None:
+        """Read the config of a topic this broker learnt of from the controller (made on another broker)."""
+        if name in self._config_reads:
+            return
+        self._config_reads.add(name)
+
+        async def read():
+            try:
+                config = await self.broker.run_blocking(self.broker.metadata.topic_config, name)
+            except Exception as exc:  # the store out of reach: the next get() tries again
+                log.warning("cannot read the config of topic %s: %s", name, exc)
+                return
+            finally:
+                self._config_reads.discard(name)
+            self._configs.setdefault(name, config)
+            info = self._infos.get(name)
+            if info is not None:
+                info.config = dict(self._configs[name])
+        asyncio.get_running_loop().create_task(read())
+
+    def _config_changes(self) -> None:
+        """Read the notifications newer than the last applied (watching for more), apply their configs."""
+        loop = self.broker.loop
+
+        def read():
+            metadata = self.broker.metadata
+            watch = lambda _event: loop.call_soon_threadsafe(self._config_changes)  # noqa: E731
+            names = metadata.store.get_children(ConfigChangeNotificationZNode.path(), watch)
+            changed = []
+            for child in names:
+                sequence = int(child[len(ConfigChangeNotificationZNode.PREFIX):])
+                if sequence <= self._last_config_change:
+                    continue
+                found = metadata.store.get_or_none(f"{ConfigChangeNotificationZNode.path()}/{child}")
+                if found is not None:
+                    entity_type, _, entity = ConfigChangeNotificationZNode.decode(found[0]).partition("/")
+                    if entity_type == "topics":
+                        changed.append((entity, metadata.topic_config(entity)))
+                self._last_config_change = max(self._last_config_change, sequence)
+            return changed
+
+        async def apply():
+            try:
+                changed = await self.broker.run_blocking(read)
+            except Exception as exc:
+                log.warning("cannot read config change notifications (%s); again in 1 s", exc)
+                loop.call_later(1.0, self._config_changes)
+                return
+            for name, overrides in changed:
+                try:
+                    cfg = self.broker.default_log_config.with_overrides(overrides)
+                except (ValueError, TypeError) as exc:
+                    log.warning("topic %s: ignoring bad stored config (%s)", name, exc)
+                    continue
+                self._apply_config(name, overrides, cfg)
+        loop.create_task(apply())

@@ -10,7 +10,10 @@ INVALID_REPLICA_ASSIGNMENT when ``assignments`` (one broker list per NEW
 partition) has the wrong length, unknown brokers or duplicates,
 INVALID_REPLICATION_FACTOR when the topic's factor exceeds the live brokers,
 INVALID_REQUEST for a topic named twice. ``validate_only`` checks and changes
-nothing. ``timeout_ms`` <= 0: done, but answered REQUEST_TIMED_OUT, as Kafka does.
+nothing. The answer waits until the controller has given every new partition
+a leader and told this broker (REQUEST_TIMED_OUT after ``timeout_ms``; the
+partitions still come). ``timeout_ms`` <= 0: done, but answered
+REQUEST_TIMED_OUT at once, as Kafka does.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ async def _grow(ctx: RequestContext, topic: dict, validate_only: bool, timeout_m
     try:
         await ctx.broker.topics.create_partitions(
             name, topic["count"], [list(a["broker_ids"]) for a in assignments] if assignments else None,
-            validate_only)
+            validate_only, timeout_ms)
     except TopicError as exc:
         result.update(error_code=exc.error_code, error_message=exc.message)
         return result

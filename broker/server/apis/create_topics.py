@@ -13,9 +13,11 @@ Each topic is created on its own (the others carry on after a failure):
 * Illegal or colliding names are INVALID_TOPIC_EXCEPTION, an existing topic
   TOPIC_ALREADY_EXISTS, a name given twice in one request INVALID_REQUEST.
 * ``validate_only`` (v1+) checks everything and creates nothing.
-* ``timeout_ms`` <= 0: as in Kafka, creation goes ahead but the answer is
-  REQUEST_TIMED_OUT (the client did not want to wait). Creation here is
-  synchronous, so a positive timeout never expires.
+* The answer waits until the controller has given every partition a leader
+  and told this broker's metadata cache, at most ``timeout_ms``
+  (REQUEST_TIMED_OUT then; the topic still comes, as in Kafka).
+  ``timeout_ms`` <= 0: creation goes ahead but the answer is
+  REQUEST_TIMED_OUT at once (the client did not want to wait).
 * v5+ answers with the topic's partitions, replication factor and full
   config list (as DescribeConfigs describes them), also for ``validate_only``.
   v7's ``topic_id`` is the zero uuid: topic ids are not kept yet.
@@ -46,7 +48,7 @@ async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout
         configs = {c["name"]: c["value"] for c in topic["configs"]}
         assignments = {a["partition_index"]: list(a["broker_ids"]) for a in topic["assignments"]}
         info = await broker.topics.create_topic(name, topic["num_partitions"], topic["replication_factor"],
-                                                assignments or None, configs, validate_only)
+                                                assignments or None, configs, validate_only, timeout_ms)
     except TopicError as exc:
         return _error(name, exc.error_code, exc.message)
     if info is not None:

@@ -1,10 +1,12 @@
 """DeleteTopics (key 20), versions 0-6 (Apache Kafka 2.7 serves 0-5; v6 names topics by name or id).
 
-A deletion marks the topic in the metadata store (``/admin/delete_topics/<t>``),
-moves each partition directory aside for background removal
-(``LogManager.delete_log``), then removes the topic's metadata and the mark.
-A broker stopped in between finishes the job at start, so a deleted topic
-never comes back.
+A deletion marks the topic in the metadata store (``/admin/delete_topics/<t>``)
+and waits, at most ``timeout_ms`` (REQUEST_TIMED_OUT then), until the
+controller has done the rest: StopReplica with ``delete_partition`` to every
+replica (each moves its partition directories aside for background removal),
+the topic's nodes and the mark removed, every broker's metadata cache told. A
+controller that stops in between leaves the mark, and the next one finishes
+the job, so a deleted topic never comes back.
 
 Internal topics (``__consumer_offsets``, ``__transaction_state``: the one list is
 ``broker.server.topics.INTERNAL_TOPICS``) are never deleted: each gets
@@ -60,7 +62,7 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, ti
         if not ctx.broker.config.delete_topic_enable:
             code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
             raise TopicError(code, "topic deletion is disabled (delete.topic.enable=false)")
-        await ctx.broker.topics.delete_topic(name)
+        await ctx.broker.topics.delete_topic(name, timeout_ms)
     except TopicError as exc:
         result.update(error_code=exc.error_code, error_message=exc.message)
         return result

@@ -1,7 +1,7 @@
 """DescribeCluster (key 60), versions 0-1 (flexible from v0; Apache Kafka added it in 2.8).
 
-Answers with the cluster id, the controller id (this broker on a single
-node) and the live brokers with their advertised endpoints and racks.
+Answers from the metadata cache (as Metadata does) with the cluster id, the
+controller id and the live brokers with their advertised endpoints and racks.
 ``cluster_authorized_operations`` is reported only when asked for
 (``include_cluster_authorized_operations``); with no authorizer every
 operation that applies to the cluster is allowed, as in Kafka: the bit field
@@ -31,15 +31,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     endpoint_type = request["endpoint_type"] if ctx.api_version >= 1 else BROKERS_ENDPOINT_TYPE
     response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
-                "controller_id": broker.controller_id, "brokers": [],
+                "controller_id": broker.metadata_cache.controller_id, "brokers": [],
                 "cluster_authorized_operations": NOT_REQUESTED}
     if endpoint_type != BROKERS_ENDPOINT_TYPE:
         response.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                         error_message=f"endpoint type {endpoint_type} is not supported; only brokers (1)")
         return response
-    endpoint = broker.listener_endpoint()
-    response["brokers"] = [{"broker_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
-                            "rack": broker.config.broker_rack}]
+    response["brokers"] = [{"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack}
+                           for b in broker.metadata_cache.alive_brokers() if (e := b.endpoint()) is not None]
     if request["include_cluster_authorized_operations"]:
         response["cluster_authorized_operations"] = ALL_CLUSTER_OPERATIONS
     return response

@@ -1,10 +1,12 @@
 """Metadata (key 3), versions 0-9 (Apache Kafka 2.7's range).
 
-Answers with the cluster id (v2+), the controller id (v1+, this broker on a
-single node), the live brokers with their advertised endpoints, and for each
+Answers from the metadata cache (what the controller last told this broker,
+so every broker of a cluster answers alike): the cluster id (v2+), the
+controller id (v1+), the live brokers with their advertised endpoints and
+racks, and for each
 topic asked for (all topics when the list is null, or empty at v0) its
 partitions: leader, leader epoch (v7+), replicas, ISR and offline replicas
-(v5+). An unknown topic is created with the broker defaults when
+(v5+). Before the controller's first UpdateMetadata the cache is empty. An unknown topic is created with the broker defaults when
 ``auto.create.topics.enable`` is true and the request allows it
 (``allow_auto_topic_creation``, v4+; always allowed below v4); otherwise it
 gets UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal
@@ -19,14 +21,18 @@ from __future__ import annotations
 
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
-from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
+from broker.server.metadata_cache import INTERNAL_TOPICS
+from broker.server.topics import TopicError, TopicInfo, validate_topic_name
 
 
 def broker_entries(ctx: RequestContext) -> list[dict]:
-    broker = ctx.broker
-    endpoint = broker.listener_endpoint()
-    return [{"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
-             "rack": broker.config.broker_rack}]
+    """The live brokers, each at its listener of the name the request came in on (PLAINTEXT)."""
+    entries = []
+    for b in ctx.broker.metadata_cache.alive_brokers():
+        endpoint = b.endpoint()
+        if endpoint is not None:
+            entries.append({"node_id": b.id, "host": endpoint.host, "port": endpoint.port, "rack": b.rack})
+    return entries
 
 
 def partition_entry(p, offline_here: bool, broker_id: int) -> dict:
@@ -62,7 +68,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = broker.topics
     wanted = request["topics"]
     if wanted is None or (ctx.api_version == 0 and not wanted):
-        entries = [topic_entry(ctx, topics.topics[n]) for n in sorted(topics.topics)]
+        entries = [topic_entry(ctx, info) for info in map(topics.get, broker.metadata_cache.topics())
+                   if info is not None]
     else:
         allow_auto = broker.config.auto_create_topics_enable and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])
@@ -88,7 +95,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         "throttle_time_ms": 0,
         "brokers": broker_entries(ctx),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id,
+        "controller_id": broker.metadata_cache.controller_id,
         "topics": entries,
     }
 

@@ -1,0 +1,98 @@
+"""What the controller knows of the cluster, and the pure decisions it takes on it.
+
+Kafka's ``ControllerContext`` plus the leader election rules of its
+``PartitionStateMachine`` and ``ReplicaStateMachine``, kept free of I/O so
+they read (and test) as rules:
+
+* :func:`new_partition_state`: a new partition's leader is its first live
+  replica and its ISR its live replicas (leader epoch 0);
+* :func:`elect_leader`: an offline partition (its leader gone) takes the first
+  replica, in assignment order, that is alive and in the ISR; the ISR becomes
+  its live members. With none alive, an unclean election (only where the
+  topic's ``unclean.leader.election.enable`` is true) takes the first live
+  replica with an ISR of itself; otherwise the partition stays leaderless;
+* :func:`remove_replica_from_isr`: a dead follower leaves the ISR, but the last
+  member stays (it holds every committed record; a clean election needs it);
+  a dead leader leaves the partition without a leader (-1).
+
+Every change of leader or ISR made by the controller bumps the leader epoch.
+Not thread-safe; the controller's event loop task alone uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from broker.cluster.znodes import BrokerRegistration, PartitionState
+
+NO_LEADER = -1
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ControllerContext:
+    """The cluster as the controller last read it."""
+
+    epoch: int
+    epoch_zk_version: int
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    #: topic -> partition -> replicas (first is the preferred leader)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    #: partition states with their znode versions (``PartitionState.version``)
+    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    topics_to_delete: set[str] = field(default_factory=set)
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        return self.assignments.get(tp[0], {}).get(tp[1], [])
+
+    def partitions(self) -> list[TopicPartition]:
+        return sorted((t, p) for t, parts in self.assignments.items() for p in parts)
+
+    def partitions_on(self, broker_ids: set[int]) -> list[TopicPartition]:
+        return [tp for tp in self.partitions() if broker_ids & set(self.replicas(tp))]
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers
+
+    def offline_replicas(self, tp: TopicPartition) -> list[int]:
+        return [b for b in self.replicas(tp) if b not in self.live_brokers]
+
+    def remove_topic(self, topic: str) -> None:
+        for p in self.assignments.pop(topic, {}):
+            self.states.pop((topic, p), None)
+        self.topics_to_delete.discard(topic)
+
+
+def new_partition_state(replicas: list[int], live: set[int], controller_epoch: int) -> PartitionState | None:
+    """A new partition's first state, or None when none of its replicas is alive."""
+    alive = [b for b in replicas if b in live]
+    if not alive:
+        return None
+    return PartitionState(alive[0], 0, tuple(alive), controller_epoch)
+
+
+def elect_leader(state: PartitionState, replicas: list[int], live: set[int], unclean: bool,
+                 controller_epoch: int) -> PartitionState | None:
+    """The state after electing a leader of an offline partition, or None if none can be elected."""
+    live_isr = [b for b in state.isr if b in live]
+    candidates = [b for b in replicas if b in live_isr]
+    if candidates:
+        return replace(state, leader=candidates[0], leader_epoch=state.leader_epoch + 1,
+                       isr=tuple(b for b in replicas if b in live_isr), controller_epoch=controller_epoch)
+    alive = [b for b in replicas if b in live]
+    if unclean and alive:
+        return replace(state, leader=alive[0], leader_epoch=state.leader_epoch + 1, isr=(alive[0],),
+                       controller_epoch=controller_epoch)
+    return None
+
+
+def remove_replica_from_isr(state: PartitionState, broker_id: int, controller_epoch: int) -> PartitionState | None:
+    """The state once ``broker_id`` is dead, or None when it changes nothing."""
+    if broker_id not in state.isr and state.leader != broker_id:
+        return None
+    isr = state.isr if len(state.isr) == 1 else tuple(b for b in state.isr if b != broker_id)
+    leader = NO_LEADER if state.leader == broker_id else state.leader
+    if isr == state.isr and leader == state.leader:
+        return None
+    return replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                   controller_epoch=controller_epoch)
