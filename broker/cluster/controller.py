@@ -142,6 +142,8 @@ class Controller:
                 self._loop.call_later(RETRY_S, self.enqueue, event, *args)
             except Exception:
                 log.exception("controller event %s failed", event)
+                if event == "elect":
+                    self._loop.call_later(RETRY_S, self.enqueue, event, *args)
 
     async def _blocking(self, fn, *args):
         return await self.broker.run_blocking(fn, *args)
@@ -155,9 +157,23 @@ class Controller:
         stat = await self._blocking(self.metadata.store.exists, ControllerZNode.path(),
                                     self._watch("controller_change"))
         if controller_id == broker_id:
-            await self._become_controller(epoch, epoch_zk_version)
+            try:
+                await self._become_controller(epoch, epoch_zk_version)
+            except BaseException:
+                # Kafka's controller move: give the role up whole (a half-done failover decides nothing)
+                # and stand again
+                self._resign_locally()
+                await self._blocking(self._remove_controller_node, epoch)
+                raise
         elif stat is None:
             self.enqueue("elect")
+
+    def _remove_controller_node(self, epoch: int) -> None:
+        try:
+            if self.metadata.controller_id() == self.broker.broker_id and self.metadata.controller_epoch() == epoch:
+                self.metadata.store.delete(ControllerZNode.path())
+        except StoreError:
+            pass  # the session is gone, and the node with it
 
     async def _on_controller_change(self) -> None:
         found = await self._blocking(self.metadata.store.get_or_none, ControllerZNode.path())
@@ -492,8 +508,8 @@ class Controller:
         live_leaders = []
         for b in sorted(leaders):
             registration = ctx.live_brokers.get(b)
-            if registration is not None:
-                endpoint = registration.endpoint()
+            endpoint = None if registration is None else registration.endpoint()
+            if endpoint is not None:
                 live_leaders.append({"broker_id": b, "host_name": endpoint.host, "port": endpoint.port})
         return {"controller_id": self.broker.broker_id, "controller_epoch": ctx.epoch,
                 "broker_epoch": UNKNOWN_BROKER_EPOCH,

@@ -146,8 +146,6 @@ class Broker:
 
     async def _start(self) -> None:
         await self.run_blocking(self._open_storage)
-        await self.coordinator.start()
-        await self.txn_coordinator.start()
         self.network = NetworkServer(self)
         bound = await self.network.start()
         await self.run_blocking(self.log_manager.unmark_clean_shutdown)
@@ -157,6 +155,9 @@ class Broker:
         self.replicas.start()
         self.controller.start()
         await self._wait_for_metadata()
+        # after the controller's first requests: the coordinators see their topics' partitions
+        await self.coordinator.start()
+        await self.txn_coordinator.start()
         self.topics.start()
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
         self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())

@@ -211,7 +211,15 @@ class TopicManager:
 
         Returns the new TopicInfo once every partition has a leader (None when
         ``validate_only`` or ``timeout_ms`` <= 0: then it does not wait); raises TopicError.
+        Creations on this broker run one at a time, so a second creation of a
+        name finds the first one's topic and answers TOPIC_ALREADY_EXISTS.
         """
+        async with self._lock:
+            return await self._create_locked(name, num_partitions, replication_factor, assignments, configs,
+                                             validate_only, timeout_ms)
+
+    async def _create_locked(self, name, num_partitions, replication_factor, assignments, configs, validate_only,
+                             timeout_ms):
         cfg_broker = self.broker.config
         validate_topic_name(name)
         if self.cache.topic(name) is not None:

@@ -144,6 +144,9 @@ def test_offsets_commit_fetch_reload_and_load_in_progress(tmp_path):
     async def second():
         broker = make_broker(tmp_path)
         await broker.run_blocking(broker._open_storage)
+        await broker.run_blocking(broker._register)  # no listener: the controller gives this broker its partitions
+        broker.controller.start()
+        await broker._wait_for_metadata()
         await broker.coordinator.start()
         c = broker.coordinator
         try:
