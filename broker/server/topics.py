@@ -26,7 +26,9 @@ Topic names are checked as Kafka checks them: 1-249 characters of
 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``, and no collision with an existing
 topic once ``.`` and ``_`` are treated as equal (their metric names would
 collide). Replication factor may not exceed the live brokers. Replicas are
-assigned round-robin (:func:`assign_replicas`). Every failure is a
+placed by Kafka's algorithm (:mod:`broker.cluster.assignment`: round-robin
+from a random start, rack-aware when every live broker has a ``broker.rack``;
+added partitions as Kafka's ``addPartitions``). Every failure is a
 :class:`TopicError` carrying a Kafka error code.
 
 Store I/O runs in an executor; reads (``get``, ``partition``) are dict lookups
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from broker.cluster import StoreUnavailableError, TopicExistsError
+from broker.cluster.assignment import AssignmentError, BrokerRack, assign_new_partitions, assign_replicas_to_brokers
 from broker.cluster.znodes import ConfigChangeNotificationZNode
 from broker.log import LogConfig
 from broker.protocol import ErrorCode
@@ -115,12 +118,6 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def assign_replicas(partitions, factor: int, live: list[int]) -> dict[int, list[int]]:
-    """Round-robin replica assignment starting at the partition index (Kafka's simple form)."""
-    n = len(live)
-    return {p: [live[(p + i) % n] for i in range(factor)] for p in partitions}
-
-
 def _timed_out(what: str, timeout_ms: int) -> TopicError:
     return TopicError(ErrorCode.REQUEST_TIMED_OUT,
                       f"{what} did not complete within {timeout_ms} ms; the controller completes it when it can")
@@ -177,6 +174,9 @@ class TopicManager:
 
     def _live(self) -> list[int]:
         return [b.id for b in self.cache.alive_brokers()]
+
+    def _brokers(self) -> list[BrokerRack]:
+        return [BrokerRack(b.id, b.rack) for b in self.cache.alive_brokers()]
 
     async def _write(self, fn, *args):
         """Run blocking metadata work; a store out of reach is REQUEST_TIMED_OUT, which clients retry."""
@@ -251,7 +251,10 @@ class TopicManager:
             if factor > len(live):
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"replication factor: {factor} larger than available brokers: {len(live)}")
-            assignment = assign_replicas(range(partitions), factor, live)
+            try:
+                assignment = assign_replicas_to_brokers(self._brokers(), partitions, factor)
+            except AssignmentError as exc:
+                raise TopicError(exc.error_code, exc.message) from None
         overrides = {str(k): str(v) for k, v in (configs or {}).items() if v is not None}
         self.log_config(overrides)
         if validate_only:
@@ -315,7 +318,11 @@ class TopicManager:
                 if factor > len(live):
                     raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                      f"replication factor {factor} larger than available brokers {len(live)}")
-                new = assign_replicas(new_ids, factor, live)
+                existing = {p: list(pi.replicas) for p, pi in info.partitions.items()}
+                try:
+                    new = assign_new_partitions(self._brokers(), existing, len(new_ids))
+                except AssignmentError as exc:
+                    raise TopicError(exc.error_code, exc.message) from None
             if validate_only:
                 return
             full = {p: list(pi.replicas) for p, pi in info.partitions.items()} | new
