@@ -278,20 +278,30 @@ class Controller:
                     continue
                 ctx.states[tp] = new.__class__(new.leader, new.leader_epoch, new.isr, new.controller_epoch, 0)
                 changed.append(tp)
-            elif state.leader not in live:
-                unclean = await self._blocking(self._unclean_enabled, tp[0])
-                new = elect_leader(state, replicas, live, unclean, ctx.epoch)
-                if new is None:
-                    if state.leader != -1:
-                        await self._write_state(tp, remove_replica_from_isr(state, state.leader, ctx.epoch))
-                        changed.append(tp)
-                    log.warning("partition %s-%d: no replica of the ISR %s is alive; no leader", *tp, list(state.isr))
-                    continue
-                if unclean and state.leader not in new.isr and not set(state.isr) & live:
-                    log.warning("partition %s-%d: unclean leader election of broker %d", *tp, new.leader)
-                await self._write_state(tp, new)
+            elif state.leader not in live and await self._elect(tp):
                 changed.append(tp)
         return changed
+
+    async def _elect(self, tp) -> bool:
+        """Elect a leader for an offline partition (again on the stored state if a leader wrote meanwhile)."""
+        ctx = self.context
+        live = set(ctx.live_brokers)
+        unclean = await self._blocking(self._unclean_enabled, tp[0])
+        for _attempt in range(3):
+            state = ctx.states[tp]
+            if state.leader in live:
+                return False
+            new = elect_leader(state, ctx.replicas(tp), live, unclean, ctx.epoch)
+            if new is None:
+                log.warning("partition %s-%d: no replica of the ISR %s is alive; no leader", *tp, list(state.isr))
+                if state.leader == -1:
+                    return False
+                new = remove_replica_from_isr(state, state.leader, ctx.epoch)
+            elif unclean and not set(state.isr) & live:
+                log.warning("partition %s-%d: unclean leader election of broker %d", *tp, new.leader)
+            if await self._write_state(tp, new):
+                return True
+        return False
 
     async def _remove_dead_from_isr(self, partitions) -> list[tuple[str, int]]:
         """Replicas on dead brokers leave the ISR (Kafka's OfflineReplica); returns the partitions changed."""
@@ -308,7 +318,8 @@ class Controller:
                         changed.append(tp)
         return changed
 
-    async def _write_state(self, tp, state) -> None:
+    async def _write_state(self, tp, state) -> bool:
+        """Write a partition state conditionally; False (the stored state read instead) when it moved on."""
         ctx = self.context
         try:
             version = await self._blocking(self.metadata.update_partition_state, tp[0], tp[1], state,
@@ -316,10 +327,11 @@ class Controller:
         except StoreError as exc:
             if isinstance(exc, (ControllerMovedError, StoreUnavailableError)):
                 raise
-            # the leader changed the ISR meanwhile (conditional write lost): take the stored state and go on
+            # the leader changed the ISR meanwhile (conditional write lost): take the stored state
             ctx.states[tp] = await self._blocking(self.metadata.partition_state, *tp)
-            return
+            return False
         ctx.states[tp] = state.__class__(state.leader, state.leader_epoch, state.isr, state.controller_epoch, version)
+        return True
 
     def _unclean_enabled(self, topic: str) -> bool:
         overrides = self.metadata.topic_config(topic)
