@@ -264,7 +264,13 @@ class ReplicaManager:
         return out
 
     async def stop_replicas(self, partitions: Iterable[TopicPartition], delete: bool) -> None:
-        """Stop holding ``partitions`` (StopReplica): fetchers stop, waiters wake; ``delete`` removes their logs."""
+        """Stop holding ``partitions`` (StopReplica): fetchers stop, waiters wake; ``delete`` removes their logs.
+
+        With ``delete``, a log on disk is removed even if this broker does not
+        hold its partition (Kafka's rule: a broker restarted during a topic
+        deletion has the log but was never told to serve it).
+        """
+        partitions = list(partitions)
         stopped = [self._partitions[tp] for tp in partitions if tp in self._partitions]
         keys = [p.key for p in stopped]
         self.fetchers.remove_partitions(keys)
@@ -281,7 +287,7 @@ class ReplicaManager:
         if delete:
             log_manager = self._log_manager
             await asyncio.get_running_loop().run_in_executor(
-                None, lambda: [log_manager.delete_log(*tp) for tp in keys])
+                None, lambda: [log_manager.delete_log(*tp) for tp in partitions if log_manager.get_log(tp) is not None])
 
     def mark_offline(self, partitions: list[TopicPartition]) -> None:
         """Their log dir failed: stop serving them, and answer KAFKA_STORAGE_ERROR for them from now on."""

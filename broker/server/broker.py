@@ -116,10 +116,6 @@ class Broker:
         """Ids of the live brokers, as the metadata cache knows them."""
         return [b.id for b in self.metadata_cache.alive_brokers()]
 
-    def log_config_for(self, topic: str) -> LogConfig:
-        """The log config of ``topic`` (the defaults with its stored overrides); blocking (reads the store)."""
-        return self._topic_log_config(topic) or self.default_log_config
-
     def _offsets_partition_count(self) -> int | None:
         info = self.topics.get("__consumer_offsets")
         return None if info is None else len(info.partitions)
