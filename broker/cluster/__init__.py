@@ -5,13 +5,11 @@ compare-and-set, one-shot watches, ephemeral nodes, session states),
 :mod:`broker.cluster.embedded` for the single-node file store,
 :mod:`broker.cluster.zookeeper` for the ZooKeeper store (kazoo),
 :mod:`broker.cluster.znodes` for Kafka 2.7's znode layouts,
-:mod:`broker.cluster.metadata` for the typed facade the broker uses and
-:mod:`broker.cluster.session` for the broker's registration across sessions.
-:func:`store_for` picks the store a configuration asks for.
-
-Not here yet (the rest of cluster mode): the controller (its state machines,
-conditional writes on the controller epoch, LeaderAndIsr/UpdateMetadata),
-a metadata cache fed by watches, replication.
+:mod:`broker.cluster.metadata` for the typed facade the broker uses,
+:mod:`broker.cluster.session` for the broker's registration across sessions,
+:mod:`broker.cluster.controller` for the controller (with its context and its
+channel to the brokers) and :mod:`broker.cluster.assignment` for Kafka's
+replica placement. :func:`store_for` picks the store a configuration asks for.
 """
 
 from broker.cluster.embedded import EmbeddedStore

@@ -5,6 +5,7 @@
                  (pipelined produce), ordered responses, sendfile
     registry.py  ApiRegistry: api key -> handler; how to add an API module (read its docstring)
     context.py   RequestContext: what a handler gets
-    topics.py    TopicManager: topics, partitions, logs, name validation, topic configs
+    topics.py    TopicManager: topic admin operations through the metadata store, name validation, topic configs
+    metadata_cache.py  MetadataCache: the cluster as the controller's UpdateMetadata last described it
     apis/        one module per API
 """

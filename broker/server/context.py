@@ -7,6 +7,8 @@ of broker state, each with one owner:
 * ``ctx.broker.config``       :class:`broker.config.BrokerConfig` (read-only)
 * ``ctx.broker.metadata``     :class:`broker.cluster.ClusterMetadata` (blocking: call via ``ctx.broker.run_blocking``)
 * ``ctx.broker.topics``       :class:`broker.server.topics.TopicManager` (topics and their partitions' metadata)
+* ``ctx.broker.metadata_cache`` :class:`broker.server.metadata_cache.MetadataCache` (live brokers, leaders, ISR,
+  the controller id: what the controller last told this broker)
 * ``ctx.broker.replicas``     :class:`broker.replica.ReplicaManager` (the partitions held here: appends, reads,
   high watermarks, the purgatory); handlers never touch a log
 * ``ctx.broker.log_manager``  :class:`broker.log.LogManager` (log dirs as a whole)
