@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Mapping
 from broker.cluster import StoreUnavailableError, TopicExistsError
 from broker.cluster.assignment import AssignmentError, BrokerRack, assign_new_partitions, assign_replicas_to_brokers
 from broker.cluster.znodes import ConfigChangeNotificationZNode
-from broker.log import LogConfig
+from broker.log import KafkaStorageError, LogConfig
 from broker.protocol import ErrorCode
 from broker.server.metadata_cache import INTERNAL_TOPICS, PartitionMeta
 
@@ -187,10 +187,28 @@ class TopicManager:
 
     # -- startup (blocking, before the loop serves) ----------------------------------------
     def load(self) -> None:
-        """Read every topic's config overrides from the store."""
+        """Read every topic's config overrides from the store; account for the logs of lost log dirs.
+
+        A partition assigned here whose log no live dir has (a replaced disk)
+        gets an empty log, with a warning that its records on this broker are
+        lost, or, while a dir is offline (the log may be there), is marked
+        offline (:meth:`LogManager.create_missing_log`), before the
+        controller's LeaderAndIsr could create it as if it were new.
+        """
         metadata = self.broker.metadata
+        log_manager = self.broker.log_manager
+        pending = set(metadata.pending_deletions())
         for name in metadata.topics():
             self._configs[name] = metadata.topic_config(name)
+            if name in pending:
+                continue
+            for p, replicas in sorted((metadata.topic_assignment(name) or {}).items()):
+                if self.broker.broker_id in replicas and log_manager.get_log((name, p)) is None:
+                    try:
+                        log_manager.create_missing_log(name, p, self.log_config(self._configs[name]))
+                    except KafkaStorageError as exc:
+                        log.error("%s-%d is offline: %s", name, p, exc)
+                        self.broker.replicas.mark_offline([(name, p)])
 
     def start(self) -> None:
         """On the loop: follow ``/config/changes`` (every notification is applied once, the existing ones too)."""
