@@ -3,9 +3,10 @@
 key_type 0 (group, the only type before v1): the coordinator of a group is the
 leader of its ``__consumer_offsets`` partition, which is created at first use, as
 Kafka does (refused with COORDINATOR_NOT_AVAILABLE while fewer brokers are alive
-than ``offsets.topic.replication.factor``). A partition without a leader, or whose
-leader's endpoint this broker does not know, is COORDINATOR_NOT_AVAILABLE too:
-clients ask again.
+than ``offsets.topic.replication.factor``). The answer comes from the metadata cache (what the
+controller last told this broker), so every broker names the same coordinator;
+a partition without a live leader is COORDINATOR_NOT_AVAILABLE too: clients ask
+again.
 key_type 1 (transaction): the same with the id's ``__transaction_state`` partition
 (created at first use with ``transaction.state.log.*``; see :mod:`broker.txn.storage`).
 Any other key type: INVALID_REQUEST.
@@ -40,15 +41,15 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
     except (StorageError, TopicError) as exc:
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(exc))
         return entry
-    partition = broker.topics.partition(topic, coordinator.partition_for(key))
-    leader = -1 if partition is None else partition.leader
-    if leader != broker.broker_id:
-        # only this broker's own endpoint is known here until brokers share a metadata cache
+    cache = broker.metadata_cache
+    partition = cache.partition(topic, coordinator.partition_for(key))
+    leader = None if partition is None else cache.broker(partition.leader)
+    endpoint = None if leader is None else leader.endpoint()
+    if endpoint is None:
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     error_message=f"the leader of {topic} partition for {key!r} is not available")
+                     error_message=f"the {topic} partition of {key!r} has no live leader")
         return entry
-    endpoint = broker.listener_endpoint()
-    entry.update(node_id=leader, host=endpoint.host, port=endpoint.port)
+    entry.update(node_id=leader.id, host=endpoint.host, port=endpoint.port)
     return entry
 
 
