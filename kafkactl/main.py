@@ -44,13 +44,14 @@ from kafkactl import offsets as offsets_cmd
 from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
 from kafkactl import topics as topics_cmd
+from kafkactl import transactions as transactions_cmd
 from kafkactl.errors import EXIT_PROBLEM, EXIT_USAGE, CliError
 from kafkactl.output import OutputFormat
 from kafkactl.settings import Settings
 
 app = typer.Typer(
     name="kafkactl",
-    help="Operate a Kafka-compatible cluster: topics, configs, groups, offsets and log files.",
+    help="Operate a Kafka-compatible cluster: topics, configs, groups, offsets, transactions and log files.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,
@@ -112,6 +113,7 @@ app.add_typer(groups_cmd.app, name="groups")
 app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(perf_cmd.app, name="perf")
 app.add_typer(mirror_cmd.app, name="mirror")
+app.add_typer(transactions_cmd.app, name="transactions")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 

@@ -13,6 +13,7 @@ from ._consumer import AsyncConsumer, Consumer
 from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
                      GroupListing, LogDirDescription, MemberDescription, NewTopic, PartitionLag,
                      ReplicaLogDirInfo)
+from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
 from ._accumulator import RecordFuture
 from ._config import AdminConfig, ConsumerConfig, ProducerConfig, build_config
@@ -29,6 +30,7 @@ __all__ = [
     "AdminConfig", "ProducerConfig", "ConsumerConfig", "build_config",
     "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GroupListing", "GroupDescription",
     "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo",
+    "ProducerState", "TransactionDescription", "TransactionListing",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
     "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",
     "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",

@@ -3,7 +3,8 @@
 Requests go where Kafka routes them: topic creation, deletion and partition
 additions to the controller; broker configs to that broker; group operations
 to the group's coordinator; ListGroups to every broker; DeleteRecords and
-ListOffsets to partition leaders. Each method raises the first per-item error
+ListOffsets to partition leaders; the transaction calls as
+:mod:`._admin_transactions` says. Each method raises the first per-item error
 as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
 
 Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ._cluster import Cluster
+from ._admin_transactions import TransactionsAdmin
 from ._config import AdminConfig, build_config
 from ._connection import Api
 from ._consumer_protocol import decode_assignment
@@ -127,7 +129,7 @@ class PartitionLag:
     lag: int | None
 
 
-class AsyncAdmin:
+class AsyncAdmin(TransactionsAdmin):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config: AdminConfig = build_config(AdminConfig, config, kwargs)
         self._cluster = Cluster(self.config)

@@ -62,6 +62,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.TXN_OFFSET_COMMIT: (0, 3),
     Api.DESCRIBE_LOG_DIRS: (1, 2),
     Api.ALTER_REPLICA_LOG_DIRS: (0, 1),
+    Api.WRITE_TXN_MARKERS: (0, 1),
+    Api.DESCRIBE_PRODUCERS: (0, 0),
+    Api.DESCRIBE_TRANSACTIONS: (0, 0),
+    Api.LIST_TRANSACTIONS: (0, 0),
 }
 
 UNSUPPORTED_VERSION = 35
