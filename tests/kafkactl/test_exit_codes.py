@@ -22,6 +22,8 @@ CLUSTER_COMMANDS = [
     ("groups", "reset-offsets", "g", "--all-topics", "--to-earliest"),
     ("produce", "t"), ("consume", "t"),
     ("perf", "produce", "t", "--num-records", "1"), ("perf", "consume", "t", "--messages", "1"),
+    ("transactions", "list"), ("transactions", "describe", "x"), ("transactions", "describe-producers", "t", "0"),
+    ("transactions", "abort", "--topic", "t", "--partition", "0", "--start-offset", "0"),
 ]
 
 
