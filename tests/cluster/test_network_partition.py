@@ -15,6 +15,8 @@ import pytest
 
 from tests.cluster.conftest import wait_until
 from tests.cluster.netns import ZOOKEEPER_HOST, Network
+from tests.cluster.test_faults import replica_reads, replicas_agree
+from tests.cluster.workload import LoadProducer, read_all
 
 
 @pytest.fixture
@@ -52,3 +54,27 @@ def test_brokers_in_namespaces_and_a_broker_cut_off_from_zookeeper(network, brid
     assert 2 in [b["node_id"] for b in cluster.metadata(via=2)["brokers"]]  # clients still reach it
     network.heal(2)
     wait_until(lambda: cluster.registered_ids() == [1, 2, 3], "broker 2 to register again after the partition heals")
+
+
+def test_jepsen_2013_isolated_leader_stops_acknowledging_and_nothing_acknowledged_is_lost(
+        network, bridged_cluster_factory):
+    cluster = bridged_cluster_factory(replica_lag_time_max_ms=3000)
+    cluster.create_topic("jepsen", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    load = LoadProducer(cluster.bootstrap, "jepsen", rate=200, **{"message.timeout.ms": 20000}).start()
+    try:
+        load.wait_acknowledged(200)
+        old = cluster.leader("jepsen")
+        others = [i for i in cluster.ids if i != old]
+        network.isolate(old, [ZOOKEEPER_HOST, *others])
+        new = cluster.wait_for_leader("jepsen", not_in={old}, vias=others)
+        load.wait_acknowledged(200)  # the majority side acknowledges again
+        network.heal(old)
+        wait_until(lambda: old in cluster.registered_ids(), "the old leader to register again")
+        cluster.wait_for_isr("jepsen")
+        load.wait_acknowledged(100)
+    finally:
+        recorder = load.stop()
+    replicas_agree(cluster, "jepsen", 0)
+    report = recorder.check({"consumer": read_all(cluster.bootstrap, "jepsen"), **replica_reads(cluster, "jepsen", 0)})
+    print(f"leader {old} isolated, {new} elected: {report}; errors {dict(recorder.errors)}")
+    assert report.valid(allow_duplicates=True), str(report)
