@@ -231,10 +231,11 @@ def test_whole_cluster_stopped_and_started_keeps_cluster_id_data_and_epochs(clus
         replicas_agree(cluster, "kept", p)
     cluster_id = json.loads(cluster.zk.get("/cluster/id")[0])["id"]
     epochs = {p: cluster.partition_state("kept", p)["leader_epoch"] for p in range(3)}
-    checkpoints = {(i, p): leader_epoch_entries(cluster, i, "kept", p) for i in cluster.ids for p in range(3)}
 
     for i in cluster.ids:
         assert cluster.stop(i) == 0
+    checkpoints = {(i, p): leader_epoch_entries(cluster, i, "kept", p) for i in cluster.ids for p in range(3)}
+    assert all(checkpoints.values())  # a clean shutdown leaves every replica's epoch history on disk
     for i in cluster.ids:
         cluster.start(i)
     for p in range(3):
