@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -95,6 +96,7 @@ class Cluster:
         for b in self.brokers.values():
             b.stop()
         self.zookeeper.stop()
+        shutil.rmtree(self.zookeeper.workdir, ignore_errors=True)
 
 
 def create(bootstrap: str, topic: str, partitions: int, factor: int) -> None:
