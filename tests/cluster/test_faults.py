@@ -5,16 +5,22 @@ and what a consumer and the replicas' segment files hold.
 
 Each test is bounded: waits are polls with a limit (``WAIT_S``), a guard against a
 hang, never a performance assertion. The session timeout is the harness's 6 s.
+The soak test is marked slow: two rounds by default, ten with ``KAFKAPY_LONG=1``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from broker.protocol import ErrorCode
 from tests.cluster.conftest import wait_until
 from tests.cluster.history import check
 from tests.cluster.workload import LoadProducer, produce_to, read_all, replica_batches, replica_records
+
+LONG = os.environ.get("KAFKAPY_LONG") == "1"
 
 
 def replicas_agree(cluster, topic: str, partition: int, ids=None) -> list:
@@ -263,3 +269,31 @@ def test_whole_cluster_stopped_and_started_keeps_cluster_id_data_and_epochs(clus
             reads.setdefault(name, []).extend(read)
     report = check(acked, reads, recorder.indeterminate)
     assert report.valid(), str(report)
+
+
+@pytest.mark.slow
+def test_leaders_killed_again_and_again_under_load(cluster):
+    """The soak form: the leader of partition 0 killed and restarted round after round
+    (2 rounds, 10 with KAFKAPY_LONG=1) while three partitions take acks=all load."""
+    cluster.create_topic("soak", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    load = LoadProducer(cluster.bootstrap, "soak", partitions=(0, 1, 2), rate=300).start()
+    try:
+        load.wait_acknowledged(300)
+        for _ in range(10 if LONG else 2):
+            leader = cluster.leader("soak")
+            cluster.kill(leader)
+            cluster.wait_for_leader("soak", not_in={leader})
+            load.wait_acknowledged(300)
+            cluster.start(leader)
+            for p in range(3):
+                cluster.wait_for_isr("soak", p)
+    finally:
+        recorder = load.stop()
+    reads = {"consumer": read_all(cluster.bootstrap, "soak", (0, 1, 2))}
+    for p in range(3):
+        replicas_agree(cluster, "soak", p)
+        for name, read in replica_reads(cluster, "soak", p).items():
+            reads.setdefault(name, []).extend(read)
+    report = recorder.check(reads)
+    print(f"soak: {report}; errors {dict(recorder.errors)}")
+    assert report.valid(allow_duplicates=True), str(report)
