@@ -18,7 +18,7 @@ What a :class:`Cluster` gives a test:
   (SIGCONT), ``stop`` (SIGTERM, clean), ``start`` (again on the same port and
   data, after ``kill`` or ``stop``);
 - Kafka's view through the wire: ``metadata(topic, via=id)`` is a Metadata
-  response (v9) from one chosen broker; ``leader(topic, p)``;
+  response (v9) from one chosen broker; ``leader(topic, p)``; ``coordinator(group)``;
   ``wait_for_leader(topic, p, not_in=...)``, ``wait_for_isr(topic, p, isr)``;
 - ZooKeeper's view: ``zk`` (a kazoo client on the chroot),
   ``partition_state(topic, p)`` (the state znode as a dict, or None),
@@ -63,6 +63,17 @@ def wait_until(check, what: str, limit: float = WAIT_S, interval: float = 0.1):
         time.sleep(interval)
     raise AssertionError(f"timed out after {limit} s waiting for {what}"
                          + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+async def _request(host: str, port: int, api_key: int, body: dict, version: int) -> dict:
+    from broker.client._connection import BrokerConnection
+
+    conn = BrokerConnection(host, port, request_timeout_ms=10000, connect_timeout_ms=5000)
+    await conn.connect()
+    try:
+        return await conn.request(api_key, body, version=version)
+    finally:
+        conn.close()
 
 
 async def _metadata(host: str, port: int, topics: list[str] | None) -> dict:
@@ -179,6 +190,14 @@ class Cluster:
         via = via if via is not None else self.live_ids()[0]
         b = self.brokers[via]
         return asyncio.run(_metadata(b.host, b.port, topics))
+
+    def coordinator(self, group: str, via: int | None = None) -> int:
+        """The group's coordinator as broker ``via`` answers FindCoordinator (v1); -1 while it has none."""
+        from broker.protocol import ApiKey
+
+        b = self.brokers[via if via is not None else self.live_ids()[0]]
+        answer = asyncio.run(_request(b.host, b.port, ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, 1))
+        return answer["node_id"] if answer["error_code"] == 0 else -1
 
     def partition_meta(self, topic: str, partition: int, via: int | None = None) -> dict | None:
         """One partition's Metadata entry (leader_id, leader_epoch, replica_nodes, isr_nodes, ...)."""

@@ -1,13 +1,12 @@
 """Client libraries across cluster faults: kafka-python and aiokafka producing and
-consuming across a leader change, and a librdkafka consumer group that loses its
-coordinator's broker keeping its committed offsets. Each ends with the history checker."""
+consuming across a leader change, ending with the history checker."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from tests.cluster.conftest import WAIT_S, wait_until
+from tests.cluster.conftest import WAIT_S
 from tests.cluster.history import check
 from tests.cluster.workload import read_all
 
@@ -109,57 +108,3 @@ def test_kafka_python_and_aiokafka_across_a_leader_change(cluster):
              "aiokafka": asyncio.run(aiokafka_read(cluster.bootstrap, "py", total))}
     report = check(acked, reads, indeterminate=failed)
     assert report.valid(allow_duplicates=True), str(report)
-
-
-def test_consumer_group_survives_the_loss_of_its_coordinators_broker(cluster):
-    import confluent_kafka as ck
-    from confluent_kafka.admin import AdminClient
-
-    cluster.create_topic("orders", partitions=3, replication_factor=3)
-    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-    acked = []
-    for i in range(300):
-        producer.produce("orders", value=b"o-%d" % i, partition=i % 3,
-                         on_delivery=lambda err, m: acked.append((m.partition(), m.offset(), m.value()))
-                         if err is None else None)
-    assert producer.flush(WAIT_S) == 0 and len(acked) == 300
-
-    def member() -> ck.Consumer:
-        c = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "billing", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                         "fetch.queue.backoff.ms": 10})
-        c.subscribe(["orders"])
-        return c
-
-    first, read = member(), []
-    deadline = time.monotonic() + WAIT_S
-    while len(read) < 150 and time.monotonic() < deadline:
-        m = first.poll(0.5)
-        if m is not None and m.error() is None:
-            read.append((m.partition(), m.offset(), m.value()))
-    first.commit(asynchronous=False)
-    committed = {tp.partition: tp.offset for tp in first.committed(
-        [ck.TopicPartition("orders", p) for p in range(3)], timeout=WAIT_S)}
-    first.close()
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    group = admin.describe_consumer_groups(["billing"])["billing"].result(WAIT_S)
-    coordinator = group.coordinator.id
-    cluster.kill(coordinator)
-
-    second = member()  # finds the new coordinator, which loaded the group's offsets
-    try:
-        def resumed():
-            got = second.committed([ck.TopicPartition("orders", p) for p in range(3)], timeout=10)
-            return {tp.partition: tp.offset for tp in got} == committed
-        wait_until(resumed, "the group's committed offsets from its new coordinator")
-        deadline = time.monotonic() + WAIT_S
-        while len(read) < 300 and time.monotonic() < deadline:
-            m = second.poll(0.5)
-            if m is not None and m.error() is None:
-                read.append((m.partition(), m.offset(), m.value()))
-    finally:
-        second.close()
-    by_partition = {p: [r for r in read if r[0] == p] for p in range(3)}
-    report = check(acked, {f"p{p}": rows for p, rows in by_partition.items()})
-    assert report.valid(), str(report)  # nothing lost, nothing read twice: the commits survived
