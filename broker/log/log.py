@@ -1043,6 +1043,11 @@ class Log:
         indexed = self._txn_index_bases
         return collect_aborted([s.log_path for s in segs[i:] if s.base_offset in indexed], fetch_offset, upper_bound)
 
+    def active_producers(self) -> list:
+        """:class:`~broker.log.producer_state.ActiveProducer` of every producer id (DescribeProducers)."""
+        with self.lock:
+            return self.producer_state.active_producers()
+
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than ``producer.id.expiration.ms``; how many."""
         with self.lock:

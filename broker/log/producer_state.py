@@ -143,6 +143,17 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
+class ActiveProducer(NamedTuple):
+    """What DescribeProducers reports of one producer (a copy: safe outside the log's lock; -1: none)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
 class CompletedTxn(NamedTuple):
     """A transaction ended by a marker at ``last_offset``."""
 
@@ -368,6 +379,12 @@ class ProducerStateManager:
         return completed.last_offset + 1 if undecided is None else undecided
 
     # -- expiry ------------------------------------------------------------------------------
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer the partition keeps state for, by producer id (DescribeProducers)."""
+        return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                               -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+                for _, e in sorted(self.producers.items())]
+
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer_id_expiration_ms`` with no ongoing transaction; how many."""
         limit = self.producer_id_expiration_ms

@@ -271,6 +271,10 @@ class Partition:
             max_offset = self.last_stable_offset if read_committed else self.high_watermark
         return self._log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
 
+    def active_producers(self) -> list:
+        """The producers the log keeps state for (see :meth:`broker.log.log.Log.active_producers`)."""
+        return self._log.active_producers()
+
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
         """``AbortedTxn`` (producer_id, first_offset, ...) overlapping ``[fetch_offset, upper_bound)``,
         from the transaction indexes (read_committed fetches)."""

@@ -1,6 +1,8 @@
 """``kafkactl transactions`` end to end against a broker process: a hanging transaction made on
 purpose (a confluent-kafka transactional producer with a long ``transaction.timeout.ms`` writes,
-then its process is SIGKILLed) is listed Ongoing and described; and every command's error paths
+then its process is SIGKILLed) is listed Ongoing and described, its producer found by
+describe-producers; it blocks a read_committed consumer at the last stable offset until
+``transactions abort`` ends it, and the consumer then reads on; and every command's error paths
 with their exit codes (unknown transactional id, topic or partition that does not exist, no open
 transaction at the given offset, a bad value, an unreachable cluster)."""
 
@@ -11,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -88,3 +91,58 @@ def test_error_paths(ctl: Ctl) -> None:
                  ("transactions", "abort", "--topic", "two", "--partition", "0", "--start-offset", "-5"),
                  ("transactions", "abort", "--topic", "two", "--partition", "0")):
         one_line_error(ctl(*args), 2)
+
+
+def read_committed_values(bootstrap: str, wait_s: float) -> list[bytes]:
+    """Values a read_committed confluent-kafka consumer gets from hang-0 (from offset 0) within ``wait_s``."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "enable.auto.commit": False,
+                            "isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
+    try:
+        consumer.assign([ck.TopicPartition("hang", 0, 0)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                out.append(msg.value())
+        return out
+    finally:
+        consumer.close()
+
+
+def test_abort_ends_a_hanging_transaction(ctl: Ctl, broker, hanging: str) -> None:
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("hang", b"after", partition=0)  # offset 3, behind the open transaction
+    assert producer.flush(LIMIT_S) == 0
+    [p] = ctl.json("transactions", "describe-producers", "hang", "0")
+    assert p["current_txn_start_offset"] == 0 and p["last_sequence"] == 2
+    assert p["producer_id"] == ctl.json("transactions", "describe", "stuck")["producer_id"]
+    # the last stable offset stays at 0: a read_committed consumer gets nothing, even the later record
+    # (3 s of polling; the record is there for read_uncommitted ones at once)
+    assert read_committed_values(broker.bootstrap, 3) == []
+    wrong = one_line_error(ctl("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "1"), 2)
+    assert wrong.startswith("kafkactl: no open transaction starts at offset 1 in hang-0")
+    done = ctl.json("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
+    assert done["producer_id"] == p["producer_id"] and done["producer_epoch"] == p["producer_epoch"]
+    [p] = ctl.json("transactions", "describe-producers", "hang", "0")
+    assert p["current_txn_start_offset"] is None
+    # the consumer reads on: the aborted records never, the later one (wait until it arrives)
+    deadline = time.monotonic() + LIMIT_S
+    values: list[bytes] = []
+    while not values and time.monotonic() < deadline:
+        values = read_committed_values(broker.bootstrap, 2)
+    assert values == [b"after"]
+    again = one_line_error(ctl("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0"), 2)
+    assert "no open transaction starts at offset 0" in again
+
+
+def test_describe_producers_table(ctl: Ctl, hanging: str) -> None:
+    res = ctl("transactions", "describe-producers", "hang", "0")
+    assert res.returncode == 0
+    header, row = res.stdout.splitlines()
+    assert header.split() == ["PRODUCER_ID", "PRODUCER_EPOCH", "COORDINATOR_EPOCH", "LAST_SEQUENCE", "LAST_TIMESTAMP",
+                              "CURRENT_TXN_START_OFFSET"]
+    assert row.split()[3] == "2" and row.split()[5] == "0"
+    assert ctl("topics", "create", "quiet").returncode == 0
+    res = ctl("transactions", "describe-producers", "quiet", "0")
+    assert res.returncode == 0 and res.stdout == "no producers in quiet-0\n"

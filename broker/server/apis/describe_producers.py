@@ -1,0 +1,45 @@
+"""DescribeProducers (key 61), version 0 (flexible): KIP-664's view of a partition's producers.
+
+For each requested partition this broker leads, every producer id its producer
+state keeps (:mod:`broker.log.producer_state`): the producer epoch, the last
+sequence written (-1 when it wrote no data batch), the timestamp of its last
+write, the coordinator epoch of its last marker (-1 before any) and the first
+offset of its ongoing transaction (-1 when none is open). Operators find a
+hanging transaction by that first offset (``kafkactl transactions
+describe-producers``) and abort it with a WriteTxnMarkers to this partition.
+
+Per partition errors, as Kafka answers them: UNKNOWN_TOPIC_OR_PARTITION (no
+such topic or partition), NOT_LEADER_OR_FOLLOWER (a partition of the cluster not
+led here).
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+
+def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
+    out = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}
+    partition = ctx.broker.replicas.partition(topic, index)
+    if partition is None or not partition.is_leader:
+        info = ctx.broker.topics.get(topic)
+        known = info is not None and index in info.partitions
+        out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    out["active_producers"] = [
+        {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "last_sequence": p.last_sequence,
+         "last_timestamp": p.last_timestamp, "coordinator_epoch": p.coordinator_epoch,
+         "current_txn_start_offset": p.current_txn_start_offset}
+        for p in partition.active_producers()]
+    return out
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [_partition(ctx, t["name"], i) for i in t["partition_indexes"]]}
+        for t in request["topics"]]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle)
