@@ -44,6 +44,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from broker.log.checkpoint import fsync_dir
 from broker.log.errors import LogClosedError
 from broker.log.log import Log
 
@@ -165,7 +166,7 @@ class ReplicaMove:
         future.close()
         target = self.dest_dir / current.dir.name
         os.replace(future.dir, target)
-        _fsync_dir(self.dest_dir)
+        fsync_dir(self.dest_dir)
         new = Log.open(target, current.config, recovery_point=future.log_end_offset,
                        log_start_offset=current.log_start_offset, clock=current.clock, had_clean_shutdown=True)
         self.manager._swap_in(self, new)
@@ -181,11 +182,3 @@ def settle_moves_at_start(log_dir: Path, name: str, doomed: list[Path]) -> bool:
     logger.warning("abandoning the unfinished move of %s into %s (its current log is kept)", name, log_dir)
     doomed.append(log_dir / name)
     return True
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -49,11 +49,16 @@ def write_atomically(path: Path, data: bytes, *, fsync: bool = True) -> None:
             os.fsync(f.fileno())
     os.replace(tmp, path)
     if fsync:
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of directory ``path`` (files made, renamed or removed in it) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_lines(path: Path) -> list[str] | None:

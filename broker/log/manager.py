@@ -73,6 +73,7 @@ from broker.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
+    fsync_dir,
     read_meta_properties,
     read_offset_checkpoint,
     write_meta_properties,
@@ -246,7 +247,7 @@ class LogManager:
             marker = d / CLEAN_SHUTDOWN_FILE
             if marker.exists():
                 marker.unlink()
-                _fsync_dir(d)
+                fsync_dir(d)
 
     def _config_for(self, topic: str) -> LogConfig:
         if self.topic_config is not None:
@@ -335,7 +336,7 @@ class LogManager:
         log.close()
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(log.dir, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         with self._lock:
             self._doomed_dirs.append(target)
         self._wake.set()
@@ -403,7 +404,7 @@ class LogManager:
         current.close()
         target = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(current.dir, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         with self._lock:
             self._doomed_dirs.append(target)
         self._wake.set()
@@ -620,7 +621,7 @@ class LogManager:
                 continue
             try:
                 (d / CLEAN_SHUTDOWN_FILE).touch()
-                _fsync_dir(d)
+                fsync_dir(d)
             except OSError as exc:
                 logger.error("marking log dir %s as cleanly shut down failed: %s", d, exc)
 
@@ -666,11 +667,3 @@ def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     except ValueError as exc:
         logger.warning("ignoring unreadable checkpoint: %s", exc)
         return {}
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
