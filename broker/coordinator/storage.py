@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterator, Protocol
 
 from broker.coordinator.records import (GroupKey, GroupMetadataValue, OffsetAndMetadata, OffsetKey,
                                         OffsetsRecordError, decode_group_value, decode_key, decode_offset_value)
 from broker.log import CorruptRecordError, LogError
 from broker.protocol import ErrorCode
-from broker.records import BatchBuilder, iter_batches
+from broker.records import BatchBuilder, RecordBatch, iter_batches
 from broker.records.control import ControlRecordType, decode_control_key
 
 if TYPE_CHECKING:
@@ -261,37 +261,51 @@ class PartitionState:
         return set(self.groups) | {g for g, offs in self.offsets.items() if offs}
 
 
-def read_partition(partition: "Partition") -> PartitionState:
-    """Replay a partition of ``__consumer_offsets`` from its start to its log end (blocking)."""
-    state = PartitionState()
+def replay_batches(partition: "Partition") -> Iterator[tuple[RecordBatch, int]]:
+    """Every batch of ``partition`` from its log start to its log end as of the call (blocking).
+
+    Yields ``(batch, offset)``: records of the batch below ``offset`` were
+    already replayed (reads start at the batch holding an offset, so the
+    first batch may begin below the log start). Used by the group and
+    transaction coordinators to load a partition they become leader of.
+    """
     offset = partition.log_start_offset
     end = partition.log_end_offset
     while offset < end:
         data = partition.read(offset, READ_CHUNK, follower=True).read_bytes()
         if not data:
-            break
+            return
         progressed = False
         for batch in iter_batches(data):
+            if batch.base_offset >= end:
+                return
             nxt = batch.next_offset
             if nxt <= offset:
                 continue
-            if batch.is_control:
-                for r in batch.records:
-                    try:
-                        commit = decode_control_key(r.key)[1] is ControlRecordType.COMMIT
-                    except CorruptRecordError:
-                        continue
-                    state.end_txn(batch.producer_id, commit)
-            elif batch.is_transactional:
-                for r in batch.records:
-                    if batch.offset_of(r) >= offset:
-                        state.apply_txn(batch.producer_id, r.key, r.value)
-            else:
-                for r in batch.records:
-                    if batch.offset_of(r) >= offset:
-                        state.apply(r.key, r.value)
+            yield batch, offset
             offset = nxt
             progressed = True
         if not progressed:
-            break
+            return
+
+
+def read_partition(partition: "Partition") -> PartitionState:
+    """Replay a partition of ``__consumer_offsets`` from its start to its log end (blocking)."""
+    state = PartitionState()
+    for batch, offset in replay_batches(partition):
+        if batch.is_control:
+            for r in batch.records:
+                try:
+                    commit = decode_control_key(r.key)[1] is ControlRecordType.COMMIT
+                except CorruptRecordError:
+                    continue
+                state.end_txn(batch.producer_id, commit)
+        elif batch.is_transactional:
+            for r in batch.records:
+                if batch.offset_of(r) >= offset:
+                    state.apply_txn(batch.producer_id, r.key, r.value)
+        else:
+            for r in batch.records:
+                if batch.offset_of(r) >= offset:
+                    state.apply(r.key, r.value)
     return state

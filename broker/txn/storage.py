@@ -23,10 +23,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from broker.coordinator.storage import StorageError
+from broker.coordinator.storage import StorageError, replay_batches
 from broker.log import CorruptRecordError, LogError
 from broker.protocol import ErrorCode
-from broker.records import BatchBuilder, iter_batches
+from broker.records import BatchBuilder
 from broker.txn.records import TransactionLogError, TransactionLogValue, decode_key, decode_value
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.txn")
 
 TRANSACTION_TOPIC = "__transaction_state"
-READ_CHUNK = 1 << 20
 
 
 def transaction_topic_configs(cfg, replication_factor: int) -> dict[str, str]:
@@ -102,33 +101,19 @@ def read_partition(partition: "Partition") -> tuple[dict[str, TransactionLogValu
     """Replay a partition (blocking): ({transactional id: last value}, records that did not decode)."""
     state: dict[str, TransactionLogValue] = {}
     bad = 0
-    offset = partition.log_start_offset
-    end = partition.log_end_offset
-    while offset < end:
-        data = partition.read(offset, READ_CHUNK, follower=True).read_bytes()
-        if not data:
-            break
-        progressed = False
-        for batch in iter_batches(data):
-            nxt = batch.next_offset
-            if nxt <= offset:
+    for batch, offset in replay_batches(partition):
+        if batch.is_control:
+            continue
+        for r in batch.records:
+            if batch.offset_of(r) < offset:
                 continue
-            if not batch.is_control:
-                for r in batch.records:
-                    if batch.offset_of(r) < offset or batch.offset_of(r) >= end:
-                        continue
-                    try:
-                        txn_id = decode_key(r.key or b"")
-                        if r.value is None:
-                            state.pop(txn_id, None)
-                        else:
-                            state[txn_id] = decode_value(r.value)
-                    except TransactionLogError as exc:
-                        bad += 1
-                        log.warning("%s-%d offset %d: %s", partition.topic, partition.partition,
-                                    batch.offset_of(r), exc)
-            offset = nxt
-            progressed = True
-        if not progressed:
-            break
+            try:
+                txn_id = decode_key(r.key or b"")
+                if r.value is None:
+                    state.pop(txn_id, None)
+                else:
+                    state[txn_id] = decode_value(r.value)
+            except TransactionLogError as exc:
+                bad += 1
+                log.warning("%s-%d offset %d: %s", partition.topic, partition.partition, batch.offset_of(r), exc)
     return state, bad
