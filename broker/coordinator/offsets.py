@@ -125,13 +125,7 @@ class OffsetsMixin:
             if generation_id != group.generation_id:
                 return every(ErrorCode.ILLEGAL_GENERATION)
             self._schedule_heartbeat(group, member)
-        result: dict[TopicPartition, int] = {}
-        accepted = []
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted.append((tp, om))
+        result, accepted = self._split_by_metadata_size(offsets)
         if accepted:
             try:
                 await self._append(group_id, [(offset_commit_key(group_id, t, p), offset_commit_value(om))
@@ -145,6 +139,18 @@ class OffsetsMixin:
                 result[tp] = ErrorCode.NONE
             self.metrics.offset_commits.inc(len(accepted))
         return result
+
+    def _split_by_metadata_size(self, offsets: dict[TopicPartition, OffsetAndMetadata]
+                                ) -> tuple[dict[TopicPartition, int], list[tuple[TopicPartition, OffsetAndMetadata]]]:
+        """({partition: OFFSET_METADATA_TOO_LARGE} for metadata above ``offset.metadata.max.bytes``, the rest)."""
+        result: dict[TopicPartition, int] = {}
+        accepted = []
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted.append((tp, om))
+        return result, accepted
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:

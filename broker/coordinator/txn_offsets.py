@@ -39,7 +39,8 @@ class TxnOffsetsMixin:
     """TxnOffsetCommit and its completion for GroupCoordinator (see the module docstring).
 
     Expects from the coordinator: ``groups``, ``pending_txn_offsets``, ``offset_metadata_max_bytes``,
-    ``serving_error``, ``partition_for``, ``_append_transactional``, ``_schedule_heartbeat``.
+    ``serving_error``, ``partition_for``, ``_append_transactional``, ``_schedule_heartbeat`` and
+    ``_split_by_metadata_size`` (the offsets mixin's).
     """
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
@@ -67,13 +68,7 @@ class TxnOffsetsMixin:
             if generation_id != group.generation_id:
                 return every(ErrorCode.ILLEGAL_GENERATION)
             self._schedule_heartbeat(group, member)
-        result: dict[TopicPartition, int] = {}
-        accepted = []
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted.append((tp, om))
+        result, accepted = self._split_by_metadata_size(offsets)
         if not accepted:
             return result
         try:
