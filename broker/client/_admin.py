@@ -15,6 +15,7 @@ Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -25,7 +26,8 @@ from ._connection import Api
 from ._consumer_protocol import decode_assignment
 from ._sync import LoopThread
 from ._types import BrokerMetadata, OffsetAndMetadata, TopicMetadata, TopicPartition
-from .errors import ConfigError, ProtocolError, error_for_code
+from .errors import (ConfigError, CoordinatorNotAvailableError, NotCoordinatorError, ProtocolError,
+                     error_for_code)
 
 RESOURCE_TYPES = {"topic": 2, "group": 3, "broker": 4, "broker_logger": 8}
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
@@ -351,6 +353,21 @@ class AsyncAdmin(TransactionsAdmin):
         return out
 
     # -- groups ---------------------------------------------------------------------------
+    async def _at_coordinator(self, group_id: str, call):
+        """Run ``call(node)`` against the coordinator of ``group_id``, as Kafka's admin client
+        does: while the coordinator is loading, unavailable or has moved (codes 14, 15, 16,
+        from FindCoordinator or from the call), find it again and retry until
+        ``request.timeout.ms`` has passed; any other error is raised at once."""
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        while True:
+            node = await self._cluster.find_coordinator(group_id)
+            try:
+                return await call(node)
+            except (CoordinatorNotAvailableError, NotCoordinatorError):
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
     async def list_groups(self) -> list[GroupListing]:
         await self._cluster.refresh_metadata()
         out: dict[str, GroupListing] = {}
@@ -365,38 +382,47 @@ class AsyncAdmin(TransactionsAdmin):
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         out = {}
         for gid in group_ids:
-            node = await self._cluster.find_coordinator(gid)
-            resp = await self._cluster.request(node, Api.DESCRIBE_GROUPS,
-                                               {"groups": [gid], "include_authorized_operations": False})
-            for g in resp["groups"]:
-                if g["error_code"]:
-                    raise error_for_code(g["error_code"], context=f"group {gid}")
-                members = []
-                for m in g["members"]:
-                    assignment = []
-                    if g["protocol_type"] == "consumer" and m["member_assignment"]:
-                        try:
-                            assignment = decode_assignment(m["member_assignment"]).partitions
-                        except Exception:
-                            assignment = []
-                    members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"],
-                                                     m.get("group_instance_id"), assignment))
-                out[gid] = GroupDescription(g["group_id"], g["group_state"], g["protocol_type"],
-                                            g["protocol_data"], members, node)
+            out[gid] = await self._at_coordinator(gid, lambda node, gid=gid: self._describe_group(node, gid))
         return out
+
+    async def _describe_group(self, node: int, gid: str) -> GroupDescription:
+        resp = await self._cluster.request(node, Api.DESCRIBE_GROUPS,
+                                           {"groups": [gid], "include_authorized_operations": False})
+        for g in resp["groups"]:
+            if g["error_code"]:
+                raise error_for_code(g["error_code"], context=f"group {gid}")
+            members = []
+            for m in g["members"]:
+                assignment = []
+                if g["protocol_type"] == "consumer" and m["member_assignment"]:
+                    try:
+                        assignment = decode_assignment(m["member_assignment"]).partitions
+                    except Exception:
+                        assignment = []
+                members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"],
+                                                 m.get("group_instance_id"), assignment))
+            return GroupDescription(g["group_id"], g["group_state"], g["protocol_type"],
+                                    g["protocol_data"], members, node)
+        raise ProtocolError(f"DescribeGroups answered without group {gid}")
 
     async def delete_groups(self, group_ids: Iterable[str]) -> None:
         for gid in group_ids:
-            node = await self._cluster.find_coordinator(gid)
-            resp = await self._cluster.request(node, Api.DELETE_GROUPS, {"groups_names": [gid]})
-            for r in resp["results"]:
-                if r["error_code"]:
-                    raise error_for_code(r["error_code"], context=f"group {r['group_id']}")
+            await self._at_coordinator(gid, lambda node, gid=gid: self._delete_group(node, gid))
+
+    async def _delete_group(self, node: int, gid: str) -> None:
+        resp = await self._cluster.request(node, Api.DELETE_GROUPS, {"groups_names": [gid]})
+        for r in resp["results"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], context=f"group {r['group_id']}")
 
     async def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
                                  ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets of a group (all its partitions when ``partitions`` is None)."""
-        node = await self._cluster.find_coordinator(group_id)
+        return await self._at_coordinator(
+            group_id, lambda node: self._fetch_group_offsets(node, group_id, partitions))
+
+    async def _fetch_group_offsets(self, node: int, group_id: str, partitions: Iterable[TopicPartition] | None
+                                   ) -> dict[TopicPartition, OffsetAndMetadata]:
         topics = None
         if partitions is not None:
             by_topic: dict[str, list[int]] = {}
@@ -442,7 +468,6 @@ class AsyncAdmin(TransactionsAdmin):
         """Commit offsets (with their metadata when given as OffsetAndMetadata) for a group that
         has no active members (as kafka-consumer-groups --reset-offsets does); an active group
         answers UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS."""
-        node = await self._cluster.find_coordinator(group_id)
         by_topic: dict[str, list] = {}
         for tp, off in offsets.items():
             om = off if isinstance(off, OffsetAndMetadata) else OffsetAndMetadata(int(off))
@@ -451,11 +476,15 @@ class AsyncAdmin(TransactionsAdmin):
         body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
                 "retention_time_ms": -1,
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
-        resp = await self._cluster.request(node, Api.OFFSET_COMMIT, body)
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise error_for_code(p["error_code"], context=f"group {group_id} {t['name']}-{p['partition_index']}")
+
+        async def commit(node: int) -> None:
+            resp = await self._cluster.request(node, Api.OFFSET_COMMIT, body)
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        raise error_for_code(p["error_code"],
+                                             context=f"group {group_id} {t['name']}-{p['partition_index']}")
+        await self._at_coordinator(group_id, commit)
 
 
 class Admin:

@@ -115,3 +115,34 @@ def test_unreachable_bootstrap_is_one_clear_error():
 
     with pytest.raises(KafkaConnectionError, match="no broker reachable"):
         Admin(bootstrap_servers="127.0.0.1:1", request_timeout_ms=2000)
+
+
+def test_group_offsets_right_after_start_wait_for_the_coordinator_to_load(broker):
+    """The first group calls on a fresh broker create __consumer_offsets and meet its
+    partitions still loading (COORDINATOR_LOAD_IN_PROGRESS), and after an unclean restart
+    the coordinator replays the whole offsets log; the admin client finds the coordinator
+    again and retries, as Kafka's does, instead of failing the call."""
+    import asyncio
+
+    from broker.client import AsyncAdmin
+
+    groups = [f"load-{i}" for i in range(40)]
+    tp = TopicPartition("adm-load", 0)
+
+    async def commit_all() -> None:
+        async with AsyncAdmin(bootstrap_servers=broker.bootstrap) as admin:
+            await asyncio.gather(*(admin.alter_group_offsets(g, {tp: i + 1}) for i, g in enumerate(groups)))
+
+    async def read_all() -> dict:
+        async with AsyncAdmin(bootstrap_servers=broker.bootstrap) as admin:
+            got = await asyncio.gather(*(admin.list_group_offsets(g) for g in groups))
+        return {g: {p: om.offset for p, om in offs.items()} for g, offs in zip(groups, got)}
+
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic(tp.topic, 1, 1)])
+    asyncio.run(commit_all())
+    expected = {g: {tp: i + 1} for i, g in enumerate(groups)}
+    assert asyncio.run(read_all()) == expected
+    broker.kill()
+    broker.start()
+    assert asyncio.run(read_all()) == expected
