@@ -213,9 +213,10 @@ class Controller:
         ctx.live_brokers = live
         for topic in await self._blocking(self._read_topics):
             await self._load_topic(topic)
-        await self._blocking(self.metadata.take_isr_change_notifications)
+        # the watch first: a notification made while the old ones are taken fires it
         await self._blocking(self.metadata.store.get_children, IsrChangeNotificationZNode.path(),
                              self._watch("isr_change"))
+        await self._blocking(self.metadata.take_isr_change_notifications)
         await self._on_topic_deletion()  # first: a topic being deleted is announced to nobody
         await self._online_partitions(ctx.partitions())
         await self._remove_dead_from_isr(ctx.partitions())
@@ -419,8 +420,10 @@ class Controller:
             return
 
         def read():
-            changed = self.metadata.take_isr_change_notifications()
+            # the watch before the take: a notification made after the take's read of the children would
+            # otherwise wait, unseen, for the next one (and the brokers' metadata keep an old ISR)
             self.metadata.store.get_children(IsrChangeNotificationZNode.path(), self._watch("isr_change"))
+            changed = self.metadata.take_isr_change_notifications()
             return {tp: self.metadata.partition_state(*tp) for tp in changed}
         states = await self._blocking(read)
         ctx = self.context
