@@ -58,6 +58,7 @@ import yaml
 
 from broker import properties
 from broker.kafka_properties import KAFKA_27_BROKER_PROPERTIES, is_kafka_broker_property
+from broker.replica.selector import parse_selector
 from broker.log.config import LATEST_FORMAT_VERSION, format_version_magic
 
 LONG_MAX = 2**63 - 1
@@ -286,6 +287,8 @@ _PROPS: list[Prop] = [
     Prop("replica.fetch.max.bytes", _ranged(0, INT_MAX), 1048576, "Bytes a follower fetches per partition."),
     Prop("replica.fetch.response.max.bytes", _ranged(0, INT_MAX), 10485760, "Bytes of a follower's fetch answer."),
     Prop("replica.fetch.backoff.ms", _ranged(0, INT_MAX), 1000, "Wait of a follower after a fetch error."),
+    Prop("replica.selector.class", _optional(parse_selector), None,
+         "Replica a consumer with client.rack reads from (KIP-392): RackAwareReplicaSelector; unset: the leader."),
     Prop("replica.socket.timeout.ms", _ranged(1, INT_MAX), 30000, "A follower's request timeout at the leader."),
     Prop("num.recovery.threads.per.data.dir", _ranged(1, INT_MAX), 1, "Threads recovering logs at start."),
     Prop("offsets.topic.num.partitions", _ranged(1, INT_MAX), 50, "Partitions of __consumer_offsets."),

@@ -127,6 +127,7 @@ class ConsumerConfig(CommonConfig):
     fetch_max_wait_ms: int = 500
     max_partition_fetch_bytes: int = 1048576
     isolation_level: str = "read_uncommitted"
+    client_rack: str = ""
     check_crcs: bool = True
     partition_assignment_strategy: Any = ("range", "roundrobin")
     key_deserializer: Callable | None = None

@@ -16,6 +16,11 @@ stable offset with the aborted transactions in range, and the batches of those
 transactions are dropped here, as Kafka's consumer does.
 Positions advance only when ``poll`` hands records to the caller, so a seek
 simply drops the buffered records of that partition.
+Fetch from the closest replica (KIP-392): with ``client_rack`` set the
+consumer sends its rack; a leader that answers with ``preferred_read_replica``
+sends that partition's next fetches to that follower, as Kafka's consumer
+does, until ``metadata_max_age_ms`` passes, the follower answers an error or
+cannot be reached, or it leaves the metadata; then the leader again.
 
 Both are owned by the consumer's event loop and not thread-safe.
 """
@@ -55,6 +60,16 @@ class PartitionState:
     high_watermark: int = -1
     log_start_offset: int = -1
     last_stable_offset: int = -1
+    #: KIP-392: the follower the leader sent us to, until ``preferred_until`` (monotonic seconds) or an error
+    preferred_read_replica: int = -1
+    preferred_until: float = 0.0
+
+    def read_replica(self, leader: int, known: Callable[[int], bool]) -> int:
+        """The node to fetch from: the preferred replica while it is valid and known, else the leader."""
+        replica = self.preferred_read_replica
+        if replica >= 0 and (time.monotonic() >= self.preferred_until or not known(replica)):
+            replica = self.preferred_read_replica = -1
+        return leader if replica < 0 else replica
 
 
 @dataclass
@@ -184,13 +199,15 @@ class Fetcher:
             if leader < 0:
                 self.cluster.request_update()
                 continue
-            if leader in self.in_flight:
+            node = st.read_replica(leader, lambda b: b in self.cluster.brokers)
+            if node in self.in_flight:
                 continue
-            by_node.setdefault(leader, []).append(tp)
+            by_node.setdefault(node, []).append(tp)
         return by_node
 
     def send_fetches(self) -> None:
-        """Start a Fetch to every leader that has fetchable partitions and none in flight."""
+        """Start a Fetch to every node (a leader, or the preferred read replica) that has fetchable partitions
+        and none in flight."""
         for node, tps in self.fetchable().items():
             task = asyncio.ensure_future(self._fetch(node, tps))
             self.in_flight[node] = task
@@ -210,7 +227,7 @@ class Fetcher:
             "max_bytes": c.fetch_max_bytes, "isolation_level": self.isolation,
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
+            "forgotten_topics_data": [], "rack_id": c.client_rack,
         }
         me = asyncio.current_task()
         try:
@@ -220,6 +237,7 @@ class Fetcher:
             self._handle(resp, positions)
         except KafkaError as exc:
             log.debug("fetch from broker %s failed: %s", node, exc)
+            self._forget_preferred(positions)  # a follower out of reach: back to the leader
             self.cluster.request_update()
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         except asyncio.CancelledError:
@@ -232,8 +250,15 @@ class Fetcher:
                 self._fetching.pop(node, None)
             self.data_ready.set()
 
+    def _forget_preferred(self, tps) -> None:
+        for tp in tps:
+            st = self.subs.assignment.get(tp)
+            if st is not None:
+                st.preferred_read_replica = -1
+
     def _handle(self, resp: dict, positions: dict[TopicPartition, int]) -> None:
         if resp.get("error_code"):
+            self._forget_preferred(positions)
             self.cluster.request_update()
             return
         key_de, value_de = self.key_de, self.value_de
@@ -248,6 +273,7 @@ class Fetcher:
                     continue  # reassigned or seeked meanwhile
                 code = p["error_code"]
                 if code:
+                    st.preferred_read_replica = -1  # as Kafka's consumer: any error sends it back to the leader
                     if code in _STALE_METADATA:
                         self.cluster.request_update()
                     elif code == OFFSET_OUT_OF_RANGE:
@@ -260,6 +286,9 @@ class Fetcher:
                 st.high_watermark = p["high_watermark"]
                 st.last_stable_offset = p["last_stable_offset"]
                 st.log_start_offset = p["log_start_offset"]
+                if p.get("preferred_read_replica", -1) >= 0:  # KIP-392: read that replica from now on
+                    st.preferred_read_replica = p["preferred_read_replica"]
+                    st.preferred_until = time.monotonic() + self.config.metadata_max_age_ms / 1000
                 records = p["records"]
                 if not records:
                     continue

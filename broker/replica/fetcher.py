@@ -332,7 +332,8 @@ class ReplicaFetcher:
                         self._delay(state)
                         continue
                 if self._current(tp, state) is partition:
-                    partition.update_follower_high_watermark(p["high_watermark"])
+                    if partition.update_follower_high_watermark(p["high_watermark"]):
+                        self._replicas.purgatory.notify(tp)  # consumers reading this follower (KIP-392)
                     if p["log_start_offset"] > partition.log_start_offset:  # DeleteRecords or retention at the leader
                         await self._blocking(partition.follow_log_start_offset, p["log_start_offset"])
 

@@ -197,9 +197,11 @@ class Partition:
                 and state.log_end_offset >= self.high_watermark
                 and state.log_end_offset >= self.leader_epoch_start_offset)
 
-    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """A follower takes the leader's high watermark, capped at its own log end."""
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower takes the leader's high watermark, capped at its own log end; True if it moved."""
+        old = self.high_watermark
         self.high_watermark = max(self._log.log_start_offset, min(leader_high_watermark, self._log.log_end_offset))
+        return self.high_watermark != old
 
     # -- follower truncation (blocking; the fetcher runs them in a worker thread) -----------------------
     @property

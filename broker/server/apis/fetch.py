@@ -8,7 +8,10 @@ offset: the leader records it once per request, which may move the high
 watermark and bring the follower back into the ISR. Followers, and consumers
 before v11, are answered by the leader only (NOT_LEADER_OR_FOLLOWER
 elsewhere); from v11 a consumer may read a follower up to its high watermark
-(KIP-392). The record bytes are not copied: the log's
+(KIP-392; the follower knows the leader's from its own fetches). With
+``replica.selector.class`` set, the leader answers a v11+ consumer that sent
+its ``rack_id`` with ``preferred_read_replica`` (a follower in that rack, see
+:mod:`broker.replica.selector`) and no records for that partition, at once. The record bytes are not copied: the log's
 ``FetchSlice`` (file, position, length) goes into the ``records`` field and the
 network layer sends it with ``loop.sendfile``.
 
@@ -45,6 +48,8 @@ import asyncio
 from broker.log import OffsetOutOfRange
 from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import UnsupportedCompressionTypeError, downconvert
+from broker.replica.manager import now_ms
+from broker.replica.selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from broker.server.context import RequestContext
 
 INT32_MAX = 2**31 - 1
@@ -59,10 +64,13 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     # Kafka 2.7: followers and consumers before v11 (no client metadata, KIP-392) read from the leader only
     leader_only = follower or version < 11
     read_committed = not follower and version >= 4 and request["isolation_level"] == 1
+    client_rack = request["rack_id"] if version >= 11 and not follower else ""
+    selector = ctx.broker.config.replica_selector_class if client_rack else None
+    now = now_ms()
     remaining = request["max_bytes"] if version >= 3 else INT32_MAX
     total = 0
     keys = []
-    has_error = False
+    has_error = redirected = False
     per_topic: dict[str, int] = {}
     responses = []
     for t in request["topics"]:
@@ -90,6 +98,13 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
             out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=partition.log_start_offset)
             if read_committed:
                 out["aborted_transactions"] = []
+            if selector is not None and p["fetch_offset"] >= partition.log_start_offset:
+                preferred = preferred_read_replica(selector, partition, client_rack, p["fetch_offset"],
+                                                   lambda b: _rack_of(ctx.broker.metadata_cache, b), now)
+                if preferred != NO_PREFERRED_REPLICA:  # no read here: the consumer goes to that replica
+                    out["preferred_read_replica"] = preferred
+                    redirected = True
+                    continue
             limit = min(p["partition_max_bytes"], remaining) if version >= 3 else p["partition_max_bytes"]
             min_one = version >= 3 and total == 0
             if limit <= 0 and not min_one:
@@ -132,7 +147,13 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
             remaining -= size
             per_topic[name] = per_topic.get(name, 0) + size
         responses.append({"topic": name, "partitions": partitions})
-    return responses, total, keys, has_error, per_topic
+    # a redirected consumer is answered at once, as an error is (Kafka's fetchMessages)
+    return responses, total, keys, has_error or redirected, per_topic
+
+
+def _rack_of(cache, broker_id: int) -> str | None | bool:
+    broker = cache.broker(broker_id)
+    return False if broker is None else broker.rack
 
 
 def _record_follower_fetch(replicas, request: dict) -> None:
