@@ -6,7 +6,7 @@ broker in rack a has followers in racks b and c. A librdkafka consumer with
 rack b (its ``kafkapy_bytes_out_total`` for the topic; a follower serves no
 other replica, so that counter is consumers' reads only), none from the one in
 rack c. When that follower dies, the consumer falls back to the leader and
-reads on.
+reads on. Our own client (``client_rack``) does the same.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import urllib.request
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from broker.client import Consumer as OurConsumer
+from broker.client import TopicPartition as OurTopicPartition
 from tests.cluster.conftest import wait_until
 from tests.cluster.test_replication import produce
 
@@ -41,6 +43,13 @@ def consume(consumer: Consumer, into: list, until: int) -> None:
     wait_until(more, f"{until} records read", limit=90)
 
 
+def consume_ours(consumer: OurConsumer, into: list, until: int) -> None:
+    def more():
+        into.extend((r.offset, r.value) for r in consumer.poll(500))
+        return len(into) >= until
+    wait_until(more, f"{until} records read by our consumer", limit=90)
+
+
 def test_a_consumer_reads_from_the_follower_in_its_rack_and_falls_back_to_the_leader(cluster_factory):
     cluster = cluster_factory(3, props={"replica.selector.class": SELECTOR},
                               per_broker={b: {"broker.rack": r} for b, r in RACKS.items()})
@@ -61,6 +70,14 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_and_falls_back_to_the_le
         served = bytes_out(cluster.broker(2), "near")
         assert served >= sum(len(v) for v in first), f"rack b's follower sent only {served} bytes"
         assert bytes_out(cluster.broker(3), "near") == 0
+        ours = OurConsumer(bootstrap_servers=cluster.bootstrap, client_rack="b", enable_auto_commit=False)
+        ours.assign([OurTopicPartition("near", 0)])
+        ours.seek(OurTopicPartition("near", 0), 0)
+        ours_read: list = []
+        consume_ours(ours, ours_read, len(first))
+        assert [v for _o, v in ours_read] == first
+        assert bytes_out(cluster.broker(2), "near") >= served + sum(len(v) for v in first)
+        assert bytes_out(cluster.broker(3), "near") == 0
         # rack b's follower dies: the consumer goes back to the leader and reads on
         cluster.kill(2)
         then = [b"then-%04d" % i for i in range(200)]
@@ -68,6 +85,9 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_and_falls_back_to_the_le
         assert not failed and len(acked) == len(then)
         consume(consumer, read, len(first) + len(then))
         assert [v for _o, v in read] == first + then
+        consume_ours(ours, ours_read, len(first) + len(then))
+        assert [v for _o, v in ours_read] == first + then
         assert bytes_out(cluster.broker(3), "near") == 0
+        ours.close()
     finally:
         consumer.close()
