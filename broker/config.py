@@ -59,7 +59,7 @@ import yaml
 from broker import properties
 from broker.kafka_properties import KAFKA_27_BROKER_PROPERTIES, is_kafka_broker_property
 from broker.replica.selector import parse_selector
-from broker.log.config import LATEST_FORMAT_VERSION, format_version_magic
+from broker.log.config import LATEST_FORMAT_VERSION, TOPIC_CONFIGS, format_version_magic
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -352,26 +352,10 @@ EMBEDDED_DEFAULTS: dict[str, Any] = {
     "metrics.port": 9308,
 }
 
-#: Broker property -> topic-level property name used by LogConfig (Kafka's mapping).
+#: Broker property -> the topic config it gives the default of, where it is the only one (Kafka's mapping;
+#: retention.ms, segment.ms and flush.ms, fed by several, are derived in :meth:`BrokerConfig.log_config_properties`).
 TOPIC_PROPERTY_OF: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.retention.bytes": "retention.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.preallocate": "preallocate",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
-    "message.max.bytes": "max.message.bytes",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "log.message.format.version": "message.format.version",
-    "log.message.downconversion.enable": "message.downconversion.enable",
+    d.synonyms[0]: name for name, d in TOPIC_CONFIGS.items() if len(d.synonyms) == 1
 }
 
 

@@ -6,6 +6,11 @@ used in ``/config/topics/T``, CreateTopics and AlterConfigs. The only field that
 does not follow that rule is ``segment_ms``, whose property is ``segment.ms``
 (the broker default is ``log.roll.ms``).
 
+:data:`TOPIC_CONFIGS` is the one table of topic configs: each one's type, the
+broker properties that give its default (Kafka's ``TopicConfigSynonyms``) and
+a line of documentation; the broker's defaults (``broker.config``),
+DescribeConfigs and (Incremental)AlterConfigs read it.
+
 ``LogConfig`` is an immutable value: change a log's config by building a new one
 (:meth:`LogConfig.with_overrides`) and handing it to ``Log.update_config``.
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -166,6 +171,87 @@ PROPERTY_NAMES: dict[str, str] = {
     f.name: f.name.replace("_", ".") for f in dataclasses.fields(LogConfig)
 }
 _FIELD_BY_PROPERTY = {v: k for k, v in PROPERTY_NAMES.items()}
+
+
+class TopicConfigDef(NamedTuple):
+    """One topic config: its type, where its default comes from, what it does."""
+
+    #: Kafka's ConfigDef type name (BOOLEAN, STRING, INT, LONG, DOUBLE, LIST), as DescribeConfigs reports it
+    type: str
+    #: the broker properties that give its default, most specific first (Kafka's ``TopicConfigSynonyms``)
+    synonyms: tuple[str, ...]
+    #: one line, DescribeConfigs' documentation
+    doc: str
+
+
+#: Every topic config (a :class:`LogConfig` field each): the one table the broker's defaults,
+#: DescribeConfigs and (Incremental)AlterConfigs are read from.
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    "cleanup.policy": TopicConfigDef(
+        "LIST", ("log.cleanup.policy",),
+        "delete and/or compact: how old segments are discarded."),
+    "compression.type": TopicConfigDef(
+        "STRING", (),
+        "Codec the log keeps batches in; 'producer' keeps what the producer sent."),
+    "delete.retention.ms": TopicConfigDef(
+        "LONG", ("log.cleaner.delete.retention.ms",),
+        "How long tombstones stay readable in a compacted log."),
+    "file.delete.delay.ms": TopicConfigDef(
+        "LONG", ("log.segment.delete.delay.ms",),
+        "Delay between dropping a segment and unlinking its files."),
+    "follower.replication.throttled.replicas": TopicConfigDef(
+        "LIST", (),
+        "partition:broker pairs (or *) throttled as followers."),
+    "flush.messages": TopicConfigDef(
+        "LONG", ("log.flush.interval.messages",),
+        "Messages appended before the log is fsynced."),
+    "flush.ms": TopicConfigDef(
+        "LONG", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+        "Age of unflushed data before the log is fsynced."),
+    "index.interval.bytes": TopicConfigDef(
+        "INT", ("log.index.interval.bytes",),
+        "Bytes of log between offset index entries."),
+    "leader.replication.throttled.replicas": TopicConfigDef(
+        "LIST", (),
+        "partition:broker pairs (or *) throttled as leaders."),
+    "max.compaction.lag.ms": TopicConfigDef("LONG", (), "Longest time a record may stay uncompacted."),
+    "max.message.bytes": TopicConfigDef("INT", ("message.max.bytes",), "Largest record batch the topic accepts."),
+    "message.downconversion.enable": TopicConfigDef(
+        "BOOLEAN", ("log.message.downconversion.enable",),
+        "Down-convert v2 batches for fetchers older than v4; false: UNSUPPORTED_VERSION."),
+    "message.format.version": TopicConfigDef(
+        "STRING", ("log.message.format.version",),
+        "Kafka version string, validated; the log always holds v2 batches."),
+    "message.timestamp.difference.max.ms": TopicConfigDef(
+        "LONG", ("log.message.timestamp.difference.max.ms",),
+        "Largest distance of a CreateTime timestamp from broker time."),
+    "message.timestamp.type": TopicConfigDef("STRING", ("log.message.timestamp.type",), "CreateTime or LogAppendTime."),
+    "min.cleanable.dirty.ratio": TopicConfigDef(
+        "DOUBLE", ("log.cleaner.min.cleanable.ratio",),
+        "Dirty share of the log that makes it eligible for compaction."),
+    "min.compaction.lag.ms": TopicConfigDef(
+        "LONG", ("log.cleaner.min.compaction.lag.ms",),
+        "Shortest time a record stays uncompacted."),
+    "min.insync.replicas": TopicConfigDef(
+        "INT", ("min.insync.replicas",),
+        "Replicas that must have a write for acks=all."),
+    "preallocate": TopicConfigDef("BOOLEAN", ("log.preallocate",), "Preallocate segment files."),
+    "retention.bytes": TopicConfigDef(
+        "LONG", ("log.retention.bytes",),
+        "Size a partition may reach before old segments go; -1 none."),
+    "retention.ms": TopicConfigDef(
+        "LONG", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+        "Age after which old segments go; -1 keeps them forever."),
+    "segment.bytes": TopicConfigDef("INT", ("log.segment.bytes",), "Size at which the active segment rolls."),
+    "segment.index.bytes": TopicConfigDef("INT", ("log.index.size.max.bytes",), "Size of a segment's offset index."),
+    "segment.jitter.ms": TopicConfigDef("LONG", (), "Random jitter subtracted from segment.ms."),
+    "segment.ms": TopicConfigDef("LONG", ("log.roll.ms", "log.roll.hours"), "Age at which the active segment rolls."),
+    "unclean.leader.election.enable": TopicConfigDef(
+        "BOOLEAN", ("unclean.leader.election.enable",),
+        "Let an out-of-sync replica become leader."),
+}
+assert set(TOPIC_CONFIGS) == set(PROPERTY_NAMES.values()), "TOPIC_CONFIGS must cover LogConfig"
+
 _TYPES = {f.name: f.type for f in dataclasses.fields(LogConfig)}
 
 

@@ -33,6 +33,7 @@ from typing import Iterable
 from broker.config import LONG_MAX, PROPERTIES as BROKER_PROPERTIES
 from broker.log import LogConfig
 from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
+from broker.log.config import TOPIC_CONFIGS
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError, validate_topic_name
@@ -49,47 +50,9 @@ DEFAULT_CONFIG = 5
 
 # ConfigType (v3+)
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+CONFIG_TYPES = {"BOOLEAN": BOOLEAN, "STRING": STRING, "INT": INT, "SHORT": SHORT, "LONG": LONG, "DOUBLE": DOUBLE,
+                "LIST": LIST}
 
-#: topic config -> (config type, broker properties that feed its default, most specific first, one-line doc)
-TOPIC_CONFIGS: dict[str, tuple[int, tuple[str, ...], str]] = {
-    "cleanup.policy": (LIST, ("log.cleanup.policy",), "delete and/or compact: how old segments are discarded."),
-    "compression.type": (STRING, (), "Codec the log keeps batches in; 'producer' keeps what the producer sent."),
-    "delete.retention.ms": (LONG, ("log.cleaner.delete.retention.ms",),
-                            "How long tombstones stay readable in a compacted log."),
-    "file.delete.delay.ms": (LONG, ("log.segment.delete.delay.ms",),
-                             "Delay between dropping a segment and unlinking its files."),
-    "follower.replication.throttled.replicas": (LIST, (), "partition:broker pairs (or *) throttled as followers."),
-    "flush.messages": (LONG, ("log.flush.interval.messages",), "Messages appended before the log is fsynced."),
-    "flush.ms": (LONG, ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-                 "Age of unflushed data before the log is fsynced."),
-    "index.interval.bytes": (INT, ("log.index.interval.bytes",), "Bytes of log between offset index entries."),
-    "leader.replication.throttled.replicas": (LIST, (), "partition:broker pairs (or *) throttled as leaders."),
-    "max.compaction.lag.ms": (LONG, (), "Longest time a record may stay uncompacted."),
-    "max.message.bytes": (INT, ("message.max.bytes",), "Largest record batch the topic accepts."),
-    "message.downconversion.enable": (BOOLEAN, ("log.message.downconversion.enable",),
-                                      "Down-convert v2 batches for fetchers older than v4; false: UNSUPPORTED_VERSION."),
-    "message.format.version": (STRING, ("log.message.format.version",),
-                               "Kafka version string, validated; the log always holds v2 batches."),
-    "message.timestamp.difference.max.ms": (LONG, ("log.message.timestamp.difference.max.ms",),
-                                            "Largest distance of a CreateTime timestamp from broker time."),
-    "message.timestamp.type": (STRING, ("log.message.timestamp.type",), "CreateTime or LogAppendTime."),
-    "min.cleanable.dirty.ratio": (DOUBLE, ("log.cleaner.min.cleanable.ratio",),
-                                  "Dirty share of the log that makes it eligible for compaction."),
-    "min.compaction.lag.ms": (LONG, ("log.cleaner.min.compaction.lag.ms",),
-                              "Shortest time a record stays uncompacted."),
-    "min.insync.replicas": (INT, ("min.insync.replicas",), "Replicas that must have a write for acks=all."),
-    "preallocate": (BOOLEAN, ("log.preallocate",), "Preallocate segment files."),
-    "retention.bytes": (LONG, ("log.retention.bytes",), "Size a partition may reach before old segments go; -1 none."),
-    "retention.ms": (LONG, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-                     "Age after which old segments go; -1 keeps them forever."),
-    "segment.bytes": (INT, ("log.segment.bytes",), "Size at which the active segment rolls."),
-    "segment.index.bytes": (INT, ("log.index.size.max.bytes",), "Size of a segment's offset index."),
-    "segment.jitter.ms": (LONG, (), "Random jitter subtracted from segment.ms."),
-    "segment.ms": (LONG, ("log.roll.ms", "log.roll.hours"), "Age at which the active segment rolls."),
-    "unclean.leader.election.enable": (BOOLEAN, ("unclean.leader.election.enable",),
-                                       "Let an out-of-sync replica become leader."),
-}
-assert set(TOPIC_CONFIGS) == set(LOG_PROPERTY_NAMES.values()), "TOPIC_CONFIGS must cover LogConfig"
 
 _TIMES = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000}
 
@@ -121,6 +84,7 @@ def topic_config_entries(ctx: RequestContext, overrides: dict[str, str], names: 
     entries = []
     for name in wanted:
         kind, broker_names, doc = TOPIC_CONFIGS[name]
+        kind = CONFIG_TYPES[kind]
         synonyms = []
         if name in overrides:
             synonyms.append({"name": name, "value": overrides[name], "source": DYNAMIC_TOPIC_CONFIG})

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from broker.log.config import TOPIC_CONFIGS
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis.alter_configs import alter_all
-from broker.server.apis.describe_configs import LIST, TOPIC_CONFIGS
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
 
@@ -49,7 +49,7 @@ def _check(configs: list[dict]) -> None:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for config key {name}")
         if name not in TOPIC_CONFIGS:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
-        if op in (APPEND, SUBTRACT) and TOPIC_CONFIGS[name][0] != LIST:
+        if op in (APPEND, SUBTRACT) and TOPIC_CONFIGS[name].type != "LIST":
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              f"config value {_OPERATION_NAMES[op]} is not allowed for config key: {name}")
         if op != DELETE and c["value"] is None:
