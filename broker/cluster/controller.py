@@ -41,7 +41,11 @@ Every write is conditional on the controller epoch znode's version and the
 partition state's znode version (:meth:`ClusterMetadata.controller_multi`).
 Requests go through :class:`~broker.cluster.controller_channel.ControllerChannel`
 at Kafka 2.7's versions: LeaderAndIsr v4, UpdateMetadata v6, StopReplica v3.
-The broker epoch is not tracked (-1, "unknown", which brokers accept).
+Each request carries the broker epoch (KIP-380) of the registration the
+controller knows for its destination (the czxid of ``/brokers/ids/N``, filled
+in by the channel), so a broker that registered again since refuses what was
+meant for its old self; a broker whose registration's epoch grew counts as
+bounced (lost, then started).
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 4, 6, 3
 LEADER_DURING_DELETE = -2  # the leader UpdateMetadata names for a partition being deleted
 EPOCH_DURING_DELETE = -2   # StopReplica's leader epoch for a deletion
 RETRY_S = 0.5              # pause before an event that found the store unreachable runs again
-UNKNOWN_BROKER_EPOCH = -1
+UNKNOWN_BROKER_EPOCH = -1  # in the bodies; the channel puts each destination's epoch in its place
 
 
 class Controller:
@@ -351,7 +355,8 @@ class Controller:
         if ctx is None:
             return
         old = ctx.live_brokers
-        bounced = {b for b in current if b in old and current[b].timestamp_ms != old[b].timestamp_ms}
+        bounced = {b for b in current if b in old and (current[b].broker_epoch != old[b].broker_epoch
+                                                       or current[b].timestamp_ms != old[b].timestamp_ms)}
         dead = (set(old) - set(current)) | bounced
         started = (set(current) - set(old)) | bounced
         if not dead and not started:

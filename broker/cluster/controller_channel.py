@@ -123,12 +123,18 @@ class ControllerChannel:
             queue.close()
 
     def send(self, broker_id: int, api_key: int, version: int, body: dict) -> asyncio.Future:
-        """Queue a request for ``broker_id``; the future gets the response body, or None if it never went."""
+        """Queue a request for ``broker_id``; the future gets the response body, or None if it never went.
+
+        The body's ``broker_epoch`` becomes the epoch of the registration the queue was made for
+        (KIP-380: a broker registered again since refuses the request as STALE_BROKER_EPOCH).
+        """
         future = asyncio.get_running_loop().create_future()
         queue = self._queues.get(broker_id)
         if queue is None:
             future.set_result(None)
         else:
+            if "broker_epoch" in body:
+                body = {**body, "broker_epoch": queue.registration.broker_epoch}
             queue.queue.put_nowait((int(api_key), version, body, future))
         return future
 

@@ -16,7 +16,11 @@ never a torn one. File layout (UTF-8 JSON)::
 ``ctime`` is the creation time in ms and ``cversion`` the count of child
 creations and deletions (the next sequence number), each written only when
 not zero. Ephemeral nodes (broker registrations) are never written: they end
-with the process, like a ZooKeeper session. The root ``/`` always exists. The
+with the process, like a ZooKeeper session. The root ``/`` always exists.
+A node's ``czxid`` (:class:`~broker.cluster.store.Stat`) is not written either:
+it is the store's own increasing number (microseconds since the epoch when
+the store started, then one more per creation), so a broker registration made
+after a restart still gets a larger one (the broker epoch). The
 store has no session to lose: it never calls session listeners.
 
 Thread-safe: one lock guards the tree and the file; watch callbacks run after
@@ -64,6 +68,7 @@ class _Node:
     children: set[str] = field(default_factory=set)
     cversion: int = 0
     ctime_ms: int = 0
+    czxid: int = 0
 
 
 class EmbeddedStore(MetadataStore):
@@ -78,6 +83,9 @@ class EmbeddedStore(MetadataStore):
         self._data_watches: dict[str, list[Watcher]] = {}
         self._child_watches: dict[str, list[Watcher]] = {}
         self._started = False
+        # czxids: microseconds since the epoch at start, then one more per creation, so they grow across
+        # restarts too (the clock moves on) without being written down
+        self._last_czxid = 0
         #: True when start() found no file: this is the store's first start.
         self.created = False
 
@@ -211,7 +219,7 @@ class EmbeddedStore(MetadataStore):
         with self._lock:
             # Validate against a scratch copy of just the touched state, then apply.
             durable = any(not self._is_ephemeral_op(op) for op in ops)
-            scratch = _Scratch(self._nodes)
+            scratch = _Scratch(self._nodes, self._next_czxid)
             fired: list[tuple[str, str]] = []
             created = [scratch.apply(op, fired) for op in ops]
             scratch.commit()
@@ -223,6 +231,10 @@ class EmbeddedStore(MetadataStore):
         return [path for path in created if path is not None]
 
     # -- helpers -----------------------------------------------------------------------
+    def _next_czxid(self) -> int:
+        self._last_czxid = max(self._last_czxid + 1, time.time_ns() // 1000)
+        return self._last_czxid
+
     def _is_ephemeral_op(self, op: Op) -> bool:
         """True when ``op`` touches only state that is never written to the file."""
         if isinstance(op, Create):
@@ -234,7 +246,7 @@ class EmbeddedStore(MetadataStore):
 
     @staticmethod
     def _stat(node: _Node) -> Stat:
-        return Stat(node.version, node.ephemeral, len(node.children), node.ctime_ms)
+        return Stat(node.version, node.ephemeral, len(node.children), node.ctime_ms, node.czxid)
 
     def _take_watches(self, fired: list[tuple[str, str]]) -> list[tuple[Watcher, WatchEvent]]:
         out = []
@@ -254,8 +266,9 @@ class EmbeddedStore(MetadataStore):
 class _Scratch:
     """Copy-on-write view of the node table used to apply a ``multi`` atomically."""
 
-    def __init__(self, nodes: dict[str, _Node]) -> None:
+    def __init__(self, nodes: dict[str, _Node], next_czxid) -> None:
         self._base = nodes
+        self._next_czxid = next_czxid
         self._changed: dict[str, _Node | None] = {}
 
     def _get(self, path: str) -> _Node | None:
@@ -267,7 +280,8 @@ class _Scratch:
         node = self._get(path)
         assert node is not None
         if path not in self._changed:
-            node = _Node(node.data, node.version, node.ephemeral, set(node.children), node.cversion, node.ctime_ms)
+            node = _Node(node.data, node.version, node.ephemeral, set(node.children), node.cversion, node.ctime_ms,
+                         node.czxid)
             self._changed[path] = node
         return node
 
@@ -290,7 +304,8 @@ class _Scratch:
             writable_parent = self._writable(parent)
             writable_parent.children.add(path.rsplit("/", 1)[1])
             writable_parent.cversion += 1
-            self._changed[path] = _Node(bytes(op.data), 0, op.ephemeral, ctime_ms=int(time.time() * 1000))
+            self._changed[path] = _Node(bytes(op.data), 0, op.ephemeral, ctime_ms=int(time.time() * 1000),
+                                        czxid=self._next_czxid())
             fired += [("created", path), ("child", parent)]
             return path
         elif isinstance(op, SetData):

@@ -23,6 +23,7 @@ store fsyncs), so the event loop calls them through an executor.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from broker.cluster.store import (
     BadVersionError,
@@ -103,14 +104,18 @@ class ClusterMetadata:
         return ClusterIdZNode.decode(self.store.get(ClusterIdZNode.path())[0])
 
     # -- brokers and controller ------------------------------------------------------------
-    def register_broker(self, registration: BrokerRegistration) -> None:
-        """Announce this broker (ephemeral: gone when the store session ends); BrokerIdInUseError if taken."""
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Announce this broker (ephemeral: gone when the store session ends); BrokerIdInUseError if taken.
+
+        Returns the broker epoch (KIP-380): the czxid of the new znode, -1 if it is gone already.
+        """
+        path = BrokerIdZNode.path(registration.broker_id)
         try:
-            self.store.create(
-                BrokerIdZNode.path(registration.broker_id), BrokerIdZNode.encode(registration), ephemeral=True
-            )
+            self.store.create(path, BrokerIdZNode.encode(registration), ephemeral=True)
         except NodeExistsError:
             raise self.broker_id_in_use(registration.broker_id) from None
+        stat = self.store.exists(path)
+        return -1 if stat is None else stat.czxid
 
     def check_broker_id_free(self, broker_id: int) -> None:
         """Raise BrokerIdInUseError when ``/brokers/ids/<broker_id>`` exists (checked before touching data)."""
@@ -138,7 +143,7 @@ class ClusterMetadata:
         for child in self.store.get_children("/brokers/ids"):
             found = self.store.get_or_none(BrokerIdZNode.path(int(child)))
             if found is not None:
-                result[int(child)] = BrokerIdZNode.decode(int(child), found[0])
+                result[int(child)] = replace(BrokerIdZNode.decode(int(child), found[0]), broker_epoch=found[1].czxid)
         return result
 
     def elect_controller(self, broker_id: int) -> int:

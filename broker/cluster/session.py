@@ -50,6 +50,8 @@ class BrokerSession:
         self.on_registered = on_registered
         #: How many times the session was lost (renewal proves it registered under the latest one).
         self.losses = 0
+        #: Kafka's broker epoch (KIP-380): the czxid of our latest registration; -1 before the first
+        self.broker_epoch = -1
         self._lock = threading.Lock()
         self._renewer: threading.Thread | None = None
         self._closed = threading.Event()
@@ -60,7 +62,7 @@ class BrokerSession:
 
     def register(self) -> None:
         """Register (BrokerIdInUseError when the id is taken); blocking."""
-        self.metadata.register_broker(self.registration)
+        self.broker_epoch = self.metadata.register_broker(self.registration)
         self.metadata.store.add_session_listener(self._on_state)
 
     def close(self) -> None:
@@ -93,7 +95,7 @@ class BrokerSession:
             with self._lock:
                 losses = self.losses
             try:
-                self.metadata.register_broker(self.registration)
+                self.broker_epoch = self.metadata.register_broker(self.registration)
                 cluster_id = self.metadata.ensure_cluster_id()
             except BrokerIdInUseError as exc:
                 log.error("broker %d: cannot register again: %s", self.broker_id, exc)

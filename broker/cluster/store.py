@@ -92,6 +92,9 @@ class Stat:
     ephemeral: bool = False
     num_children: int = 0
     ctime_ms: int = 0  # creation time, milliseconds since the epoch
+    #: the store's id of the change that created the node (ZooKeeper's czxid; the embedded store's own
+    #: increasing number): a node made again gets a larger one, hence Kafka's broker epoch (KIP-380)
+    czxid: int = -1
 
 
 @dataclass(frozen=True, slots=True)

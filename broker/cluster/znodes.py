@@ -79,6 +79,8 @@ class BrokerRegistration:
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
     timestamp_ms: int = 0
+    #: the czxid of the znode (Kafka's broker epoch, KIP-380), when read from the store; never written in it
+    broker_epoch: int = field(default=-1, compare=False)
 
     def endpoint(self, listener_name: str = "PLAINTEXT") -> Endpoint | None:
         for e in self.endpoints:

@@ -130,7 +130,7 @@ def _translate(exc: BaseException, path: str) -> StoreError:
 
 
 def _stat(zstat) -> Stat:
-    return Stat(zstat.version, zstat.ephemeralOwner != 0, zstat.numChildren, zstat.ctime)
+    return Stat(zstat.version, zstat.ephemeralOwner != 0, zstat.numChildren, zstat.ctime, zstat.czxid)
 
 
 class ZooKeeperStore(MetadataStore):

@@ -108,6 +108,17 @@ class Broker:
         return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args))
 
     @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch (KIP-380): the czxid of its latest registration; -1 before it registered."""
+        return self.session.broker_epoch if self.session is not None else -1
+
+    def is_broker_epoch_stale(self, broker_epoch: int) -> bool:
+        """Kafka's check of a controller request's ``broker_epoch``: -1 (unknown) passes, an older one is stale
+        (meant for this broker before it registered again); a newer one passes (the controller may learn of
+        a registration before the broker has its epoch)."""
+        return broker_epoch != -1 and broker_epoch < self.broker_epoch
+
+    @property
     def controller_id(self) -> int:
         """The controller as the metadata cache knows it; -1 before the first UpdateMetadata."""
         return self.metadata_cache.controller_id

@@ -227,6 +227,19 @@ def test_ephemeral_nodes_end_with_the_session(store):
     assert store.exists("/persistent") is not None
 
 
+def test_a_node_made_again_has_a_larger_czxid_even_after_a_restart(store):
+    """The czxid is Kafka's broker epoch (KIP-380): a broker registered again must get a larger one."""
+    store.create("/r", b"", ephemeral=True)
+    first = store.exists("/r").czxid
+    store.delete("/r")
+    store.create("/r", b"", ephemeral=True)
+    second = store.exists("/r").czxid
+    store.close()
+    store.start()
+    store.create("/r", b"", ephemeral=True)
+    assert 0 < first < second < store.exists("/r").czxid
+
+
 def test_session_is_connected_after_start(store):
     states = []
     store.add_session_listener(states.append)

@@ -17,8 +17,10 @@ Errors as Kafka 2.7 gives them:
 
 Versions: v0-1 carry the partition states in one flat list, each with its
 topic (``ungrouped_partition_states``); v2+ group them under ``topic_states``.
-v1 adds ``is_new``, v2 ``broker_epoch`` (KIP-380; not checked here: -1 is
-what a store without one sends), v3 the reassignment lists, v4 is flexible.
+v1 adds ``is_new``, v2 ``broker_epoch`` (KIP-380): one older than this
+broker's (the czxid of its registration; it registered again since) gets
+STALE_BROKER_EPOCH for the request and every partition, and nothing is
+applied; -1 ("unknown", and before v2) passes. v3 adds the reassignment lists, v4 is flexible.
 """
 
 from __future__ import annotations
@@ -38,16 +40,22 @@ def partition_states(request: dict, version: int) -> list[dict]:
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     states = partition_states(request, ctx.api_version)
+    if ctx.broker.is_broker_epoch_stale(request["broker_epoch"]):
+        return _refused(states, ErrorCode.STALE_BROKER_EPOCH)
     try:
         errors = await ctx.broker.replicas.become_leader_or_follower(
             request["controller_id"], request["controller_epoch"], states, request["live_leaders"])
     except StaleControllerEpochError:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH,
-                "partition_errors": [{"topic_name": s["topic_name"], "partition_index": s["partition_index"],
-                                      "error_code": ErrorCode.STALE_CONTROLLER_EPOCH} for s in states]}
+        return _refused(states, ErrorCode.STALE_CONTROLLER_EPOCH)
     return {"error_code": ErrorCode.NONE,
             "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": code}
                                  for (t, p), code in errors.items()]}
+
+
+def _refused(states: list[dict], error: int) -> dict:
+    return {"error_code": error,
+            "partition_errors": [{"topic_name": s["topic_name"], "partition_index": s["partition_index"],
+                                  "error_code": error} for s in states]}
 
 
 def register(registry) -> None:

@@ -6,7 +6,9 @@ replica stays on disk, no longer fetched). The replica layer stops the
 fetchers, wakes the partitions' waiters and tells the coordinators
 (:meth:`~broker.replica.ReplicaManager.stop_replicas`).
 
-Errors as Kafka 2.7 gives them: a controller epoch older than the newest seen
+Errors as Kafka 2.7 gives them: a broker epoch (v1+, KIP-380) older than
+this broker's (it registered again since; -1 passes) gets STALE_BROKER_EPOCH
+for the request and every partition, and nothing stops; a controller epoch older than the newest seen
 gets STALE_CONTROLLER_EPOCH for the request; in v3, a partition whose
 ``leader_epoch`` is not newer than ours (other than -1, none given, and -2, sent
 while a topic is deleted) gets FENCED_LEADER_EPOCH and stays. A partition
@@ -42,6 +44,10 @@ def _partitions(request: dict, version: int) -> list[tuple[str, int, int, bool]]
 async def handle(ctx: RequestContext, request: dict) -> dict:
     replicas = ctx.broker.replicas
     partitions = _partitions(request, ctx.api_version)
+    if ctx.broker.is_broker_epoch_stale(request["broker_epoch"]):
+        return {"error_code": ErrorCode.STALE_BROKER_EPOCH,
+                "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": ErrorCode.STALE_BROKER_EPOCH}
+                                     for t, p, _epoch, _delete in partitions]}
     try:
         replicas.check_controller_epoch(request["controller_epoch"])
     except StaleControllerEpochError:

@@ -5,8 +5,9 @@ brokers and the partition states that changed; the broker applies them to its
 :class:`~broker.server.metadata_cache.MetadataCache`. A request from an
 older controller epoch than the newest this broker has seen is refused with
 STALE_CONTROLLER_EPOCH, as Kafka does (a deposed controller cannot overwrite
-what its successor said). The broker epoch (v5+) is not checked: controllers
-here send -1 ("unknown").
+what its successor said). A broker epoch (v5+, KIP-380) older than this
+broker's (it registered again since) gets STALE_BROKER_EPOCH; -1 ("unknown",
+and before v5) passes.
 
 Version notes: v1 replaces the single host/port of a broker by endpoints, v2
 adds the rack, v3 the listener name, v4 offline replicas, v5 groups partition
@@ -21,6 +22,8 @@ from broker.server.context import RequestContext
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     cache = ctx.broker.metadata_cache
+    if ctx.broker.is_broker_epoch_stale(request["broker_epoch"]):
+        return {"error_code": ErrorCode.STALE_BROKER_EPOCH}
     if request["controller_epoch"] < cache.controller_epoch:
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
     cache.update(request, ctx.api_version)
