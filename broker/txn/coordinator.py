@@ -15,9 +15,11 @@ change to that partition before acting on it or answering (see
   ``transaction_timeout_ms`` must be in (0, ``transaction.max.timeout.ms``].
 * AddPartitionsToTxn / AddOffsetsToTxn: the partitions join the transaction (Ongoing).
 * EndTxn: PrepareCommit or PrepareAbort is written and the client answered;
-  then markers are written into every partition of the transaction
-  (:mod:`broker.txn.markers`, retried until each partition answers, given up
-  only for a partition whose topic is gone) and CompleteCommit/CompleteAbort is
+  then markers are written into every partition of the transaction by its
+  current leader (:mod:`broker.txn.marker_channel`: WriteTxnMarkers to remote
+  leaders, a direct append where this broker leads; retried with the leader the
+  metadata cache names then until each partition has its marker, given up only
+  for a partition whose topic is gone) and only then is CompleteCommit/CompleteAbort
   written. A transaction found in PrepareCommit/PrepareAbort when a partition is
   loaded (the broker died between the two) is completed the same way.
 * Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` an
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING
 from broker.coordinator.storage import StorageError, commit_error_for
 from broker.protocol import ErrorCode
 from broker.txn import storage
-from broker.txn.markers import write_marker
+from broker.txn.marker_channel import MarkerChannel
 from broker.txn.producer_ids import ProducerIdManager
 from broker.txn.records import TransactionLogValue, encode_key, encode_value, partition_for
 from broker.txn.state import MAX_EPOCH, IllegalTransition, TransactionMetadata, TransactionState
@@ -80,6 +82,7 @@ class TransactionCoordinator:
         self.abort_interval_ms: int = cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms
         self.remove_interval_ms: int = cfg.transaction_remove_expired_transaction_cleanup_interval_ms
         self.producer_ids = ProducerIdManager(broker)
+        self.markers = MarkerChannel(broker)
         self.transactions: dict[str, TransactionMetadata] = {}
         #: partitions of __transaction_state coordinated here -> coordinator epoch (their leader epoch)
         self.owned: dict[int, int] = {}
@@ -121,6 +124,7 @@ class TransactionCoordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self.markers.close()
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
@@ -340,14 +344,15 @@ class TransactionCoordinator:
         coordinator_epoch = self.owned.get(p)
         pending = set(txn.partitions)
         producer_id, epoch = txn.producer_id, txn.producer_epoch
+        reported: dict[tuple[str, int], int] = {}
         while pending:
-            targets = sorted(pending)
-            codes = await asyncio.gather(*(write_marker(self.broker, producer_id, epoch, commit, coordinator_epoch,
-                                                        t, q, WRITE_TIMEOUT_S) for t, q in targets))
-            for tp, code in zip(targets, codes):
+            codes = await self.markers.send_markers(producer_id, epoch, commit, coordinator_epoch, sorted(pending),
+                                                    WRITE_TIMEOUT_S)
+            for tp, code in codes.items():
                 if code in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     pending.discard(tp)
-                else:
+                elif reported.get(tp) != code:  # once per error, not once per retry
+                    reported[tp] = code
                     log.info("transaction %s: marker for %s-%d: error %d, retrying", txn.transactional_id, *tp, code)
             if self.owned.get(p) != coordinator_epoch or self.transactions.get(txn.transactional_id) is not txn:
                 return  # another coordinator (or a reload) completes it

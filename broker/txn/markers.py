@@ -12,10 +12,14 @@ pending offsets visible (commit) or drops them (abort) in the group coordinator.
 
 Per partition errors, as Kafka answers them: UNKNOWN_TOPIC_OR_PARTITION (no
 such topic: the coordinator gives up on that partition), NOT_LEADER_OR_FOLLOWER
-(not led here: the coordinator retries), REQUEST_TIMED_OUT, the log's own codes.
+(not led here), NOT_ENOUGH_REPLICAS (the ISR is below the partition's
+``min.insync.replicas``: a marker is an acks=all append), REQUEST_TIMED_OUT,
+the log's own codes; the coordinator retries all but the first.
 
-The transaction coordinator calls it directly when the partition leader is this
-broker (a single node: always) instead of sending itself the request.
+The transaction coordinator's :mod:`broker.txn.marker_channel` calls
+:func:`write_marker` directly for the partitions this broker leads (a single
+node: all of them) instead of sending itself the request, and sends
+WriteTxnMarkers to the leaders of the others.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ async def write_marker(broker: "Broker", producer_id: int, producer_epoch: int, 
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if len(partition.isr) < partition.config.min_insync_replicas:  # an acks=all append, as Kafka's
+        return ErrorCode.NOT_ENOUGH_REPLICAS
     marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
                                   coordinator_epoch)
     batch = build_end_txn_marker_batch(marker, producer_id, producer_epoch, int(time.time() * 1000))

@@ -1,13 +1,14 @@
 """WriteTxnMarkers (key 27), versions 0-1 (v1 is flexible).
 
 Sent by a transaction coordinator to the leaders of a transaction's partitions
-(on a single node the coordinator writes its markers itself through the same
-function, :func:`broker.txn.markers.write_markers`). Each marker's COMMIT or
+(:mod:`broker.txn.marker_channel`; for the partitions it leads itself, a
+single node's included, the coordinator calls :func:`broker.txn.markers.write_marker`
+directly, the function this handler uses). Each marker's COMMIT or
 ABORT control batch is appended through the normal append path to every
 listed partition this broker leads, and the answer waits until each is
 replicated (acks=all, bounded by ``request.timeout.ms``-like 30 s); a marker in a
 ``__consumer_offsets`` partition also completes the transaction's pending offsets.
-Per partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+Per partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
 REQUEST_TIMED_OUT, or the log's own code.
 """
 
