@@ -35,12 +35,12 @@ def set_min_isr(bootstrap: str, topic: str, value: int) -> None:
     admin.incremental_alter_configs([resource])[resource].result(LIMIT_S)
 
 
-def read_committed(bootstrap: str, topic: str, count: int, settle_s: float = 1.0) -> list[bytes]:
-    """The values a read_committed consumer gets from partition 0: ``count`` of them, then nothing more."""
+def read_committed_all(bootstrap: str, topic: str, partitions: int, count: int, settle_s: float = 1.0) -> list[bytes]:
+    """The values a read_committed consumer gets from every partition: ``count`` of them, then nothing more."""
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "enable.auto.commit": False,
                             "isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
     try:
-        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
         out: list[bytes] = []
         deadline = time.monotonic() + LIMIT_S
         while len(out) < count and time.monotonic() < deadline:
@@ -96,4 +96,4 @@ def test_sigkill_between_prepare_commit_and_the_markers_completes_the_commit_aft
     wait_for(lambda: describe(broker.bootstrap, "ledger-app")["ledger-app"]["transaction_state"] == "CompleteCommit",
              "CompleteCommit")
     assert end_offset(broker.bootstrap, "ledger") == 4  # one COMMIT marker
-    assert read_committed(broker.bootstrap, "ledger", 3) == [b"entry-0", b"entry-1", b"entry-2"]
+    assert read_committed_all(broker.bootstrap, "ledger", 1, 3) == [b"entry-0", b"entry-1", b"entry-2"]
