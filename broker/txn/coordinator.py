@@ -146,6 +146,7 @@ class TransactionCoordinator:
             return
         if p in self.owned:  # still the leader, in a new epoch: what is cached is current
             self.owned[p] = epoch
+            self._complete_prepared(p)  # a completion under way stops at the epoch change; go on in this one
             return
         self.num_partitions = self._partition_count()
         self.loading.add(p)
@@ -173,9 +174,14 @@ class TransactionCoordinator:
         if values or bad:
             log.info("transaction coordinator loaded %d transactional id(s) from %s-%d in %.3f s%s", len(values),
                      TRANSACTION_TOPIC, p, time.perf_counter() - started, f" ({bad} bad record(s))" if bad else "")
+        self._complete_prepared(p)
+
+    def _complete_prepared(self, p: int) -> None:
+        """Complete the transactions of partition ``p`` found in PrepareCommit/PrepareAbort."""
         for txn in list(self.transactions.values()):
             if self.partition_for(txn.transactional_id) == p and txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                log.info("transaction %s: completing %s left from before", txn.transactional_id, txn.state.label)
+                log.info("transaction %s: completing %s (coordinator epoch %d)", txn.transactional_id,
+                         txn.state.label, self.owned[p])
                 self._spawn(self._complete(txn, txn.state is S.PREPARE_COMMIT))
 
     def unload_partition(self, p: int) -> None:

@@ -83,6 +83,8 @@ class _DestinationQueue:
                 self._disconnect()
                 self._fail(batch)
                 continue
+            # the answer lists the request's markers in order (Kafka's leader answers per producer id,
+            # in the order asked); a partition it leaves out is retried
             answers = response["markers"]
             for i, (marker, future) in enumerate(batch):
                 answer = answers[i] if i < len(answers) else {"topics": []}
