@@ -11,7 +11,9 @@
   a duplicate with the first write's offset;
 * a partition's leader stopped (SIGSTOP) before the commit, so PrepareCommit is
   written but that partition's marker cannot be, then SIGKILLed: the markers
-  reach the partition's new leader and the transaction completes.
+  reach the partition's new leader and the transaction completes;
+* the same stop, then the coordinator's broker SIGKILLed in PrepareCommit: the
+  new coordinator loads PrepareCommit and completes the commit.
 
 ``__transaction_state`` has one partition here, so there is one coordinator to
 find and kill; ``replica.lag.time.max.ms`` is short so a stopped follower leaves
@@ -218,4 +220,24 @@ def test_markers_reach_the_new_leader_of_a_partition_whose_leader_died_after_pre
     committer.join(WAIT_S * 2)
     assert outcome == [None]
     assert leader != victim
+    assert sorted(read_committed(cluster, TOPIC, 3, len(values))) == sorted(values)
+
+
+def test_a_new_coordinator_completes_the_commit_its_killed_predecessor_prepared(cluster_factory):
+    cluster = make_cluster(cluster_factory)
+    p = producer(cluster, "handover")
+    coordinator = txn_coordinator(cluster, "handover")
+    stopped = next(b for b in (1, 2, 3) if b != coordinator)
+    p.begin_transaction()
+    values = produce_everywhere(p, "handed")
+
+    cluster.pause(stopped)  # the marker for its partition cannot be written: the commit stays prepared
+    p.commit_transaction(WAIT_S)  # answered once PrepareCommit is written (the stopped broker left the ISR)
+    assert txn_state(cluster, "handover") == "PrepareCommit"
+    cluster.kill(coordinator)
+    cluster.resume(stopped)
+    new_coordinator = txn_coordinator(cluster, "handover", not_in=(coordinator,))
+    # the new coordinator loaded PrepareCommit and writes the markers to the partitions' leaders now
+    wait_until(lambda: txn_state(cluster, "handover") == "CompleteCommit", "CompleteCommit by the new coordinator")
+    assert new_coordinator != coordinator
     assert sorted(read_committed(cluster, TOPIC, 3, len(values))) == sorted(values)
