@@ -41,6 +41,7 @@ from kafkactl import log as log_cmd
 from kafkactl import logdirs as logdirs_cmd
 from kafkactl import mirror as mirror_cmd
 from kafkactl import offsets as offsets_cmd
+from kafkactl import partitions as partitions_cmd
 from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
 from kafkactl import topics as topics_cmd
@@ -110,6 +111,7 @@ app.add_typer(topics_cmd.app, name="topics")
 app.add_typer(configs_cmd.app, name="configs")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(groups_cmd.app, name="groups")
+app.add_typer(partitions_cmd.app, name="partitions")
 app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(perf_cmd.app, name="perf")
 app.add_typer(mirror_cmd.app, name="mirror")

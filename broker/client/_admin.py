@@ -190,6 +190,26 @@ class AsyncAdmin(TransactionsAdmin):
                 if p["error_code"]:
                     raise error_for_code(p["error_code"], context=f"{t['topic_name']}-{p['partition_index']}")
 
+    # -- leader elections -----------------------------------------------------------
+    async def elect_leaders(self, election_type: str, partitions: Iterable[tuple[str, int]] | None = None, *,
+                            timeout_ms: int = 30000) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """A ``"preferred"`` or ``"unclean"`` election (ElectLeaders, at the controller) of ``partitions``
+        (every partition when None): ``{(topic, partition): (error code, message)}``, 0 where elected."""
+        code = {"preferred": 0, "unclean": 1}[election_type]
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [{"topic": t, "partition_id": ps} for t, ps in by_topic.items()]
+        resp = await self._cluster.request(await self._controller(), Api.ELECT_LEADERS,
+                                           {"election_type": code, "topic_partitions": topics,
+                                            "timeout_ms": timeout_ms})
+        if resp.get("error_code"):
+            raise error_for_code(resp["error_code"], context="ElectLeaders")
+        return {(t["topic"], p["partition_id"]): (p["error_code"], p["error_message"])
+                for t in resp["replica_election_results"] for p in t["partition_result"]}
+
     # -- cluster and topics -------------------------------------------------------
     async def describe_cluster(self) -> ClusterDescription:
         await self._cluster.refresh_metadata(all_topics=False)

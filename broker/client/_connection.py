@@ -52,6 +52,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.DESCRIBE_CONFIGS: (1, 4),
     Api.ALTER_CONFIGS: (0, 2),
     Api.CREATE_PARTITIONS: (0, 3),
+    Api.ELECT_LEADERS: (0, 2),
     Api.DELETE_GROUPS: (0, 2),
     Api.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     Api.OFFSET_DELETE: (0, 0),

@@ -35,7 +35,9 @@ What the active controller does (Kafka's ``KafkaController``):
   tells the caches first). A topic with a replica on a dead broker waits for
   that broker;
 * ``/isr_change_notification`` children: the named partitions' states are
-  read again and sent to every broker.
+  read again and sent to every broker;
+* controlled shutdown, ElectLeaders, the auto leader rebalance and
+  ``/log_dir_event_notification``: :mod:`broker.cluster.controller_leaders`.
 
 Every write is conditional on the controller epoch znode's version and the
 partition state's znode version (:meth:`ClusterMetadata.controller_multi`).
@@ -55,6 +57,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.cluster.controller_channel import ControllerChannel
+from broker.cluster.controller_leaders import LeaderMoves
 from broker.cluster.controller_context import (
     ControllerContext,
     elect_leader,
@@ -83,7 +86,7 @@ RETRY_S = 0.5              # pause before an event that found the store unreacha
 UNKNOWN_BROKER_EPOCH = -1  # in the bodies; the channel puts each destination's epoch in its place
 
 
-class Controller:
+class Controller(LeaderMoves):
     """See the module docstring. :meth:`start` once the broker is registered; :meth:`stop` at shutdown."""
 
     def __init__(self, broker: "Broker") -> None:
@@ -109,6 +112,7 @@ class Controller:
         self.enqueue("elect")
 
     async def stop(self) -> None:
+        """Stop; an active controller resigns (removes ``/controller``) so another broker takes over now."""
         self.metadata.store.remove_session_listener(self._on_session_state)
         if self._task is not None:
             self._task.cancel()
@@ -116,7 +120,10 @@ class Controller:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        epoch = self.context.epoch if self.context is not None else None
         self._resign_locally()
+        if epoch is not None:
+            await self._blocking(self._remove_controller_node, epoch)
 
     def enqueue(self, event: str, *args) -> None:
         """Queue an event from any thread (watches fire on the store's)."""
@@ -201,6 +208,7 @@ class Controller:
         await self._on_elect()
 
     def _resign_locally(self) -> None:
+        self._stop_leader_moves()
         self.context = None
         self._deletions_in_flight.clear()
         if self.channel is not None:
@@ -226,6 +234,7 @@ class Controller:
         await self._remove_dead_from_isr(ctx.partitions())
         self._send_leader_and_isr(ctx.partitions())
         self._send_update_metadata(set(live), ctx.partitions())
+        await self._start_leader_moves()
 
     # -- reading the store ------------------------------------------------------------------------
     async def _read_brokers(self):
@@ -290,9 +299,9 @@ class Controller:
     async def _elect(self, tp) -> bool:
         """Elect a leader for an offline partition (again on the stored state if a leader wrote meanwhile)."""
         ctx = self.context
-        live = set(ctx.live_brokers)
         unclean = await self._blocking(self._unclean_enabled, tp[0])
         for _attempt in range(3):
+            live = ctx.online_replicas(tp)
             state = ctx.states[tp]
             if state.leader in live:
                 return False
@@ -362,6 +371,7 @@ class Controller:
         if not dead and not started:
             return
         log.info("controller: brokers started %s, lost %s", sorted(started), sorted(dead))
+        self._brokers_changed(dead, started)
         ctx.live_brokers = {b: r for b, r in current.items() if b not in bounced}
         for b in dead:
             self.channel.remove_broker(b)

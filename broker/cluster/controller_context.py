@@ -13,7 +13,16 @@ they read (and test) as rules:
   replica with an ISR of itself; otherwise the partition stays leaderless;
 * :func:`remove_replica_from_isr`: a dead follower leaves the ISR, but the last
   member stays (it holds every committed record; a clean election needs it);
-  a dead leader leaves the partition without a leader (-1).
+  a dead leader leaves the partition without a leader (-1);
+* :func:`controlled_shutdown_leader` (Kafka's ``ControlledShutdownLeaderSelector``):
+  a partition led by a broker shutting down goes to the first replica, in
+  assignment order, that is online, in the ISR and not shutting down; the
+  brokers shutting down leave the ISR;
+* :func:`preferred_leader` (``PreferredReplicaLeaderSelector``): the first
+  replica leads if it is online and in the ISR and does not lead already.
+
+A replica is online when its broker is alive and its log dir has not failed
+(:attr:`ControllerContext.offline_dir_replicas`).
 
 Every change of leader or ISR made by the controller bumps the leader epoch.
 Not thread-safe; the controller's event loop task alone uses it.
@@ -41,6 +50,10 @@ class ControllerContext:
     #: partition states with their znode versions (``PartitionState.version``)
     states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    #: brokers that asked for a controlled shutdown: they lead nothing new until they are gone
+    shutting_down: set[int] = field(default_factory=set)
+    #: broker -> its replicas in failed log dirs (until the broker registers again)
+    offline_dir_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
@@ -54,8 +67,15 @@ class ControllerContext:
     def is_alive(self, broker_id: int) -> bool:
         return broker_id in self.live_brokers
 
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        return broker_id in self.live_brokers and tp not in self.offline_dir_replicas.get(broker_id, ())
+
+    def online_replicas(self, tp: TopicPartition) -> set[int]:
+        """The replicas of ``tp`` that can lead: online and not shutting down."""
+        return {b for b in self.replicas(tp) if self.is_replica_online(b, tp) and b not in self.shutting_down}
+
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
-        return [b for b in self.replicas(tp) if b not in self.live_brokers]
+        return [b for b in self.replicas(tp) if not self.is_replica_online(b, tp)]
 
     def remove_topic(self, topic: str) -> None:
         for p in self.assignments.pop(topic, {}):
@@ -96,3 +116,25 @@ def remove_replica_from_isr(state: PartitionState, broker_id: int, controller_ep
         return None
     return replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
                    controller_epoch=controller_epoch)
+
+
+def controlled_shutdown_leader(state: PartitionState, replicas: list[int], online: set[int],
+                               shutting_down: set[int], controller_epoch: int) -> PartitionState | None:
+    """The state once the leader handed over to an online ISR member not shutting down, or None if none is."""
+    isr = [b for b in state.isr if b not in shutting_down]
+    candidates = [b for b in replicas if b in isr and b in online and b not in shutting_down]
+    if not candidates:
+        return None
+    return replace(state, leader=candidates[0], leader_epoch=state.leader_epoch + 1, isr=tuple(isr),
+                   controller_epoch=controller_epoch)
+
+
+def preferred_leader(state: PartitionState, replicas: list[int], online: set[int],
+                     controller_epoch: int) -> PartitionState | None:
+    """The state with the preferred (first) replica leading, or None if it leads or cannot."""
+    if not replicas or state.leader == replicas[0]:
+        return None
+    preferred = replicas[0]
+    if preferred not in online or preferred not in state.isr:
+        return None
+    return replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)

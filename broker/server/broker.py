@@ -33,8 +33,10 @@ way out: no checkpoints and no clean-shutdown marker. A start that fails
 before step 4 removed the markers (a port in use) leaves a cleanly shut down
 dir marked clean; one that fails later leaves it to be recovered at the next
 start. Only a broker that completed its start is stopped by
-:meth:`Broker.stop`, which reverses it:
-stop accepting, answer in-flight requests (long polls are woken at once),
+:meth:`Broker.stop`, which first asks the controller for a controlled shutdown
+(:mod:`broker.server.shutdown`, with ``controlled.shutdown.enable``: its
+leaderships move to other replicas while it still serves), then reverses the start:
+resign as controller, stop accepting, answer in-flight requests (long polls are woken at once),
 flush every log, write the checkpoints and the clean-shutdown markers, close
 the metadata session, release the locks.
 
@@ -62,6 +64,7 @@ from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.metadata_cache import MetadataCache
 from broker.server.network import NetworkServer
+from broker.server.shutdown import controlled_shutdown
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
 from broker.txn import TransactionCoordinator
@@ -298,6 +301,8 @@ class Broker:
             return
         self._stopped = True
         log.info("broker %d shutting down", self.broker_id)
+        if self.config.controlled_shutdown_enable:
+            await controlled_shutdown(self)
         await self.controller.stop()
         self.replicas.close()
         await self.txn_coordinator.shutdown()

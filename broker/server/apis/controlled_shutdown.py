@@ -1,0 +1,31 @@
+"""ControlledShutdown (key 7), versions 0-3 (Apache Kafka 2.7's range): a broker about to stop asks the controller.
+
+Served by the controller only (any other broker answers NOT_CONTROLLER, as
+Kafka's does): the controller moves the asking broker's leaderships to other
+in-sync replicas and takes it out of the ISRs
+(:meth:`~broker.cluster.controller_leaders.LeaderMoves.controlled_shutdown`),
+waits a moment for the new leaders to hear it, and answers with the partitions
+the broker still leads that could have moved (empty: done). A broker that is
+not registered gets BROKER_NOT_AVAILABLE.
+
+Versions: v0 has a non-standard request header (no client id), handled by the
+codec; v2 adds ``broker_epoch`` (-1 unknown, accepted); v3 is flexible.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    controller = ctx.broker.controller
+    if not controller.is_active:
+        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
+    error, remaining = await controller.controlled_shutdown(request["broker_id"])
+    return {"error_code": error,
+            "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, handle)

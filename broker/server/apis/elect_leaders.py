@@ -1,0 +1,43 @@
+"""ElectLeaders (key 43), versions 0-2 (Apache Kafka 2.7's range; KIP-183, KIP-460): preferred and unclean elections.
+
+Served by the controller (admin clients send it there; any other broker
+answers NOT_CONTROLLER for every partition, as Kafka's does). ``election_type``
+0 is a preferred election, 1 an unclean one
+(:meth:`~broker.cluster.controller_leaders.LeaderMoves.elect_leaders` has the
+rules and the per-partition errors); ``topic_partitions`` null means every
+partition of the cluster. An election type other than 0 and 1 gets
+INVALID_REQUEST for every partition named.
+
+Versions: v0 has no ``election_type`` (preferred) and no top-level
+``error_code``; v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+
+ELECTION_TYPES = (0, 1)
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    election_type = request["election_type"] if ctx.api_version >= 1 else 0
+    named = request["topic_partitions"]
+    partitions = None if named is None else [(t["topic"], p) for t in named for p in t["partition_id"]]
+    if election_type not in ELECTION_TYPES:
+        results = {tp: (ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}")
+                   for tp in partitions or ()}
+    elif not broker.controller.is_active:
+        results = {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in partitions or ()}
+    else:
+        results = await broker.controller.elect_leaders(election_type, partitions)
+    topics: dict[str, list] = {}
+    for (topic, p), (code, message) in results.items():
+        topics.setdefault(topic, []).append({"partition_id": p, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in topics.items()]}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.ELECT_LEADERS, 0, 2, handle)
