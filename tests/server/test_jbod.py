@@ -279,19 +279,27 @@ def test_every_disk_failing_stops_the_broker(disks, broker_factory):
 
 
 def test_a_failed_disk_is_announced_to_the_controller_in_zookeeper(disks, broker_factory, tmp_path, zk_connect, zk):
+    """The broker writes Kafka's ``log_dir_event_N``; its controller (itself) takes it and leaves the
+    partition on the failed disk without a leader (no other replica), the other one led as before."""
+    from broker.cluster.znodes import LogDirEventNotificationZNode
+
+    assert json.loads(LogDirEventNotificationZNode.encode(7)) == {"version": 1, "broker": 7, "event": 1}
     (disk,) = disks(1)
     dirs = [tmp_path / "plain", disk.mnt / "logs"]
     b = broker_factory({"zookeeper.connect": zk_connect, "broker.id": 7}, log_dirs=",".join(map(str, dirs)))
     topic = "announced"
+    seen = []
+    zk.ChildrenWatch("/log_dir_event_notification", lambda children: seen.extend(children) and None)
     with Wire(b.bootstrap, timeout=WAIT_S) as w:
         create_split_topic(w, topic, dirs)
-        assert not zk.exists("/log_dir_event_notification") or not zk.get_children("/log_dir_event_notification")
+        assert not zk.get_children("/log_dir_event_notification")
         disk.fail()
         r = produce(w, topic, make_batch([b"x"]), partition=1, acks=1)
         assert r["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
-    wait_for(lambda: zk.exists("/log_dir_event_notification") and zk.get_children("/log_dir_event_notification"),
-             "the log dir event notification")
-    (name,) = zk.get_children("/log_dir_event_notification")
-    assert name.startswith("log_dir_event_") and name[len("log_dir_event_"):].isdigit()
-    data, _stat = zk.get(f"/log_dir_event_notification/{name}")
-    assert json.loads(data) == {"version": 1, "broker": 7, "event": 1}
+
+    def state(p):
+        return json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
+    wait_for(lambda: state(1)["leader"] == -1, "the controller to take partition 1's leadership away")
+    assert not zk.get_children("/log_dir_event_notification")  # taken
+    assert [n for n in seen if n.startswith("log_dir_event_") and n[len("log_dir_event_"):].isdigit()]
+    assert state(1)["isr"] == [7] and state(0)["leader"] == 7  # the last ISR member stays (a clean election later)
