@@ -49,7 +49,8 @@ from broker.cluster.controller_context import (
     preferred_leader,
     remove_replica_from_isr,
 )
-from broker.cluster.store import NoNodeError
+from broker.cluster.metadata import ControllerMovedError
+from broker.cluster.store import NoNodeError, StoreError
 from broker.cluster.znodes import LogDirEventNotificationZNode
 from broker.protocol import ApiKey, ErrorCode
 
@@ -106,8 +107,11 @@ class LeaderMoves:
             return
         try:
             result = await self._shut_down_broker(broker_id)
-        except BaseException:
+        except BaseException as exc:
             future.set_result((ErrorCode.UNKNOWN_SERVER_ERROR, [], []))
+            if isinstance(exc, StoreError) and not isinstance(exc, ControllerMovedError):
+                log.warning("controller: controlled shutdown of broker %d: %s", broker_id, exc)
+                return  # the broker asks again (not this event: its answer is given)
             raise
         future.set_result((ErrorCode.NONE, *result))
 
@@ -184,8 +188,11 @@ class LeaderMoves:
             return
         try:
             results = await self._elect_leaders(election_type, ctx.partitions() if partitions is None else partitions)
-        except BaseException:
-            future.set_result({tp: (ErrorCode.UNKNOWN_SERVER_ERROR, None) for tp in partitions or ()})
+        except BaseException as exc:
+            future.set_result({tp: (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) for tp in partitions or ()})
+            if isinstance(exc, StoreError) and not isinstance(exc, ControllerMovedError):
+                log.warning("controller: leader election: %s", exc)
+                return  # answered; not run again
             raise
         future.set_result(results)
 
