@@ -14,7 +14,8 @@ controller's one event task like the others; the rules are the pure functions of
   it answers NOT_LEADER_OR_FOLLOWER at once (Kafka leaves a moved leader
   unaware until it exits); then the other replicas get LeaderAndIsr and every
   broker UpdateMetadata. The answer lists the partitions it still leads that
-  could have moved (a lost conditional write); a partition with no other
+  could have moved (a lost conditional write); a request whose broker epoch
+  is older than the broker's registration gets STALE_BROKER_EPOCH; a partition with no other
   online in-sync replica cannot move and is not listed (as Kafka treats a
   single replica), so the last broker of a cluster stops without waiting;
 * **ElectLeaders** (``elect_leaders`` event): preferred (the first replica,
@@ -88,22 +89,25 @@ class LeaderMoves:
             ctx.offline_dir_replicas.pop(b, None)
 
     # -- controlled shutdown ----------------------------------------------------------------------
-    async def controlled_shutdown(self, broker_id: int) -> tuple[int, list[tuple[str, int]]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, list[tuple[str, int]]]:
         """Run a ControlledShutdown through the event queue: (error code, partitions remaining)."""
         future = asyncio.get_running_loop().create_future()
-        self.enqueue("controlled_shutdown", broker_id, future)
+        self.enqueue("controlled_shutdown", broker_id, broker_epoch, future)
         error, remaining, requests = await future
         if requests:  # the new leaders know before the broker goes (a bounded wait: a broker may hang)
             await asyncio.wait(requests, timeout=5)
         return error, remaining
 
-    async def _on_controlled_shutdown(self, broker_id: int, future: asyncio.Future) -> None:
+    async def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int, future: asyncio.Future) -> None:
         ctx = self.context
         if ctx is None:
             future.set_result((ErrorCode.NOT_CONTROLLER, [], []))
             return
         if broker_id not in ctx.live_brokers:
             future.set_result((ErrorCode.BROKER_NOT_AVAILABLE, [], []))
+            return
+        if broker_epoch != -1 and broker_epoch < ctx.live_brokers[broker_id].broker_epoch:
+            future.set_result((ErrorCode.STALE_BROKER_EPOCH, [], []))  # a request of its previous registration
             return
         try:
             result = await self._shut_down_broker(broker_id)
@@ -272,7 +276,11 @@ class LeaderMoves:
                 except NoNodeError:
                     pass
             return brokers
-        brokers = await self._blocking(take)
+        try:
+            brokers = await self._blocking(take)
+        except OSError as exc:  # the embedded store's own dir failed (with every dir: the broker is stopping)
+            log.warning("controller: cannot read the log dir event notifications: %s", exc)
+            return
         ctx = self.context
         for b in sorted(brokers):
             if ctx is None or b not in ctx.live_brokers:

@@ -65,7 +65,7 @@ async def _ask(broker: "Broker", controller_id: int) -> tuple[int, list[tuple[st
     if controller_id == broker.broker_id:
         if not broker.controller.is_active:
             return ErrorCode.NOT_CONTROLLER, []
-        return await broker.controller.controlled_shutdown(broker.broker_id)
+        return await broker.controller.controlled_shutdown(broker.broker_id, broker.broker_epoch)
     info = broker.metadata_cache.broker(controller_id)
     endpoint = None if info is None else info.endpoint()
     if endpoint is None:
@@ -74,7 +74,8 @@ async def _ask(broker: "Broker", controller_id: int) -> tuple[int, list[tuple[st
                             client_id=f"broker-{broker.broker_id}", request_timeout_ms=REQUEST_TIMEOUT_MS)
     await conn.connect()
     try:
-        response = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": broker.broker_id, "broker_epoch": -1},
+        response = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": broker.broker_id,
+                                                                    "broker_epoch": broker.broker_epoch},
                                       version=VERSION)
     finally:
         conn.close()

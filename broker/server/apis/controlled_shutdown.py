@@ -6,10 +6,11 @@ in-sync replicas and takes it out of the ISRs
 (:meth:`~broker.cluster.controller_leaders.LeaderMoves.controlled_shutdown`),
 waits a moment for the new leaders to hear it, and answers with the partitions
 the broker still leads that could have moved (empty: done). A broker that is
-not registered gets BROKER_NOT_AVAILABLE.
+not registered gets BROKER_NOT_AVAILABLE, one whose ``broker_epoch`` is older
+than its registration's STALE_BROKER_EPOCH (KIP-380).
 
 Versions: v0 has a non-standard request header (no client id), handled by the
-codec; v2 adds ``broker_epoch`` (-1 unknown, accepted); v3 is flexible.
+codec; v2 adds ``broker_epoch`` (-1 unknown, accepted; v0-1 send none); v3 is flexible.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     controller = ctx.broker.controller
     if not controller.is_active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
-    error, remaining = await controller.controlled_shutdown(request["broker_id"])
+    error, remaining = await controller.controlled_shutdown(request["broker_id"], request.get("broker_epoch", -1))
     return {"error_code": error,
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}
 
