@@ -25,10 +25,12 @@ One event loop serves every connection. Per connection:
 * responses leave strictly in request order. While nothing is queued and the
   writer is idle, an all-bytes response is written straight to the transport;
   otherwise it waits in a FIFO (``_pending``, futures and tasks) that one
-  writer task drains. A response is a list of parts: bytes are written to the
-  transport, a file slice (an object with ``file``, ``position`` and
-  ``length``, e.g. the log's ``FetchSlice``) is sent with ``loop.sendfile``
-  straight from the segment file (``os.sendfile``: zero copy);
+  writer task drains (a handler task that finishes while the writer waits for
+  exactly it writes its own all-bytes response: one pass of the loop fewer).
+  A response is a list of parts: bytes are written to the transport, a file
+  slice (an object with ``file``, ``position`` and ``length``, e.g. the log's
+  ``FetchSlice``) is sent with ``loop.sendfile`` straight from the segment
+  file (``os.sendfile``: zero copy);
 * back-pressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests
   (running or waiting to start) wait for their responses, and the writer
   waits while the transport's send buffer is above its high-water mark (a
@@ -107,15 +109,6 @@ def _resume(coro, awaiting):
                 return stop.value
 
 
-async def _finish(coro, awaiting):
-    """The task body for a handler whose first step ran inline (see :meth:`Connection._dispatch`).
-
-    ``loop.create_task`` takes only native coroutines from Python 3.12 on, so the
-    generator-based :func:`_resume` is awaited from this one rather than given to it.
-    """
-    return await _resume(coro, awaiting)
-
-
 def _settle(slot: asyncio.Future, task: asyncio.Task) -> None:
     """Give a request's place in the response order the outcome of the task that ran it."""
     exc = _CloseConnection() if task.cancelled() else task.exception()  # (marks a failure as seen)
@@ -186,6 +179,7 @@ class Connection(asyncio.Protocol):
         self._closing_after_drain = False
         self._writer: asyncio.Task | None = None
         self._writer_idle = False  # the writer waits for work and nothing is being sent
+        self._awaited: asyncio.Future | None = None  # the head of _pending the writer waits for, sending nothing
         self.closed = self.loop.create_future()
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -286,12 +280,31 @@ class Connection(asyncio.Protocol):
                 self._enqueue(slot)
             slot.set_exception(_CloseConnection())
             return
-        task = self.loop.create_task(_finish(coro, awaiting))
+        task = self.loop.create_task(self._finish(coro, awaiting))
         if slot is None:
             self._enqueue(task)
         else:
             task.add_done_callback(functools.partial(_settle, slot))
             slot.add_done_callback(functools.partial(_cancel_with, task))
+
+    async def _finish(self, coro, awaiting):
+        """The task body for a handler whose first step ran inline (see :meth:`_start`).
+
+        ``loop.create_task`` takes only native coroutines from Python 3.12 on, so the
+        generator-based :func:`_resume` is awaited from this one rather than given to it.
+        When the writer waits for exactly this task (every earlier response is
+        sent), the response goes out from here, a pass of the loop earlier, and
+        the writer gets ``[]`` (nothing left to send).
+        """
+        parts = await _resume(coro, awaiting)
+        if (parts and self._awaited is not None and self._awaited is asyncio.current_task(self.loop)
+                and not self._closing and self._can_write.is_set()
+                and all(isinstance(p, _BYTES_LIKE) for p in parts)):
+            write = self.transport.write
+            for part in parts:
+                write(part)
+            return []
+        return parts
 
     def _appends_queued(self) -> None:
         """A running Produce queued all its appends (see "order of effects")."""
@@ -408,6 +421,7 @@ class Connection(asyncio.Protocol):
                         self._writer_idle = False
                     continue
                 head = self._pending[0]
+                self._awaited = head
                 try:
                     parts = await head
                 except _CloseConnection:
@@ -417,14 +431,16 @@ class Connection(asyncio.Protocol):
                     if self._closing:
                         return
                     raise
+                finally:
+                    self._awaited = None
                 if self._pending and self._pending[0] is head:
                     self._pending.popleft()
                 if (self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2 and not self._closing
                         and not self._closing_after_drain):
                     self._reading_paused = False
                     self.transport.resume_reading()
-                if parts and not self._closing:
-                    await self._send(parts)
+                if not self._closing and (parts or not self._can_write.is_set()):
+                    await self._send(parts or [])  # ([] after _finish sent it: wait for room only)
         except (ConnectionError, OSError, RuntimeError) as exc:
             # RuntimeError: loop.sendfile on a transport the peer already closed.
             if not self._closing:
