@@ -7,11 +7,13 @@ with N (default 1,000,000; ``--short`` 100,000) 1 KB records by confluent-kafka.
 
 * **read**: records/s of ``spark.read.format("kafkapy")...load()`` of the whole
   topic in ``local[2]``, forced with a ``count()`` of the rows (every record
-  fetched and turned into Arrow rows in a Python worker), against our client
-  alone (one blocking ``Consumer`` assigned all 4 partitions, with the fetch
-  and poll sizes the source's tasks use, polling until it has every record)
-  in this process. Spark session start is not timed; each is
-  run twice, A B A B, and the better of the two kept.
+  fetched and decoded into Arrow columns in a Python worker and handed to
+  Spark), against our client alone (one blocking ``Consumer`` assigned all 4
+  partitions, with the 8 MiB partition fetches the source's tasks use and
+  polls of up to 20,000 records, polling until it has every record) in this
+  process. Spark session start is not timed; each is run twice, A B A B, and
+  the better of the two kept. The 1-minute load average is printed beside the
+  figures: on a shared machine it says how much the run had to itself.
 * **load**: the loader (``pipeline.loader.load``: plan, read, Parquet files in
   date/hour directories, manifest, moves) end to end in the same session,
   against Spark writing the same rows (the same key, value, offsets and
@@ -33,8 +35,6 @@ from benchmarks._procs import OurBroker
 
 PARTITIONS = 4
 RECORD = 1024
-
-
 
 
 def _client_read(bootstrap: str, topic: str, count: int) -> float:
@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             client_rates.append(_client_read(broker.bootstrap, topic, count))
         results["read"] = {"spark_local2_records_s": max(spark_rates), "client_one_consumer_records_s": max(client_rates),
                            "ratio": max(spark_rates) / max(client_rates)}
+        results["read"]["load_average"] = os.getloadavg()[0]
         print(f"read: spark local[2] {max(spark_rates):,.0f} records/s, our client alone "
-              f"{max(client_rates):,.0f} records/s, {results['read']['ratio']:.2f}x", flush=True)
+              f"{max(client_rates):,.0f} records/s, {results['read']['ratio']:.2f}x "
+              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
 
         with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
             t0 = time.perf_counter()
@@ -110,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.write.partitionBy("topic", "date", "hour").parquet(f"{tmp}/memory")
             memory_s = time.perf_counter() - t0
         results["load"] = {"loader_records_s": count / loader_s, "spark_from_memory_records_s": count / memory_s,
-                           "ratio": memory_s / loader_s}
+                           "ratio": memory_s / loader_s, "load_average": os.getloadavg()[0]}
         print(f"load to Parquet: loader {count / loader_s:,.0f} records/s end to end, Spark from an in-memory "
-              f"DataFrame {count / memory_s:,.0f} records/s, loader/memory {memory_s / loader_s:.2f}x", flush=True)
+              f"DataFrame {count / memory_s:,.0f} records/s, loader/memory {memory_s / loader_s:.2f}x "
+              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         if spark is not None:
             spark.stop()

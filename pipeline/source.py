@@ -8,8 +8,8 @@ Rows have the schema of Spark's Kafka source::
 ``headers`` is there with ``includeHeaders=true``. Options are described in
 :mod:`pipeline.options`. Batch reads plan offset ranges on the driver (one per
 Kafka partition, split by ``minPartitions``) and each Spark task reads its range
-with its own :class:`~broker.client.Consumer`, yielding Arrow record batches
-built from whole fetched batches. Streaming reads keep
+with its own Fetch requests, decoding whole fetched answers into Arrow record
+batches (:mod:`pipeline.reading`, :mod:`pipeline.columns`). Streaming reads keep
 ``{"topic": {"partition": offset}}`` in Spark's checkpoint and commit the
 offsets Spark has finished to the group (``groupIdCommit`` or
 ``kafka.group.id``) so the group's lag shows the job's progress (Spark reports
@@ -23,18 +23,16 @@ default topic.
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                    DataSourceWriter, InputPartition, WriterCommitMessage)
+                                    DataSourceWriter, WriterCommitMessage)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
 from . import options as opt
+from .reading import RangePartition, commit, read_range
 
 _HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
-_POLL_MS = 500
-_READ_TIMEOUT_S = 120  # a range the broker had when planned must arrive well within this
 
 
 def kafka_schema(include_headers: bool) -> StructType:
@@ -48,100 +46,11 @@ def kafka_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def _arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-              ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32())]
-    if include_headers:
-        fields.append(("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
-    return pa.schema(fields)
-
-
-class RangePartition(InputPartition):
-    """One offset range to read; ``last`` marks the range that ends its Kafka partition's share."""
-
-    def __init__(self, r: opt.OffsetRange, last: bool) -> None:
-        super().__init__((r.topic, r.partition, r.start, r.end))
-        self.range, self.last = r, last
-
-
 def _partitions(ranges: list[opt.OffsetRange]) -> list[RangePartition]:
     last_end: dict[tuple[str, int], int] = {}
     for r in ranges:
         last_end[(r.topic, r.partition)] = max(last_end.get((r.topic, r.partition), 0), r.end)
     return [RangePartition(r, r.end == last_end[(r.topic, r.partition)]) for r in ranges]
-
-
-def read_range(options: dict, part: RangePartition, include_headers: bool, commit_group: str | None):
-    """Yield Arrow record batches of the records in ``part``'s range (runs in an executor)."""
-    from broker.client import Consumer, TopicPartition
-    from broker.client.errors import NoOffsetForPartitionError
-    import time
-
-    if not isinstance(part, RangePartition):
-        return  # Spark reads one placeholder partition when the plan has none
-    r = part.range
-    tp = TopicPartition(r.topic, r.partition)
-    schema = _arrow_schema(include_headers)
-    conf = opt.client_config(options)
-    fail_on_loss = opt.flag(options, "failOnDataLoss", True)
-    # a task reads one range flat out: bigger fetches and polls than an application's defaults
-    tuned = {"max.partition.fetch.bytes": 8 << 20, "max.poll.records": 20000, **conf}
-    with Consumer(tuned, auto_offset_reset="none", enable_auto_commit=False) as consumer:
-        consumer.assign([tp])
-        consumer.seek(tp, r.start)
-        position, deadline = r.start, time.monotonic() + _READ_TIMEOUT_S
-        while position < r.end:
-            try:
-                records = consumer.poll(_POLL_MS)
-            except NoOffsetForPartitionError:
-                msg = f"{r.topic}-{r.partition}: offset {position} is gone (deleted by retention while reading)"
-                if fail_on_loss:
-                    raise RuntimeError(msg + "; set failOnDataLoss=false to skip it") from None
-                start = consumer.beginning_offsets([tp])[tp]
-                consumer.seek(tp, max(start, position))
-                position = max(start, position)
-                continue
-            records = [rec for rec in records if rec.offset < r.end]
-            if records:
-                yield _to_batch(records, schema, include_headers)
-                deadline = time.monotonic() + _READ_TIMEOUT_S
-            position = consumer.position(tp)
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{r.topic}-{r.partition}: no progress at offset {position} "
-                                   f"for {_READ_TIMEOUT_S}s (range {r.start}-{r.end})")
-    if commit_group and part.last:
-        _commit(conf, commit_group, {tp: r.end})
-
-
-def _commit(conf: dict, group: str, offsets: dict) -> None:
-    from broker.client import Admin
-    with Admin(conf) as admin:
-        admin.alter_group_offsets(group, offsets)
-
-
-def _to_batch(records, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
-    cols = [[r.key for r in records], [r.value for r in records], [r.topic for r in records],
-            [r.partition for r in records], [r.offset for r in records],
-            [r.timestamp * 1000 for r in records], [r.timestamp_type for r in records]]
-    if include_headers:
-        cols.append([[{"key": k, "value": v} for k, v in r.headers] for r in records])
-    arrays = [_binary_array(c) if f.type == pa.binary() else pa.array(c, type=f.type) if f.name != "timestamp" else
-              pa.array(c, type=pa.int64()).cast(f.type) for c, f in zip(cols, schema)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _binary_array(values: list) -> pa.Array:
-    """A binary column built from one joined buffer: several times faster than ``pa.array`` for 1 KB values."""
-    import itertools
-    import numpy as np
-
-    if None in values:
-        return pa.array(values, type=pa.binary())
-    offsets = np.fromiter(itertools.accumulate(map(len, values), initial=0), dtype=np.int64, count=len(values) + 1)
-    if offsets[-1] >= 2**31:  # past binary's int32 offsets: pa.array splits or refuses it clearly
-        return pa.array(values, type=pa.binary())
-    return pa.BinaryArray.from_buffers(pa.binary(), len(values),
-                                       [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(values))])
 
 
 class KafkaDataSource(DataSource):
@@ -243,7 +152,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         if self.group:
-            _commit(opt.client_config(self.options), self.group, _decode(end))
+            commit(opt.client_config(self.options), self.group, _decode(end))
 
 
 def _encode(offsets) -> dict[str, dict[str, int]]:
