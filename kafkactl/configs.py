@@ -6,6 +6,12 @@
 - ``set topic NAME k=v ...`` / ``set broker ID k=v ...``: IncrementalAlterConfigs
   SET for each pair and DELETE for each ``--delete NAME``; every other config
   keeps its value. ``--validate-only`` asks the broker to check without applying.
+  A broker takes its dynamic configs (``leader.replication.throttled.rate``,
+  ``follower.replication.throttled.rate``, ``num.replica.fetchers``,
+  ``unclean.leader.election.enable``), applied at once.
+- ``broker default`` in place of ``broker ID``: the cluster-wide dynamic
+  defaults (``/config/brokers/<default>``, Kafka's ``--entity-default``), which
+  ``get`` lists when set.
 
 Sensitive values are never printed (``null`` / ``-``). An unknown topic or
 broker id is bad input: one line, exit 2.
@@ -31,9 +37,14 @@ class ResourceType(str, enum.Enum):
     broker = "broker"
 
 
+DEFAULT_NAMES = ("default", "<default>")
+
+
 def _resource(resource_type: ResourceType, name: str) -> ConfigResource:
+    if resource_type is ResourceType.broker and name in DEFAULT_NAMES:
+        return ConfigResource("broker", "")  # the cluster-wide dynamic defaults
     if resource_type is ResourceType.broker and not name.isdigit():
-        raise CliError(f"bad broker id {name!r}: expected a number such as 0")
+        raise CliError(f"bad broker id {name!r}: expected a number such as 0, or default")
     return ConfigResource(resource_type.value, name)
 
 
@@ -41,6 +52,8 @@ def _require_resource(admin, res: ConfigResource) -> None:
     """An unknown topic or broker id is bad input (exit 2), not a cluster failure."""
     if res.type == "topic":
         require_topics(admin, [res.name])
+        return
+    if res.name == "":
         return
     ids = sorted(b.node_id for b in admin.describe_cluster().brokers)
     if int(res.name) not in ids:

@@ -39,6 +39,7 @@ from broker.cluster.store import (
 )
 from broker.cluster.znodes import (
     PERSISTENT_PATHS,
+    BrokerConfigZNode,
     BrokerIdZNode,
     BrokerRegistration,
     BrokerSequenceIdZNode,
@@ -51,6 +52,7 @@ from broker.cluster.znodes import (
     LogDirEventNotificationZNode,
     PartitionState,
     ProducerIdBlockZNode,
+    ReassignPartitionsZNode,
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
@@ -238,6 +240,23 @@ class ClusterMetadata:
                           sequence=True, make_parents=True)
         self._purge_notifications()
 
+    def broker_config(self, entity: str) -> dict[str, str]:
+        """Dynamic configs of broker ``entity`` (its id, or ``<default>`` for every broker)."""
+        found = self.store.get_or_none(BrokerConfigZNode.path(entity))
+        return {} if found is None else BrokerConfigZNode.decode(found[0])
+
+    def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Write dynamic broker configs and notify every broker (``brokers/<entity>``), as for a topic."""
+        path = BrokerConfigZNode.path(entity)
+        data = BrokerConfigZNode.encode(config)
+        if self.store.exists(path) is None:
+            self.store.create(path, data, make_parents=True)
+        else:
+            self.store.set(path, data)
+        self.store.create(ConfigChangeNotificationZNode.create_path(), ConfigChangeNotificationZNode.encode_broker(entity),
+                          sequence=True, make_parents=True)
+        self._purge_notifications()
+
     def config_change_notifications(self) -> list[str]:
         """Names of the pending config change notifications, oldest first."""
         return self.store.get_children(ConfigChangeNotificationZNode.path())
@@ -297,7 +316,9 @@ class ClusterMetadata:
     ) -> None:
         """Replace the assignment (old partitions unchanged); the controller then makes the new partitions."""
         found = self.store.get(TopicZNode.path(topic))
-        ops: list[Op] = [SetData(TopicZNode.path(topic), TopicZNode.encode(assignment), found[1].version)]
+        adding, removing = TopicZNode.decode_reassignment(found[0])  # a reassignment in progress stays
+        ops: list[Op] = [SetData(TopicZNode.path(topic), TopicZNode.encode(assignment, adding, removing),
+                                 found[1].version)]
         ops += self._partition_ops(topic, new_states or {})
         self.store.multi(ops)
 
@@ -336,6 +357,35 @@ class ClusterMetadata:
         self.controller_multi([SetData(TopicPartitionStateZNode.path(topic, partition),
                                        TopicPartitionStateZNode.encode(state), state.version)], epoch_zk_version)
         return state.version + 1
+
+    def write_reassignment(self, topic: str, assignment: dict[int, list[int]], adding: dict[int, list[int]],
+                           removing: dict[int, list[int]], epoch_zk_version: int) -> None:
+        """The controller's rewrite of ``/brokers/topics/<t>`` during reassignments (KIP-455 layout)."""
+        self.controller_multi([SetData(TopicZNode.path(topic), TopicZNode.encode(assignment, adding, removing))],
+                              epoch_zk_version)
+
+    def reassign_partitions_request(self, watch=None) -> dict[tuple[str, int], list[int]] | None:
+        """The old tools' ``/admin/reassign_partitions`` (None when absent), watched for its creation."""
+        path = ReassignPartitionsZNode.path()
+        if self.store.exists(path, watch) is None:
+            return None
+        found = self.store.get_or_none(path)
+        return None if found is None else ReassignPartitionsZNode.decode(found[0])
+
+    def remove_from_reassign_partitions_request(self, done: set[tuple[str, int]]) -> None:
+        """Take completed moves out of ``/admin/reassign_partitions``; the node goes when none is left."""
+        path = ReassignPartitionsZNode.path()
+        found = self.store.get_or_none(path)
+        if found is None:
+            return
+        left = {tp: r for tp, r in ReassignPartitionsZNode.decode(found[0]).items() if tp not in done}
+        try:
+            if left:
+                self.store.set(path, ReassignPartitionsZNode.encode(left), found[1].version)
+            else:
+                self.store.delete(path)
+        except (BadVersionError, NoNodeError):
+            pass  # changed meanwhile: the next change event reads it again
 
     def write_isr(self, topic: str, partition: int, state, zk_version: int) -> int | None:
         """A leader's ISR change: the state written if still at ``zk_version``, then a notification.

@@ -12,13 +12,21 @@ tooling reads ours and we read theirs::
     /brokers/seqid                           (empty; its version numbers generated broker ids)
     /brokers/topics/<t>                      {"version":2,"partitions":{"0":[0,1]},
                                               "adding_replicas":{},"removing_replicas":{}}
+                                             (during a reassignment (KIP-455) a partition's replicas
+                                              are ORS + TRS, adding TRS - ORS, removing ORS - TRS)
     /brokers/topics/<t>/partitions/<p>/state {"version":1,"leader":0,"leader_epoch":0,
                                               "isr":[0],"controller_epoch":1}
     /config/topics/<t>                       {"version":1,"config":{"retention.ms":"1000"}}
-    /config/changes/config_change_<10 digits> {"version":2,"entity_path":"topics/<t>"}  (sequential)
+    /config/brokers/<id> and /config/brokers/<default>
+                                             {"version":1,"config":{"leader.replication.throttled.rate":"1000"}}
+                                             (dynamic broker configs, KIP-226: one broker's, every broker's)
+    /config/changes/config_change_<10 digits> {"version":2,"entity_path":"topics/<t>"}  (sequential;
+                                              "brokers/<id>" or "brokers/<default>" for broker configs)
     /controller                  (ephemeral) {"version":1,"brokerid":0,"timestamp":"<ms>"}
     /controller_epoch                        "1"  (a bare integer; made as "0", bumped by every election)
     /admin/delete_topics/<t>                 (empty)
+    /admin/reassign_partitions               {"version":1,"partitions":[{"topic":t,"partition":0,
+                                              "replicas":[1,2]}]}  (old tools' reassignment request)
     /isr_change_notification/isr_change_<10 digits>
                                              {"version":1,"partitions":[{"topic":t,"partition":0}]}  (sequential)
     /latest_producer_id_block                {"version":1,"broker":0,"block_start":"0","block_end":"999"}
@@ -133,20 +141,25 @@ class BrokerSequenceIdZNode:
 
 
 class TopicZNode:
-    """Replica assignment of a topic: partition -> replica broker ids (first is preferred leader)."""
+    """Replica assignment of a topic: partition -> replica broker ids (first is preferred leader).
+
+    ``adding`` and ``removing`` name, per partition being reassigned, the
+    replicas it gains and loses (partitions not being reassigned are absent).
+    """
 
     @staticmethod
     def path(topic: str) -> str:
         return f"/brokers/topics/{topic}"
 
     @staticmethod
-    def encode(assignment: dict[int, list[int]]) -> bytes:
+    def encode(assignment: dict[int, list[int]], adding: dict[int, list[int]] | None = None,
+               removing: dict[int, list[int]] | None = None) -> bytes:
         return _dump(
             {
                 "version": 2,
                 "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                "adding_replicas": {},
-                "removing_replicas": {},
+                "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items()) if r},
+                "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items()) if r},
             }
         )
 
@@ -154,6 +167,15 @@ class TopicZNode:
     def decode(data: bytes) -> dict[int, list[int]]:
         doc = json.loads(data)
         return {int(p): [int(b) for b in r] for p, r in doc.get("partitions", {}).items()}
+
+    @staticmethod
+    def decode_reassignment(data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """``(adding, removing)``: the replicas of partitions being reassigned (Kafka 2.4+ layouts)."""
+        doc = json.loads(data)
+
+        def lists(key: str) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (doc.get(key) or {}).items() if r}
+        return lists("adding_replicas"), lists("removing_replicas")
 
 
 class TopicPartitionsZNode:
@@ -216,6 +238,19 @@ class TopicConfigZNode:
         return {k: str(v) for k, v in json.loads(data).get("config", {}).items()}
 
 
+class BrokerConfigZNode:
+    """Dynamic configs of one broker (``<id>``) or of every broker (:data:`DEFAULT`); the topic config layout."""
+
+    DEFAULT = "<default>"
+
+    @staticmethod
+    def path(entity: str) -> str:
+        return f"/config/brokers/{entity}"
+
+    encode = staticmethod(TopicConfigZNode.encode)
+    decode = staticmethod(TopicConfigZNode.decode)
+
+
 class ConfigChangeNotificationZNode:
     """A sequential node telling every broker that an entity's config changed."""
 
@@ -232,6 +267,10 @@ class ConfigChangeNotificationZNode:
     @staticmethod
     def encode_topic(topic: str) -> bytes:
         return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+
+    @staticmethod
+    def encode_broker(entity: str) -> bytes:
+        return _dump({"version": 2, "entity_path": f"brokers/{entity}"})
 
     @staticmethod
     def decode(data: bytes) -> str:
@@ -271,6 +310,28 @@ class DeleteTopicZNode:
     @staticmethod
     def path(topic: str) -> str:
         return f"/admin/delete_topics/{topic}"
+
+
+class ReassignPartitionsZNode:
+    """Old tools' reassignment request: ``{(topic, partition): target replicas}``.
+
+    The controller starts each move it names and takes the partition out of
+    the node when its move completes; the node goes when it is empty.
+    """
+
+    @staticmethod
+    def path() -> str:
+        return "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(targets: dict[tuple[str, int], list[int]]) -> bytes:
+        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                   for (t, p), r in sorted(targets.items())]})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
+        doc = json.loads(data)
+        return {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in doc.get("partitions", [])}
 
 
 class IsrChangeNotificationZNode:

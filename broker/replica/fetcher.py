@@ -20,6 +20,9 @@ Each partition first truncates (KIP-101, KIP-279), then fetches:
    ``leader-epoch-checkpoint`` follows the leader's batches) and the high
    watermark becomes the leader's, capped at our log end; a leader's log
    start offset above ours (DeleteRecords, retention) moves ours up too.
+   A throttled partition (:mod:`broker.replica.quota`) not yet caught up
+   with the leader's high watermark is left out while the follower quota is
+   exceeded.
 
 Errors, per partition, as Kafka's fetcher treats them:
 
@@ -42,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from broker.client._connection import BrokerConnection
@@ -50,6 +53,7 @@ from broker.client.errors import KafkaError
 from broker.log import LogError
 from broker.protocol import ApiKey, ErrorCode
 from broker.records import CorruptRecordError
+from broker.replica.quota import is_throttled
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
@@ -90,6 +94,7 @@ class _FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    leader_high_watermark: int = -1  # from the last fetch response; -1 before it (not in sync)
 
 
 class ReplicaFetcherManager:
@@ -120,6 +125,19 @@ class ReplicaFetcherManager:
                 for other, state in moved.items():
                     fetcher.add(other, state.leader_epoch)
             fetcher.add(tp, leader_epoch)
+
+    def resize(self, num_fetchers: int) -> None:
+        """``num.replica.fetchers`` changed (a dynamic broker config): every partition goes to the fetcher the new
+        count picks, truncating first as any partition handed to a fetcher does."""
+        if num_fetchers == self.settings.num_fetchers:
+            return
+        moving = {tp: (f.leader, state.leader_epoch) for f in self._fetchers.values()
+                  for tp, state in f.partitions.items()}
+        for fetcher in self._fetchers.values():
+            fetcher.stop()
+        self._fetchers.clear()
+        self.settings = replace(self.settings, num_fetchers=num_fetchers)
+        self.add_partitions(moving)
 
     def remove_partitions(self, tps) -> None:
         """Stop fetching ``tps``; a fetcher left with nothing to fetch stops."""
@@ -285,11 +303,20 @@ class ReplicaFetcher:
         settings = self.settings
         topics: dict[str, list] = {}
         asked: dict[TopicPartition, tuple[_FetchState, int]] = {}
+        throttled: set[TopicPartition] = set()
+        quota = self._replicas.follower_quota
         for tp, state in states.items():
             partition = self._current(tp, state)
             if partition is None:
                 continue
             fetch_offset = partition.log_end_offset
+            in_sync = 0 <= state.leader_high_watermark <= fetch_offset
+            if quota.enabled and not in_sync and is_throttled(
+                    partition.config.follower_replication_throttled_replicas, self._replicas.local_broker_id, tp[1]):
+                if quota.is_exceeded():  # a throttled replica catching up waits for the quota
+                    self._delay(state)
+                    continue
+                throttled.add(tp)
             asked[tp] = (state, fetch_offset)
             topics.setdefault(tp[0], []).append({
                 "partition": tp[1], "current_leader_epoch": state.leader_epoch, "fetch_offset": fetch_offset,
@@ -331,7 +358,10 @@ class ReplicaFetcher:
                         state.truncating = True
                         self._delay(state)
                         continue
+                if tp in throttled and records is not None:
+                    quota.record(len(records))
                 if self._current(tp, state) is partition:
+                    state.leader_high_watermark = p["high_watermark"]
                     if partition.update_follower_high_watermark(p["high_watermark"]):
                         self._replicas.purgatory.notify(tp)  # consumers reading this follower (KIP-392)
                     if p["log_start_offset"] > partition.log_start_offset:  # DeleteRecords or retention at the leader

@@ -71,6 +71,7 @@ from broker.replica.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetch
 from broker.replica.isr import IsrManager, LeaderAndIsr
 from broker.replica.partition import Partition
 from broker.replica.purgatory import Purgatory
+from broker.replica.quota import ReplicationQuota
 
 if TYPE_CHECKING:
     from broker.log import AppendInfo, Log, LogConfig, LogManager
@@ -110,6 +111,9 @@ class ReplicaManager:
         self._offline: set[TopicPartition] = set()
         self._listeners: list[_Listener] = []
         self.fetchers = ReplicaFetcherManager(self, FetcherSettings())
+        #: replication throttles (:mod:`broker.replica.quota`); rates set by the dynamic broker configs
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
         self.isr = IsrManager(self)
 
     def attach(self, log_manager: "LogManager", local_broker_id: int, *,

@@ -62,6 +62,7 @@ from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
+from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.metadata_cache import MetadataCache
 from broker.server.network import NetworkServer
 from broker.server.shutdown import controlled_shutdown
@@ -82,6 +83,7 @@ class Broker:
         self.registry = registry if registry is not None else load_apis()
         self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
+        self.dynamic_config = DynamicBrokerConfig(self)
         self.metadata = ClusterMetadata(store_for(config))
         self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None
@@ -163,6 +165,7 @@ class Broker:
         self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
         await self.run_blocking(self._register)
         self.replicas.start()
+        self.dynamic_config.apply()
         self.controller.start()
         await self._wait_for_metadata()
         # after the controller's first requests: the coordinators see their topics' partitions
@@ -207,6 +210,7 @@ class Broker:
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
+        self.dynamic_config.load()
 
     def _deliver_appends(self, results: list) -> None:
         """Hand a log appender's results (``[((future, partition), result), ...]``) to the replica layer.

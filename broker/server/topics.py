@@ -430,7 +430,7 @@ class TopicManager:
             metadata = self.broker.metadata
             watch = lambda _event: loop.call_soon_threadsafe(self._config_changes)  # noqa: E731
             names = metadata.store.get_children(ConfigChangeNotificationZNode.path(), watch)
-            changed = []
+            changed, brokers_changed = [], False
             for child in names:
                 sequence = int(child[len(ConfigChangeNotificationZNode.PREFIX):])
                 if sequence <= self._last_config_change:
@@ -440,16 +440,22 @@ class TopicManager:
                     entity_type, _, entity = ConfigChangeNotificationZNode.decode(found[0]).partition("/")
                     if entity_type == "topics":
                         changed.append((entity, metadata.topic_config(entity)))
+                    elif entity_type == "brokers":
+                        brokers_changed = True
                 self._last_config_change = max(self._last_config_change, sequence)
-            return changed
+            if brokers_changed:  # dynamic broker configs (broker.server.dynamic_config)
+                self.broker.dynamic_config.load()
+            return changed, brokers_changed
 
         async def apply():
             try:
-                changed = await self.broker.run_blocking(read)
+                changed, brokers_changed = await self.broker.run_blocking(read)
             except Exception as exc:
                 log.warning("cannot read config change notifications (%s); again in 1 s", exc)
                 loop.call_later(1.0, self._config_changes)
                 return
+            if brokers_changed:
+                self.broker.dynamic_config.apply()
             for name, overrides in changed:
                 try:
                     cfg = self.broker.default_log_config.with_overrides(overrides)

@@ -10,9 +10,11 @@ INVALID_REQUEST. The new overrides are written to the metadata store
 ``max.message.bytes``... take effect on the next append or retention pass.
 ``validate_only`` checks everything and changes nothing.
 
-A BROKER (4) resource gets INVALID_REQUEST: every broker config is read-only
-here (dynamic broker configs are not supported yet). Other resource types get
-INVALID_REQUEST. A resource named twice in one request gets INVALID_REQUEST.
+A BROKER (4) resource named by this broker's id (or empty, the cluster-wide
+defaults) changes dynamic broker configs the same way
+(:mod:`broker.server.dynamic_config`: a config that cannot change dynamically
+is INVALID_REQUEST, a bad value INVALID_CONFIG; another broker's id is
+INVALID_REQUEST). Other resource types get INVALID_REQUEST. A resource named twice in one request gets INVALID_REQUEST.
 Each resource succeeds or fails on its own.
 """
 
@@ -26,22 +28,12 @@ from broker.server.context import RequestContext
 from broker.server.topics import TopicError, validate_topic_name
 
 
-def reject_broker_resource(ctx: RequestContext, name: str, config_names: list[str]) -> None:
-    """Brokers have no dynamic configs yet: always raise TopicError(INVALID_REQUEST)."""
-    check_broker_resource(ctx, name)
-    listed = ", ".join(sorted(config_names)) or "(none)"
-    raise TopicError(ErrorCode.INVALID_REQUEST,
-                     f"cannot update these broker configs dynamically: {listed} "
-                     "(dynamic broker configs are not supported yet)")
-
-
 def duplicated_resources(resources: list[dict]) -> set[tuple[int, str]]:
     counts = Counter((r["resource_type"], r["resource_name"]) for r in resources)
     return {key for key, n in counts.items() if n > 1}
 
 
-async def alter_resource(ctx: RequestContext, resource: dict, change, config_names: list[str],
-                         validate_only: bool) -> dict:
+async def alter_resource(ctx: RequestContext, resource: dict, change, validate_only: bool) -> dict:
     """Apply ``change`` (current overrides -> new overrides) to one resource; the response entry."""
     rtype, name = resource["resource_type"], resource["resource_name"]
     result = resource_error(resource, ErrorCode.NONE, None)
@@ -50,7 +42,8 @@ async def alter_resource(ctx: RequestContext, resource: dict, change, config_nam
             validate_topic_name(name)
             await ctx.broker.topics.update_topic_config(name, change, validate_only)
         elif rtype == BROKER:
-            reject_broker_resource(ctx, name, config_names)
+            check_broker_resource(ctx, name)
+            await ctx.broker.dynamic_config.alter(name, change, validate_only)
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
     except TopicError as exc:
@@ -74,7 +67,7 @@ def _replace_all(configs: list[dict]):
 
 
 async def alter_all(ctx: RequestContext, request: dict, make_change) -> dict:
-    """The response to an (Incremental)AlterConfigs request; ``make_change(configs)`` gives each change."""
+    """The response to an (Incremental)AlterConfigs request; ``make_change(resource)`` gives each change."""
     duplicated = duplicated_resources(request["resources"])
     responses = []
     for resource in request["resources"]:
@@ -82,14 +75,12 @@ async def alter_all(ctx: RequestContext, request: dict, make_change) -> dict:
             responses.append(resource_error(resource, ErrorCode.INVALID_REQUEST,
                                             "resource appears more than once in the request"))
             continue
-        names = [c["name"] for c in resource["configs"]]
-        responses.append(await alter_resource(ctx, resource, make_change(resource["configs"]), names,
-                                              request["validate_only"]))
+        responses.append(await alter_resource(ctx, resource, make_change(resource), request["validate_only"]))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    return await alter_all(ctx, request, _replace_all)
+    return await alter_all(ctx, request, lambda resource: _replace_all(resource["configs"]))
 
 
 def register(registry) -> None:

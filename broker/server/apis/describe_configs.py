@@ -17,10 +17,14 @@ For a topic, every topic-level config is listed with its effective value:
   ``documentation`` (v3+, documentation only when ``include_documentation``).
 * v0 has no source; it reports ``is_default`` (source is DEFAULT_CONFIG).
 
-For a broker (resource name = this broker's id, or empty), every broker
-property with its value, STATIC_BROKER_CONFIG when set in the broker's file
-else DEFAULT_CONFIG, and ``read_only`` true: dynamic broker configs are not
-supported yet. Another broker id gets INVALID_REQUEST.
+For a broker (resource name = this broker's id), every broker property and
+the throttle rates with their values: DYNAMIC_BROKER_CONFIG (2) or
+DYNAMIC_DEFAULT_BROKER_CONFIG (3) when set dynamically
+(:mod:`broker.server.dynamic_config`), STATIC_BROKER_CONFIG when set in the
+broker's file, else DEFAULT_CONFIG; synonyms list each layer that sets it;
+``read_only`` is false only for the dynamic configs. An empty name describes
+the cluster-wide dynamic defaults that are set. Another broker id gets
+INVALID_REQUEST.
 
 ``configuration_keys`` null means all configs; otherwise only the named ones
 (unknown names are left out, as Kafka does).
@@ -36,6 +40,7 @@ from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
 from broker.log.config import TOPIC_CONFIGS
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
+from broker.server.dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, THROTTLE_RATES
 from broker.server.topics import TopicError, validate_topic_name
 
 # ResourceType
@@ -121,31 +126,52 @@ def _log_default(name: str):
 
 def broker_config_entries(ctx: RequestContext, names: Iterable[str] | None = None,
                           include_synonyms: bool = False, include_documentation: bool = False) -> list[dict]:
-    """Every broker property (or the named ones): static or default, all read-only."""
+    """Every broker property (or the named ones) with the dynamic throttle rates: each entry's value comes
+    from this broker's dynamic config, the dynamic default, the static config or the default, in that order;
+    only the dynamic configs are writable (``read_only`` false)."""
     config = ctx.broker.config
-    wanted = list(BROKER_PROPERTIES) if names is None else [n for n in names if n in BROKER_PROPERTIES]
+    dynamic = ctx.broker.dynamic_config
+    every = [*BROKER_PROPERTIES, *THROTTLE_RATES]
+    wanted = every if names is None else [n for n in names if n in every]
     entries = []
     for name in wanted:
-        prop = BROKER_PROPERTIES[name]
-        source = STATIC_BROKER_CONFIG if config.is_set(name) else DEFAULT_CONFIG
-        # broker.id as settled at start (meta.properties or generated), as Kafka reports it
-        value = _text(ctx.broker.broker_id if name == "broker.id" else config[name])
-        synonyms = [{"name": name, "value": value, "source": source}]
-        if source == STATIC_BROKER_CONFIG:
-            default = prop.parse(prop.default) if prop.default is not None else None
+        prop = BROKER_PROPERTIES.get(name)
+        synonyms = []
+        for value, source in (dynamic.layers(name) if name in DYNAMIC else []):
+            synonyms.append({"name": name, "value": value, "source": source})
+        if prop is None:  # only dynamic: a throttle rate
+            parser, default, doc = THROTTLE_RATES[name]
             synonyms.append({"name": name, "value": _text(default), "source": DEFAULT_CONFIG})
+        else:
+            default, doc = prop.default, prop.doc
+            if config.is_set(name):
+                # broker.id as settled at start (meta.properties or generated), as Kafka reports it
+                value = _text(ctx.broker.broker_id if name == "broker.id" else config[name])
+                synonyms.append({"name": name, "value": value, "source": STATIC_BROKER_CONFIG})
+            parsed = prop.parse(prop.default) if prop.default is not None else None
+            synonyms.append({"name": name, "value": _text(parsed), "source": DEFAULT_CONFIG})
+        source = synonyms[0]["source"]
         entries.append({
             "name": name,
-            "value": value,
-            "read_only": True,
+            "value": synonyms[0]["value"],
+            "read_only": name not in DYNAMIC,
             "is_default": source == DEFAULT_CONFIG,
             "config_source": source,
             "is_sensitive": False,
             "synonyms": synonyms if include_synonyms else [],
-            "config_type": _broker_type(prop.default),
-            "documentation": prop.doc if include_documentation else None,
+            "config_type": _broker_type(default),
+            "documentation": doc if include_documentation else None,
         })
     return entries
+
+
+def default_broker_entries(ctx: RequestContext, names: Iterable[str] | None = None) -> list[dict]:
+    """The cluster-wide dynamic defaults (``/config/brokers/<default>``): only those that are set."""
+    defaults = ctx.broker.dynamic_config.defaults
+    wanted = sorted(defaults) if names is None else [n for n in names if n in defaults]
+    return [{"name": name, "value": defaults[name], "read_only": False, "is_default": False,
+             "config_source": DYNAMIC_DEFAULT_BROKER_CONFIG, "is_sensitive": False, "synonyms": [],
+             "config_type": STRING, "documentation": None} for name in wanted]
 
 
 def _broker_type(default) -> int:
@@ -181,7 +207,8 @@ def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation
             check_broker_resource(ctx, name)
             if name:
                 result["configs"] = broker_config_entries(ctx, keys, synonyms, documentation)
-            # empty name: cluster-wide dynamic defaults, of which there are none
+            else:
+                result["configs"] = default_broker_entries(ctx, keys)
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
     except TopicError as exc:

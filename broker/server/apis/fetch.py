@@ -50,6 +50,7 @@ from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import UnsupportedCompressionTypeError, downconvert
 from broker.replica.manager import now_ms
 from broker.replica.selector import NO_PREFERRED_REPLICA, preferred_read_replica
+from broker.replica.quota import is_throttled
 from broker.server.context import RequestContext
 
 INT32_MAX = 2**31 - 1
@@ -67,6 +68,7 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     client_rack = request["rack_id"] if version >= 11 and not follower else ""
     selector = ctx.broker.config.replica_selector_class if client_rack else None
     now = now_ms()
+    leader_quota = replicas.leader_quota
     remaining = request["max_bytes"] if version >= 3 else INT32_MAX
     total = 0
     keys = []
@@ -105,6 +107,12 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
                     out["preferred_read_replica"] = preferred
                     redirected = True
                     continue
+            # a replication throttle (broker.replica.quota): a follower outside the ISR of a throttled partition
+            throttled = (follower and leader_quota.enabled and replica_id not in partition.isr
+                         and is_throttled(partition.config.leader_replication_throttled_replicas,
+                                          replicas.local_broker_id, index))
+            if throttled and leader_quota.is_exceeded():
+                continue
             limit = min(p["partition_max_bytes"], remaining) if version >= 3 else p["partition_max_bytes"]
             min_one = version >= 3 and total == 0
             if limit <= 0 and not min_one:
@@ -145,6 +153,8 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
                         for txn in partition.aborted_transactions(p["fetch_offset"], lso)]
             total += size
             remaining -= size
+            if throttled:
+                leader_quota.record(size)
             per_topic[name] = per_topic.get(name, 0) + size
         responses.append({"topic": name, "partitions": partitions})
     # a redirected consumer is answered at once, as an error is (Kafka's fetchMessages)

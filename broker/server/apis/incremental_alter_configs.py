@@ -16,8 +16,9 @@ operation, APPEND/SUBTRACT on a non-list config or a null value for SET,
 APPEND or SUBTRACT are INVALID_REQUEST; an unknown config name or a value the
 log rejects is INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 The result is stored and applied to the logs at once, as AlterConfigs does;
-``validate_only`` changes nothing. BROKER resources get INVALID_REQUEST
-(dynamic broker configs are not supported yet).
+``validate_only`` changes nothing. A BROKER resource (this broker's id, or
+empty for the cluster-wide defaults) takes SET and DELETE of the dynamic broker
+configs (:mod:`broker.server.dynamic_config`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections import Counter
 from broker.log.config import TOPIC_CONFIGS
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis.alter_configs import alter_all
+from broker.server.apis.describe_configs import BROKER
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
 
@@ -38,7 +40,7 @@ def _items(text: str | None) -> list[str]:
     return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
-def _check(configs: list[dict]) -> None:
+def _check(configs: list[dict], broker: bool) -> None:
     """Request-shape checks that need no topic state; raise TopicError."""
     twice = sorted(name for name, n in Counter(c["name"] for c in configs).items() if n > 1)
     if twice:
@@ -47,19 +49,25 @@ def _check(configs: list[dict]) -> None:
         name, op = c["name"], c["config_operation"]
         if op not in _OPERATION_NAMES:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for config key {name}")
-        if name not in TOPIC_CONFIGS:
+        if broker:
+            if op in (APPEND, SUBTRACT):
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"config value {_OPERATION_NAMES[op]} is not allowed for config key: {name}")
+        elif name not in TOPIC_CONFIGS:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
-        if op in (APPEND, SUBTRACT) and TOPIC_CONFIGS[name].type != "LIST":
+        elif op in (APPEND, SUBTRACT) and TOPIC_CONFIGS[name].type != "LIST":
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              f"config value {_OPERATION_NAMES[op]} is not allowed for config key: {name}")
         if op != DELETE and c["value"] is None:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"null value not supported for config key: {name}")
 
 
-def _incremental(ctx: RequestContext, configs: list[dict]):
-    """The change for one topic: apply each operation to the current overrides."""
+def _incremental(ctx: RequestContext, resource: dict):
+    """The change for one resource: apply each operation to the current overrides."""
+    configs = resource["configs"]
+
     def change(current: dict[str, str]) -> dict[str, str]:
-        _check(configs)
+        _check(configs, resource["resource_type"] == BROKER)
         effective = None
         for c in configs:
             name, op, value = c["name"], c["config_operation"], c["value"]
@@ -85,7 +93,7 @@ def _incremental(ctx: RequestContext, configs: list[dict]):
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    return await alter_all(ctx, request, lambda configs: _incremental(ctx, configs))
+    return await alter_all(ctx, request, lambda resource: _incremental(ctx, resource))
 
 
 def register(registry) -> None:
