@@ -11,7 +11,7 @@ Errors are in :mod:`broker.client.errors`.
 from ._producer import AsyncProducer, Producer
 from ._consumer import AsyncConsumer, Consumer
 from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
-                     GroupListing, LogDirDescription, MemberDescription, NewTopic, PartitionLag,
+                     GroupListing, LogDirDescription, PartitionReassignment, MemberDescription, NewTopic, PartitionLag,
                      ReplicaLogDirInfo)
 from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
@@ -29,7 +29,7 @@ __all__ = [
     "AsyncProducer", "Producer", "RecordFuture", "AsyncConsumer", "Consumer", "AsyncAdmin", "Admin",
     "AdminConfig", "ProducerConfig", "ConsumerConfig", "build_config",
     "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GroupListing", "GroupDescription",
-    "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo",
+    "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo", "PartitionReassignment",
     "ProducerState", "TransactionDescription", "TransactionListing",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
     "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",

@@ -1,7 +1,7 @@
 """The admin client: :class:`AsyncAdmin` (asyncio core) and :class:`Admin` (blocking).
 
-Requests go where Kafka routes them: topic creation, deletion and partition
-additions to the controller; broker configs to that broker; group operations
+Requests go where Kafka routes them: topic creation, deletion, partition
+additions and partition reassignments to the controller; broker configs to that broker; group operations
 to the group's coordinator; ListGroups to every broker; DeleteRecords and
 ListOffsets to partition leaders; the transaction calls as
 :mod:`._admin_transactions` says. Each method raises the first per-item error
@@ -96,6 +96,15 @@ class LogDirDescription:
     path: str
     error: str | None
     replicas: list[ReplicaLogDirInfo]
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A move in progress (ListPartitionReassignments): all replicas now, and those coming and going."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
 
 @dataclass(frozen=True)
@@ -209,6 +218,41 @@ class AsyncAdmin(TransactionsAdmin):
             raise error_for_code(resp["error_code"], context="ElectLeaders")
         return {(t["topic"], p["partition_id"]): (p["error_code"], p["error_message"])
                 for t in resp["replica_election_results"] for p in t["partition_result"]}
+
+    # -- partition reassignments (KIP-455) -------------------------------------------
+    async def alter_partition_reassignments(self, targets: Mapping[tuple[str, int], list[int] | None], *,
+                                            timeout_ms: int = 30000) -> None:
+        """Start moving each partition to its target replicas (None cancels its move); returns once started."""
+        topics: dict[str, list] = {}
+        for (topic, partition), replicas in targets.items():
+            topics.setdefault(topic, []).append({"partition_index": partition,
+                                                 "replicas": None if replicas is None else list(replicas)})
+        body = {"timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        resp = await self._cluster.request(await self._controller(), Api.ALTER_PARTITION_REASSIGNMENTS, body)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], resp.get("error_message"))
+        for t in resp["responses"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise error_for_code(p["error_code"], p.get("error_message"),
+                                         context=f"{t['name']}-{p['partition_index']}")
+
+    async def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None, *,
+                                           timeout_ms: int = 30000) -> dict[tuple[str, int], PartitionReassignment]:
+        """The moves in progress (of ``partitions`` only, if given)."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        resp = await self._cluster.request(await self._controller(), Api.LIST_PARTITION_REASSIGNMENTS,
+                                           {"timeout_ms": timeout_ms, "topics": topics})
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], resp.get("error_message"))
+        return {(t["name"], p["partition_index"]): PartitionReassignment(p["replicas"], p["adding_replicas"],
+                                                                          p["removing_replicas"])
+                for t in resp["topics"] for p in t["partitions"]}
 
     # -- cluster and topics -------------------------------------------------------
     async def describe_cluster(self) -> ClusterDescription:

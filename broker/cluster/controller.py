@@ -37,7 +37,11 @@ What the active controller does (Kafka's ``KafkaController``):
 * ``/isr_change_notification`` children: the named partitions' states are
   read again and sent to every broker;
 * controlled shutdown, ElectLeaders, the auto leader rebalance and
-  ``/log_dir_event_notification``: :mod:`broker.cluster.controller_leaders`.
+  ``/log_dir_event_notification``: :mod:`broker.cluster.controller_leaders`;
+* partition reassignments (AlterPartitionReassignments, ``/admin/reassign_partitions``,
+  moves resumed after a failover): :mod:`broker.cluster.reassignment`.
+
+Other parts of the broker run code on the event task with :meth:`Controller.call`.
 
 Every write is conditional on the controller epoch znode's version and the
 partition state's znode version (:meth:`ClusterMetadata.controller_multi`).
@@ -65,6 +69,7 @@ from broker.cluster.controller_context import (
     remove_replica_from_isr,
 )
 from broker.cluster.metadata import ControllerMovedError
+from broker.cluster.reassignment import Reassignments
 from broker.cluster.store import NodeExistsError, NoNodeError, SessionState, StoreError, StoreUnavailableError
 from broker.cluster.znodes import (
     ControllerZNode,
@@ -98,6 +103,7 @@ class Controller(LeaderMoves):
         self._task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deletions_in_flight: set[str] = set()
+        self.reassignments = Reassignments(self)
 
     @property
     def is_active(self) -> bool:
@@ -131,6 +137,28 @@ class Controller(LeaderMoves):
             self._loop.call_soon_threadsafe(self._queue.put_nowait, (event, args))
         except RuntimeError:  # the loop is closed: the broker is gone
             pass
+
+    def call(self, fn, *args) -> asyncio.Future:
+        """Run ``await fn(*args)`` on the event task (in order with the events); its result or error."""
+        future = self._loop.create_future()
+        self.enqueue("call", future, fn, args)
+        return future
+
+    async def _on_call(self, future: asyncio.Future, fn, args) -> None:
+        try:
+            result = await fn(*args)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            if isinstance(exc, ControllerMovedError):
+                raise  # resign; the caller has its answer
+            return
+        if not future.done():
+            future.set_result(result)
+
+    async def _on_reassignment(self, name: str, *args) -> None:
+        if self.is_active:
+            await getattr(self.reassignments, name)(*args)
 
     def _watch(self, event: str, *args):
         return lambda _watch_event: self.enqueue(event, *args)
@@ -211,6 +239,7 @@ class Controller(LeaderMoves):
         self._stop_leader_moves()
         self.context = None
         self._deletions_in_flight.clear()
+        self.reassignments.reset()
         if self.channel is not None:
             self.channel.close()
             self.channel = None
@@ -235,6 +264,7 @@ class Controller(LeaderMoves):
         self._send_leader_and_isr(ctx.partitions())
         self._send_update_metadata(set(live), ctx.partitions())
         await self._start_leader_moves()
+        await self.reassignments.resume()
 
     # -- reading the store ------------------------------------------------------------------------
     async def _read_brokers(self):
@@ -252,13 +282,14 @@ class Controller(LeaderMoves):
             try:
                 data, _stat = self.metadata.store.get(TopicZNode.path(topic), self._watch("partition_change", topic))
             except NoNodeError:
-                return None, {}
+                return None, None, {}
             assignment = TopicZNode.decode(data)
-            return assignment, {p: self.metadata.partition_state(topic, p) for p in assignment}
-        assignment, states = await self._blocking(read)
+            return data, assignment, {p: self.metadata.partition_state(topic, p) for p in assignment}
+        data, assignment, states = await self._blocking(read)
         ctx = self.context
         if assignment is None or ctx is None:
             return []
+        self.reassignments.loaded(topic, data)
         known = ctx.assignments.get(topic, {})
         added = [(topic, p) for p in sorted(assignment) if p not in known]
         ctx.assignments[topic] = assignment
@@ -449,6 +480,7 @@ class Controller(LeaderMoves):
             ctx.states[tp] = states[tp]
         if known:
             self._send_update_metadata(set(ctx.live_brokers), sorted(known))
+            await self.reassignments.on_isr_change(sorted(known))
 
     # -- topic deletion ----------------------------------------------------------------------------
     async def _on_topic_deletion(self) -> None:
@@ -530,10 +562,11 @@ class Controller(LeaderMoves):
         for tp in partitions:
             state = ctx.states[tp]
             leaders.add(state.leader)
+            adding, removing = self.reassignments.lists(tp)
             topics.setdefault(tp[0], []).append({
                 "partition_index": tp[1], "controller_epoch": state.controller_epoch, "leader": state.leader,
                 "leader_epoch": state.leader_epoch, "isr": list(state.isr), "zk_version": state.version,
-                "replicas": ctx.replicas(tp), "adding_replicas": [], "removing_replicas": [],
+                "replicas": ctx.replicas(tp), "adding_replicas": adding, "removing_replicas": removing,
                 "is_new": tp in is_new})
         live_leaders = []
         for b in sorted(leaders):
