@@ -1,0 +1,264 @@
+"""``kafkactl partitions reassign``: move partitions between brokers, as Kafka's
+``kafka-reassign-partitions.sh``, reading and writing its JSON files.
+
+Reassignment JSON (``--reassignment-json-file``; what ``--generate`` proposes
+and ``--execute`` prints for rollback)::
+
+    {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4],
+                                   "log_dirs": ["any", "any", "any"]}]}
+
+``log_dirs`` is optional; when given it has one entry per replica, and only
+``"any"`` (the broker picks the dir) is accepted. Topics JSON
+(``--topics-to-move-json-file``)::
+
+    {"version": 1, "topics": [{"topic": "t"}]}
+
+Modes (exactly one):
+
+- ``--generate --topics-to-move-json-file F --broker-list 2,3,4``: prints the
+  current assignment of those topics and a proposed one over the listed
+  brokers (Kafka's rack-aware algorithm, :mod:`broker.cluster.assignment`;
+  racks are used when every listed broker has one), each partition keeping
+  its replication factor. Changes nothing.
+- ``--execute --reassignment-json-file F [--throttle BYTES/S]``: prints the
+  current assignment (save it for a rollback) and starts the moves
+  (AlterPartitionReassignments). With ``--throttle``, the brokers of the
+  moving partitions get ``leader.replication.throttled.rate`` and
+  ``follower.replication.throttled.rate`` (dynamic broker configs) and the
+  topics ``leader.replication.throttled.replicas`` (the current replicas) and
+  ``follower.replication.throttled.replicas`` (the new ones), as Kafka sets them.
+- ``--verify --reassignment-json-file F``: per partition, complete, still in
+  progress, or (exit 1) no move in progress and replicas other than the file's.
+  Once every move is complete, the throttles are removed.
+- ``--cancel --reassignment-json-file F``: cancels the moves still in progress
+  (each partition goes back to its original replicas) and removes the throttles.
+
+Bad input is one line and exit 2: malformed JSON or a file that is not a
+reassignment, an unknown topic or partition, a broker id that is not in the
+cluster, an empty or duplicated replica list.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from broker.client import ConfigResource
+from broker.cluster.assignment import AssignmentError, BrokerRack, assign_replicas_to_brokers
+from kafkactl._common import admin_client, require_topics
+from kafkactl.errors import EXIT_PROBLEM, CliError
+
+RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+
+TopicPartition = tuple[str, int]
+
+
+def _load(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CliError(f"{path}: malformed {what} JSON: {exc}") from exc
+
+
+def read_reassignment(path: Path) -> dict[TopicPartition, list[int]]:
+    """``{(topic, partition): replicas}`` from a reassignment JSON file; CliError naming what is wrong."""
+    doc = _load(path, "reassignment")
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise CliError(f'{path}: not a reassignment: expected {{"version":1,"partitions":[...]}}')
+    out: dict[TopicPartition, list[int]] = {}
+    for entry in doc["partitions"]:
+        if (not isinstance(entry, dict) or not isinstance(entry.get("topic"), str)
+                or not isinstance(entry.get("partition"), int) or not isinstance(entry.get("replicas"), list)
+                or not all(isinstance(b, int) and not isinstance(b, bool) for b in entry["replicas"])):
+            raise CliError(f"{path}: each partition needs \"topic\" (string), \"partition\" (integer) and "
+                           f"\"replicas\" (integers): {json.dumps(entry)}")
+        tp, replicas = (entry["topic"], entry["partition"]), entry["replicas"]
+        name = f"{tp[0]}-{tp[1]}"
+        if tp in out:
+            raise CliError(f"{path}: partition {name} is listed twice")
+        if not replicas:
+            raise CliError(f"{path}: partition {name} has an empty replica list")
+        if len(set(replicas)) != len(replicas):
+            raise CliError(f"{path}: partition {name} has duplicate replicas {replicas}")
+        dirs = entry.get("log_dirs")
+        if dirs is not None:
+            if not isinstance(dirs, list) or len(dirs) != len(replicas):
+                raise CliError(f"{path}: partition {name}: log_dirs needs one entry per replica")
+            if any(d != "any" for d in dirs):
+                raise CliError(f"{path}: partition {name}: only \"any\" log dirs are supported (move a "
+                               f"replica between dirs with kafkactl log-dirs)")
+        out[tp] = replicas
+    if not out:
+        raise CliError(f"{path}: no partitions to reassign")
+    return out
+
+
+def write_reassignment(assignment: dict[TopicPartition, list[int]]) -> str:
+    """Kafka's reassignment JSON, one line."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def _current(admin, topics: list[str]) -> dict[TopicPartition, list[int]]:
+    meta = require_topics(admin, sorted(set(topics)))
+    return {(t, p): list(pm.replicas) for t, tm in meta.items() for p, pm in tm.partitions.items()}
+
+
+def _check(admin, targets: dict[TopicPartition, list[int]]) -> dict[TopicPartition, list[int]]:
+    """The current replicas of the partitions in ``targets``; CliError for unknown partitions or brokers."""
+    current = _current(admin, [t for t, _p in targets])
+    missing = [f"{t}-{p}" for t, p in sorted(targets) if (t, p) not in current]
+    if missing:
+        raise CliError(f"unknown partition: {', '.join(missing)} (UNKNOWN_TOPIC_OR_PARTITION, 3)")
+    brokers = {b.node_id for b in admin.describe_cluster().brokers}
+    unknown = sorted({b for r in targets.values() for b in r} - brokers)
+    if unknown:
+        raise CliError(f"broker {', '.join(map(str, unknown))} is not in the cluster "
+                       f"(brokers: {', '.join(map(str, sorted(brokers)))})")
+    return {tp: current[tp] for tp in targets}
+
+
+def generate(admin, topics_file: Path, broker_list: str) -> None:
+    doc = _load(topics_file, "topics")
+    if (not isinstance(doc, dict) or not isinstance(doc.get("topics"), list)
+            or not all(isinstance(e, dict) and isinstance(e.get("topic"), str) for e in doc["topics"])):
+        raise CliError(f'{topics_file}: not a topics file: expected {{"version":1,"topics":[{{"topic":"..."}}]}}')
+    topics = [e["topic"] for e in doc["topics"]]
+    if not topics:
+        raise CliError(f"{topics_file}: no topics to move")
+    try:
+        ids = sorted({int(b) for b in broker_list.split(",") if b.strip()})
+    except ValueError:
+        raise CliError(f"bad --broker-list {broker_list!r}: expected broker ids such as 2,3,4") from None
+    if not ids:
+        raise CliError("--broker-list names no broker")
+    current = _current(admin, topics)
+    brokers = {b.node_id: b for b in admin.describe_cluster().brokers}
+    unknown = [b for b in ids if b not in brokers]
+    if unknown:
+        raise CliError(f"broker {', '.join(map(str, unknown))} is not in the cluster "
+                       f"(brokers: {', '.join(map(str, sorted(brokers)))})")
+    racks = [BrokerRack(b, brokers[b].rack) for b in ids]
+    proposed: dict[TopicPartition, list[int]] = {}
+    for topic in sorted(set(topics)):
+        partitions = sorted(p for t, p in current if t == topic)
+        rf = len(current[(topic, partitions[0])])
+        try:
+            layout = assign_replicas_to_brokers(racks, len(partitions), rf, rack_aware_mode="safe")
+        except AssignmentError as exc:
+            raise CliError(f"topic {topic}: {exc.message}") from None
+        proposed.update({(topic, p): layout[p] for p in partitions})
+    typer.echo(f"Current partition replica assignment\n{write_reassignment(current)}\n")
+    typer.echo(f"Proposed partition reassignment configuration\n{write_reassignment(proposed)}")
+
+
+def _throttled(replicas: dict[TopicPartition, list[int]], topic: str) -> str:
+    return ",".join(f"{p}:{b}" for (t, p), r in sorted(replicas.items()) if t == topic for b in r)
+
+
+def execute(admin, targets: dict[TopicPartition, list[int]], throttle: int | None) -> None:
+    current = _check(admin, targets)
+    if throttle is not None:
+        brokers = sorted({b for tp in targets for b in targets[tp] + current[tp]})
+        admin.incremental_alter_configs({ConfigResource("broker", str(b)): {k: str(throttle) for k in RATE_CONFIGS}
+                                         for b in brokers})
+        adding = {tp: [b for b in targets[tp] if b not in current[tp]] for tp in targets}
+        admin.incremental_alter_configs({ConfigResource("topic", t): {
+            LEADER_REPLICAS: _throttled(current, t), FOLLOWER_REPLICAS: _throttled(adding, t) or None}
+            for t in sorted({t for t, _p in targets})})
+    typer.echo(f"Current partition replica assignment\n\n{write_reassignment(current)}\n\n"
+               "Save this to use as the --reassignment-json-file option during rollback")
+    admin.alter_partition_reassignments(targets)
+    typer.echo("Successfully started partition reassignments for "
+               + ",".join(f"{t}-{p}" for t, p in sorted(targets)))
+    if throttle is not None:
+        typer.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+def _clear_throttles(admin, topics: list[str]) -> None:
+    brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
+    admin.incremental_alter_configs({ConfigResource("broker", str(b)): {k: None for k in RATE_CONFIGS}
+                                     for b in brokers})
+    typer.echo(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    admin.incremental_alter_configs({ConfigResource("topic", t): {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None}
+                                     for t in topics})
+    typer.echo(f"Clearing topic-level throttles on topic {','.join(topics)}")
+
+
+def verify(admin, targets: dict[TopicPartition, list[int]]) -> None:
+    current = _check(admin, targets)
+    moving = admin.list_partition_reassignments(list(targets))
+    failed = False
+    typer.echo("Status of partition reassignment:")
+    for tp in sorted(targets):
+        name = f"{tp[0]}-{tp[1]}"
+        if tp in moving:
+            typer.echo(f"Reassignment of partition {name} is still in progress.")
+        elif current[tp] == targets[tp]:
+            typer.echo(f"Reassignment of partition {name} is complete.")
+        else:
+            failed = True
+            typer.echo(f"There is no active reassignment of partition {name}, but replica set is "
+                       f"{current[tp]} rather than {targets[tp]}.")
+    if not moving:
+        _clear_throttles(admin, sorted({t for t, _p in targets}))
+    if failed:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def cancel(admin, targets: dict[TopicPartition, list[int]]) -> None:
+    _check(admin, targets)
+    moving = admin.list_partition_reassignments(list(targets))
+    if moving:
+        admin.alter_partition_reassignments({tp: None for tp in sorted(moving)})
+        typer.echo("Successfully cancelled partition reassignments for: "
+                   + ",".join(f"{t}-{p}" for t, p in sorted(moving)))
+    else:
+        typer.echo("None of the specified partition reassignments are active.")
+    _clear_throttles(admin, sorted({t for t, _p in targets}))
+
+
+def reassign(
+    ctx: typer.Context,
+    do_generate: bool = typer.Option(False, "--generate", help="Propose an assignment over --broker-list."),
+    do_execute: bool = typer.Option(False, "--execute", help="Start the moves of the reassignment file."),
+    do_verify: bool = typer.Option(False, "--verify", help="Show progress; remove throttles once done."),
+    do_cancel: bool = typer.Option(False, "--cancel", help="Cancel the moves still in progress."),
+    reassignment_file: Optional[Path] = typer.Option(None, "--reassignment-json-file",
+                                                     help="Kafka's reassignment JSON."),
+    topics_file: Optional[Path] = typer.Option(None, "--topics-to-move-json-file",
+                                               help='{"version":1,"topics":[{"topic":"..."}]} (--generate).'),
+    broker_list: Optional[str] = typer.Option(None, "--broker-list", help="Target broker ids, e.g. 2,3,4."),
+    throttle: Optional[int] = typer.Option(None, "--throttle", help="Replication throttle in bytes/s (--execute)."),
+) -> None:
+    """Move partitions between brokers (Kafka's kafka-reassign-partitions)."""
+    modes = [m for m, on in (("--generate", do_generate), ("--execute", do_execute), ("--verify", do_verify),
+                             ("--cancel", do_cancel)) if on]
+    if len(modes) != 1:
+        raise CliError("give exactly one of --generate, --execute, --verify, --cancel")
+    if do_generate:
+        if topics_file is None or broker_list is None:
+            raise CliError("--generate needs --topics-to-move-json-file and --broker-list")
+    elif reassignment_file is None:
+        raise CliError(f"{modes[0]} needs --reassignment-json-file")
+    if throttle is not None and not do_execute:
+        raise CliError("--throttle goes with --execute")
+    if throttle is not None and throttle <= 0:
+        raise CliError(f"bad --throttle {throttle}: expected bytes per second above 0")
+    targets = None if do_generate else read_reassignment(reassignment_file)  # bad input before any connection
+    with admin_client(ctx) as admin:
+        if do_generate:
+            generate(admin, topics_file, broker_list)
+        elif do_execute:
+            execute(admin, targets, throttle)
+        elif do_verify:
+            verify(admin, targets)
+        else:
+            cancel(admin, targets)
