@@ -26,7 +26,9 @@ Modes (exactly one):
   moving partitions get ``leader.replication.throttled.rate`` and
   ``follower.replication.throttled.rate`` (dynamic broker configs) and the
   topics ``leader.replication.throttled.replicas`` (the current replicas) and
-  ``follower.replication.throttled.replicas`` (the new ones), as Kafka sets them.
+  ``follower.replication.throttled.replicas`` (the new ones), as Kafka sets them,
+  and the moves start once every broker of the move applies them (at most 30 s;
+  exit 1 and nothing moved otherwise), so no copy starts unthrottled.
 - ``--verify --reassignment-json-file F``: per partition, complete, still in
   progress, or (exit 1) no move in progress and replicas other than the file's.
   Once every move is complete, the throttles are removed.
@@ -41,6 +43,7 @@ cluster, an empty or duplicated replica list.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -51,6 +54,7 @@ from broker.cluster.assignment import AssignmentError, BrokerRack, assign_replic
 from kafkactl._common import admin_client, require_topics
 from kafkactl.errors import EXIT_PROBLEM, CliError
 
+APPLY_LIMIT_S = 30  # how long --execute waits for the brokers to apply a throttle
 RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
 
@@ -170,9 +174,10 @@ def execute(admin, targets: dict[TopicPartition, list[int]], throttle: int | Non
         admin.incremental_alter_configs({ConfigResource("broker", str(b)): {k: str(throttle) for k in RATE_CONFIGS}
                                          for b in brokers})
         adding = {tp: [b for b in targets[tp] if b not in current[tp]] for tp in targets}
-        admin.incremental_alter_configs({ConfigResource("topic", t): {
-            LEADER_REPLICAS: _throttled(current, t), FOLLOWER_REPLICAS: _throttled(adding, t) or None}
-            for t in sorted({t for t, _p in targets})})
+        wanted = {t: {LEADER_REPLICAS: _throttled(current, t), FOLLOWER_REPLICAS: _throttled(adding, t) or None}
+                  for t in sorted({t for t, _p in targets})}
+        admin.incremental_alter_configs({ConfigResource("topic", t): c for t, c in wanted.items()})
+        _await_topic_configs(admin, wanted, brokers)
     typer.echo(f"Current partition replica assignment\n\n{write_reassignment(current)}\n\n"
                "Save this to use as the --reassignment-json-file option during rollback")
     admin.alter_partition_reassignments(targets)
@@ -180,6 +185,24 @@ def execute(admin, targets: dict[TopicPartition, list[int]], throttle: int | Non
                + ",".join(f"{t}-{p}" for t, p in sorted(targets)))
     if throttle is not None:
         typer.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+def _await_topic_configs(admin, wanted: dict[str, dict[str, str | None]], brokers: list[int]) -> None:
+    """Wait until every broker of the move applies the throttled-replica lists (each learns them from a change
+    notification), so no replica starts its copy unthrottled."""
+    deadline = time.monotonic() + APPLY_LIMIT_S
+    for b in brokers:
+        for topic, configs in wanted.items():
+            res = ConfigResource("topic", topic)
+            while True:
+                found = admin.describe_configs([res], list(configs), node=b)[res]
+                if all((found[k].value if k in found and not found[k].is_default else None) == (v or None)
+                       for k, v in configs.items()):
+                    break
+                if time.monotonic() > deadline:
+                    raise CliError(f"broker {b} did not apply the throttle of topic {topic} within "
+                                   f"{APPLY_LIMIT_S} s; nothing was moved", EXIT_PROBLEM)
+                time.sleep(0.2)
 
 
 def _clear_throttles(admin, topics: list[str]) -> None:

@@ -327,14 +327,16 @@ class AsyncAdmin(TransactionsAdmin):
             return int(res.name)
         return None
 
-    async def describe_configs(self, resources: Iterable[ConfigResource], keys: Iterable[str] | None = None
-                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+    async def describe_configs(self, resources: Iterable[ConfigResource], keys: Iterable[str] | None = None, *,
+                               node: int | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Configs of each resource; ``node`` asks that broker (a topic's configs as it applies them)."""
         out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
         for res in resources:
             body = {"resources": [{"resource_type": res.type_code, "resource_name": res.name,
                                    "configuration_keys": None if keys is None else list(keys)}],
                     "include_synonyms": False, "include_documentation": False}
-            resp = await self._cluster.request(self._node_for(res), Api.DESCRIBE_CONFIGS, body)
+            resp = await self._cluster.request(self._node_for(res) if node is None else node, Api.DESCRIBE_CONFIGS,
+                                               body)
             for r in resp["results"]:
                 if r["error_code"]:
                     raise error_for_code(r["error_code"], r.get("error_message"),

@@ -195,12 +195,12 @@ def test_a_move_from_the_znode_survives_a_controller_failover(cluster_factory):
     others = [b for b in cluster.ids if b != controller]
     old, new = others[:2], others[1:]
     topic = "resumed"
-    cluster.create_topic(topic, assignment={0: old})
-    produce_bytes(cluster, topic, 0, 1_000_000)
+    # every broker knows the throttled replicas from the start (a config change reaches the others later)
+    cluster.create_topic(topic, assignment={0: old}, config={"follower.replication.throttled.replicas": "*"})
+    produce_bytes(cluster, topic, 0, 3_000_000)  # more than one fetch (replica.fetch.max.bytes) can carry
     ctl = Ctl(cluster.bootstrap)
-    for b in cluster.ids:
+    for b in cluster.ids:  # each broker's own config is set on that broker
         assert ctl("configs", "set", "broker", str(b), "follower.replication.throttled.rate=20000").returncode == 0
-    assert ctl("configs", "set", "topic", topic, "follower.replication.throttled.replicas=*").returncode == 0
     cluster.zk.create("/admin/reassign_partitions", json.dumps(
         {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": new}]}).encode(), makepath=True)
     wait_until(lambda: topic_znode(cluster, topic)["adding_replicas"] == {"0": [new[-1]]}, "the move to start")
