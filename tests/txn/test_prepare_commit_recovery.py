@@ -11,6 +11,9 @@ with no marker in the partition. SIGKILL. After the restart the coordinator
 loads PrepareCommit and retries the markers; once ``min.insync.replicas`` is
 back to 1 they are written, CompleteCommit follows and a read_committed consumer
 reads the transaction, exactly once.
+
+The same stop shows a partition whose topic is deleted meanwhile: its marker is
+dropped (as Kafka's coordinator skips it) and the commit completes in the others.
 """
 
 from __future__ import annotations
@@ -97,3 +100,25 @@ def test_sigkill_between_prepare_commit_and_the_markers_completes_the_commit_aft
              "CompleteCommit")
     assert end_offset(broker.bootstrap, "ledger") == 4  # one COMMIT marker
     assert read_committed_all(broker.bootstrap, "ledger", 1, 3) == [b"entry-0", b"entry-1", b"entry-2"]
+
+
+def test_markers_for_a_deleted_topic_are_dropped_and_the_commit_completes(broker):
+    create_topic(broker.bootstrap, "kept")
+    create_topic(broker.bootstrap, "doomed")
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "doomed-app",
+                            "linger.ms": 5})
+    producer.init_transactions(LIMIT_S)
+    producer.begin_transaction()
+    producer.produce("kept", b"stays", partition=0)
+    producer.produce("doomed", b"goes", partition=0)
+    assert producer.flush(LIMIT_S) == 0
+    set_min_isr(broker.bootstrap, "doomed", 2)  # the marker for doomed-0 is refused
+    producer.commit_transaction(LIMIT_S)
+    time.sleep(1.0)
+    assert describe(broker.bootstrap, "doomed-app")["doomed-app"]["transaction_state"] == "PrepareCommit"
+
+    admin = admin_mod.AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics(["doomed"])["doomed"].result(LIMIT_S)
+    wait_for(lambda: describe(broker.bootstrap, "doomed-app")["doomed-app"]["transaction_state"] == "CompleteCommit",
+             "CompleteCommit without the deleted topic's marker")
+    assert read_committed_all(broker.bootstrap, "kept", 1, 1) == [b"stays"]
