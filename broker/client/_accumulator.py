@@ -31,6 +31,7 @@ class ProducerBatch:
     __slots__ = (
         "tp", "records", "size", "created", "deadline", "attempts", "retry_at", "callbacks",
         "done", "base_offset", "log_append_time", "error", "_event", "_waiters", "in_flight", "base_sequence",
+        "producer_id",
     )
 
     def __init__(self, tp: TopicPartition, now: float, delivery_timeout: float) -> None:
@@ -40,8 +41,9 @@ class ProducerBatch:
         self.created = now
         self.deadline = now + delivery_timeout
         self.attempts = 0
-        #: a transactional producer's sequence, given at the first send and kept by retries
+        #: an idempotent producer's id and sequence, given at the first send and kept by retries
         self.base_sequence = -1
+        self.producer_id = -1
         self.retry_at = 0.0
         self.callbacks: list | None = None
         self.done = False
@@ -171,7 +173,9 @@ class RecordAccumulator:
                 dq = self.batches[tp] = deque()
             batch = dq[-1] if dq else None
             wake = False
-            if batch is None or batch.in_flight or (batch.size + size > self.batch_size and batch.records):
+            # a batch once sent takes no more records: a retry must carry exactly what was sent
+            if batch is None or batch.in_flight or batch.attempts or (
+                    batch.size + size > self.batch_size and batch.records):
                 if batch is not None and on_new_batch is not None:
                     on_new_batch(tp)
                 batch = ProducerBatch(tp, time.monotonic(), self.delivery_timeout)

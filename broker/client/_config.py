@@ -78,7 +78,7 @@ class ProducerConfig(CommonConfig):
     delivery_timeout_ms: int = 120000
     max_request_size: int = 1048576
     max_block_ms: int = 60000
-    enable_idempotence: bool = False
+    enable_idempotence: bool | None = None  # None: on unless other settings rule it out (see below)
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60000
     partitioner: Any = None
@@ -107,8 +107,22 @@ class ProducerConfig(CommonConfig):
                 raise ConfigError(f"a transactional producer needs acks=all, not {self.acks!r}")
             if self.transaction_timeout_ms < 1:
                 raise ConfigError("transaction_timeout_ms must be >= 1")
+            if self.enable_idempotence is False:
+                raise ConfigError("a transactional producer needs enable_idempotence, not false")
+        # Kafka 3.2+ ProducerConfig: idempotence is on by default, silently off when the user's
+        # acks, retries or max_in_flight rule it out; asked for explicitly, those are errors.
+        self.idempotence_explicit = self.enable_idempotence is not None
+        if self.enable_idempotence is None:
+            self.enable_idempotence = (self.acks == -1 and self.retries > 0
+                                       and self.max_in_flight_requests_per_connection <= 5)
         elif self.enable_idempotence:
-            raise ConfigError("enable_idempotence is not supported by this client yet")
+            if self.acks != -1:
+                raise ConfigError(f"enable_idempotence needs acks=all, not {self.acks!r}")
+            if self.retries < 1:
+                raise ConfigError("enable_idempotence needs retries >= 1")
+            if self.max_in_flight_requests_per_connection > 5:
+                raise ConfigError("enable_idempotence needs max_in_flight_requests_per_connection <= 5, not "
+                                  f"{self.max_in_flight_requests_per_connection}")
 
 
 @dataclass

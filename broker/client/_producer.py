@@ -12,6 +12,18 @@ Retries: a retriable error code or a lost connection puts the batch back after
 ``retries`` attempts or ``delivery_timeout_ms`` since the batch was created.
 With ``acks=0`` no response is awaited and offsets are reported as -1.
 
+Idempotence (``enable_idempotence``; by default on unless ``acks`` is not all,
+``retries`` is 0 or more than five requests may be in flight, as the Java
+client 3.2+; asked for explicitly with those, a ConfigError): the producer
+takes a producer id (InitProducerId) at start and numbers each partition's
+batches when they are first sent (:class:`~._transactions.IdempotenceManager`).
+A batch once sent takes no more records and a retry resends it unchanged, so
+the broker writes a batch whose answer was lost only once and answers the
+retry with the first write's offset; a partition has one batch in flight at a
+time, so sequences reach the broker in order. With the default setting, a
+broker that refuses InitProducerId (an old broker: UNSUPPORTED_VERSION) gets a
+producer without idempotence, with a warning.
+
 Transactions: with ``transactional_id`` set the producer is transactional
 (Kafka's API: :meth:`AsyncProducer.init_transactions`, ``begin_transaction``,
 ``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``;
@@ -38,7 +50,7 @@ from ._connection import Api
 from ._partitioner import as_partitioner
 from ._serde import bytes_serializer
 from ._sync import LoopThread, wait_event
-from ._transactions import TransactionManager
+from ._transactions import IdempotenceManager, TransactionManager
 from ._types import TopicPartition
 from .errors import (
     ConfigError,
@@ -55,6 +67,7 @@ _CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compres
            "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 # Errors after which the leader we sent to is probably not the leader any more.
 _STALE_METADATA = {3, 5, 6, 74, 75}
+DUPLICATE_SEQUENCE_NUMBER = 46
 
 
 class AsyncProducer:
@@ -77,6 +90,9 @@ class AsyncProducer:
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms,
                                       c.retry_backoff_ms, c.buffer_memory)
         self._txn = TransactionManager(self._cluster, c) if c.transactional_id is not None else None
+        #: the producer id and sequences (the transaction manager's when transactional)
+        self._ids: IdempotenceManager | None = self._txn or (
+            IdempotenceManager(self._cluster, c) if c.enable_idempotence else None)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._sender: asyncio.Task | None = None
@@ -94,6 +110,14 @@ class AsyncProducer:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         await self._cluster.refresh_metadata()
+        if self._ids is not None and self._txn is None:
+            try:
+                await self._ids.init()
+            except KafkaError as exc:
+                if self.config.idempotence_explicit:
+                    raise
+                log.warning("producer without idempotence: the broker gave no producer id (%s)", exc)
+                self._ids = None
         self._sender = asyncio.ensure_future(self._run_sender())
         self._started = True
 
@@ -261,6 +285,7 @@ class AsyncProducer:
         """Send every ready batch the in-flight limits allow; return seconds to sleep."""
         now = time.monotonic()
         for b in self._acc.expire(now):
+            self._sequence_gap(b)
             self._acc.finished(b, -1, -1, KafkaTimeoutError(
                 f"{len(b.records)} record(s) for {b.tp.topic}-{b.tp.partition} expired after "
                 f"delivery_timeout_ms={self.config.delivery_timeout_ms}"))
@@ -276,6 +301,12 @@ class AsyncProducer:
                         self._txn.abortable_error = exc
                         self._acc.finished(b, -1, -1, exc)
                 return 0.0
+        elif self._ids is not None and self._ids.need_new_id:
+            try:
+                await self._ids.init()
+            except KafkaError as exc:
+                log.debug("InitProducerId failed: %s", exc)
+                return self.config.retry_backoff_ms / 1000
         cluster = self._cluster
         if cluster.stale():
             try:
@@ -346,14 +377,15 @@ class AsyncProducer:
             Record(i, ts - base_ts, k, v, [Header(hk, hv) for hk, hv in h] if h else [])
             for i, (ts, k, v, h) in enumerate(b.records)
         ]
-        txn = self._txn
-        if txn is None:
+        ids = self._ids
+        if ids is None:
             return encode_batch(RecordBatch(compression=self._compression, base_timestamp=base_ts, records=records))
-        if b.base_sequence < 0:
-            b.base_sequence = txn.next_sequence(b.tp, len(records))
+        if b.base_sequence < 0 or b.producer_id != ids.producer_id:  # first send, or a new producer id since
+            b.producer_id = ids.producer_id
+            b.base_sequence = ids.next_sequence(b.tp, len(records))
         return encode_batch(RecordBatch(compression=self._compression, base_timestamp=base_ts, records=records,
-                                        producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
-                                        base_sequence=b.base_sequence, is_transactional=True))
+                                        producer_id=ids.producer_id, producer_epoch=ids.producer_epoch,
+                                        base_sequence=b.base_sequence, is_transactional=self._txn is not None))
 
     async def _send_batches(self, node: int, batches: list[ProducerBatch]) -> None:
         topic_data: dict[str, list] = defaultdict(list)
@@ -408,6 +440,9 @@ class AsyncProducer:
             if code == 0:
                 self._acc.finished(b, p["base_offset"], p.get("log_append_time_ms", -1))
                 continue
+            if code == DUPLICATE_SEQUENCE_NUMBER:  # written before; brokers before 2.x do not say where
+                self._acc.finished(b, -1, p.get("log_append_time_ms", -1))
+                continue
             if code in _STALE_METADATA:
                 self._cluster.request_update()
             self._retry_or_fail([b], error_for_code(code, p.get("error_message"),
@@ -421,8 +456,15 @@ class AsyncProducer:
             else:
                 if self._txn is not None:
                     self._txn.abortable_error = exc
+                self._sequence_gap(b)
                 self._acc.finished(b, -1, -1, exc)
         self._wakeup()
+
+    def _sequence_gap(self, b: ProducerBatch) -> None:
+        """``b`` fails for good: if it had sequences, an idempotent producer needs a new producer id
+        (a transactional one aborts instead: its epoch is bumped by the next InitProducerId)."""
+        if self._txn is None and self._ids is not None and b.base_sequence >= 0:
+            self._ids.need_new_id = True
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

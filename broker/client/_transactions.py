@@ -1,6 +1,8 @@
-"""The transactional producer's dealings with its transaction coordinator (Kafka's ``TransactionManager``).
+"""The idempotent and the transactional producer's state (Kafka's ``TransactionManager``).
 
-One :class:`TransactionManager` per producer with a ``transactional_id``, owned
+:class:`IdempotenceManager`: producer id, epoch and sequences of an idempotent
+producer (``enable_idempotence``, the default with acks=all). One
+:class:`TransactionManager` per producer with a ``transactional_id``, owned
 by the producer's event loop (not thread-safe). The producer's life::
 
     init_transactions()            FindCoordinator(key_type 1) + InitProducerId: producer id and epoch,
@@ -43,22 +45,70 @@ _FATAL = {47, 49, 53, 90}  # INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING
 _RETRY_BACKOFF_S = 0.02  # Kafka's client retries CONCURRENT_TRANSACTIONS after 20 ms
 
 
-class TransactionManager:
-    """See the module docstring."""
+class IdempotenceManager:
+    """The producer id, epoch and per-partition sequences of an idempotent producer.
+
+    Without a ``transactional_id`` the id comes from InitProducerId sent to any
+    broker. Sequences start at 0 in every partition after each InitProducerId.
+    When a batch that had sequences fails for good its partition's sequences
+    have a gap the broker would refuse: :attr:`need_new_id` is set and the
+    sender takes a new producer id before its next send; batches not yet
+    acknowledged are numbered again under the new id (a batch whose answer was
+    lost and that is resent under the new id may then be written twice, as
+    with a Java producer after its id is reset).
+    """
+
+    transactional_id: str | None = None
 
     def __init__(self, cluster: "Cluster", config: "ProducerConfig") -> None:
         self.cluster = cluster
         self.config = config
-        self.transactional_id: str = config.transactional_id
         self.producer_id = -1
         self.producer_epoch = -1
+        self.need_new_id = False
+        self._sequences: dict[TopicPartition, int] = {}
+
+    def next_sequence(self, tp: TopicPartition, count: int) -> int:
+        """The base sequence of a new batch of ``count`` records to ``tp``."""
+        seq = self._sequences.get(tp, 0)
+        self._sequences[tp] = (seq + count) % SEQUENCE_WRAP
+        return seq
+
+    def _take_id(self, resp: dict) -> None:
+        self.producer_id, self.producer_epoch = resp["producer_id"], resp["producer_epoch"]
+        self._sequences.clear()
+        self.need_new_id = False
+
+    async def init(self) -> None:
+        """InitProducerId without a transactional id, retrying retriable errors until ``max_block_ms``."""
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        body = {"transactional_id": None, "transaction_timeout_ms": self.config.transaction_timeout_ms,
+                "producer_id": -1, "producer_epoch": -1}
+        while True:
+            try:
+                resp = await self.cluster.request(None, Api.INIT_PRODUCER_ID, body)
+                if resp["error_code"] == 0:
+                    self._take_id(resp)
+                    return
+                raise error_for_code(resp["error_code"], context="InitProducerId")
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+
+class TransactionManager(IdempotenceManager):
+    """See the module docstring."""
+
+    def __init__(self, cluster: "Cluster", config: "ProducerConfig") -> None:
+        super().__init__(cluster, config)
+        self.transactional_id: str = config.transactional_id
         self.in_transaction = False
         self.partitions: set[TopicPartition] = set()
         #: whether the coordinator has anything of this transaction (partitions or a group's offsets)
         self.started = False
         self.abortable_error: KafkaError | None = None
         self.fatal_error: KafkaError | None = None
-        self._sequences: dict[TopicPartition, int] = {}
         self._coordinator: int | None = None
 
     # -- state -------------------------------------------------------------------------
@@ -72,12 +122,6 @@ class TransactionManager:
             raise IllegalStateError("init_transactions() has not been called")
         if not self.in_transaction:
             raise IllegalStateError("no transaction in progress: call begin_transaction() first")
-
-    def next_sequence(self, tp: TopicPartition, count: int) -> int:
-        """The base sequence of a new batch of ``count`` records to ``tp``."""
-        seq = self._sequences.get(tp, 0)
-        self._sequences[tp] = (seq + count) % SEQUENCE_WRAP
-        return seq
 
     # -- requests to the transaction coordinator ----------------------------------------
     async def _call(self, api: int, body: dict, what: str, error_of=lambda r: r["error_code"]) -> dict:
@@ -117,8 +161,7 @@ class TransactionManager:
         resp = await self._call(Api.INIT_PRODUCER_ID, {
             "transactional_id": self.transactional_id, "transaction_timeout_ms": self.config.transaction_timeout_ms,
             "producer_id": -1, "producer_epoch": -1}, "InitProducerId")
-        self.producer_id, self.producer_epoch = resp["producer_id"], resp["producer_epoch"]
-        self._sequences.clear()
+        self._take_id(resp)
 
     def begin(self) -> None:
         self.check_fatal()

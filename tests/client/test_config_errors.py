@@ -82,3 +82,29 @@ def test_a_client_accepts_text_properties():
 
     with pytest.raises(errors.ConfigError, match="max.poll.records"):
         Consumer({"max.poll.records": "many"})
+
+
+def test_idempotence_is_on_by_default_and_off_only_where_kafka_turns_it_off():
+    def idempotence(**props):
+        return build_config(ProducerConfig, {}, props).enable_idempotence
+
+    assert idempotence() is True  # acks=all, retries and five in flight by default
+    assert idempotence(transactional_id="t") is True
+    # the Java client 3.2+ turns the default off, without a word, for these
+    assert idempotence(acks=1) is False
+    assert idempotence(acks=0) is False
+    assert idempotence(retries=0) is False
+    assert idempotence(max_in_flight_requests_per_connection=6) is False
+    assert idempotence(enable_idempotence=False) is False
+
+
+@pytest.mark.parametrize("props, words", [
+    ({"enable.idempotence": "true", "acks": "1"}, "enable_idempotence needs acks=all, not 1"),
+    ({"enable.idempotence": True, "retries": 0}, "enable_idempotence needs retries >= 1"),
+    ({"enable.idempotence": True, "max.in.flight.requests.per.connection": 6},
+     "max_in_flight_requests_per_connection <= 5, not 6"),
+    ({"transactional.id": "t", "enable.idempotence": False}, "transactional producer needs enable_idempotence"),
+])
+def test_idempotence_asked_for_with_settings_that_rule_it_out_is_an_error(props, words):
+    with pytest.raises(errors.ConfigError, match=words):
+        build_config(ProducerConfig, props, {})

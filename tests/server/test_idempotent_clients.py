@@ -51,12 +51,12 @@ def _wait_for(acked: list, count: int) -> None:
         time.sleep(0.002)
 
 
-def stall_then_kill(broker, acked: list) -> None:
+def stall_then_kill(broker, acked: list, stall_s: float = REQUEST_TIMEOUT_MS / 1000 * 2) -> None:
     """SIGSTOP past the clients' request timeout, SIGCONT; later SIGKILL and a restart on the same data."""
     _wait_for(acked, RECORDS // 3)
     os.kill(broker.pid, signal.SIGSTOP)
     try:
-        time.sleep(REQUEST_TIMEOUT_MS / 1000 * 2)
+        time.sleep(stall_s)
     finally:
         os.kill(broker.pid, signal.SIGCONT)
     _wait_for(acked, 2 * RECORDS // 3)
@@ -161,3 +161,28 @@ def test_aiokafka_idempotent_producer_across_sigkill(broker):
     sender.join(LIMIT_S)
     assert not sender.is_alive()
     assert_exactly_once_in_order(broker, "aio", acked, errors)
+
+
+def test_our_client_is_idempotent_by_default_across_sigkill(broker):
+    from broker.client import Producer
+
+    acked, errors = [], []
+    producer = Producer(bootstrap_servers=broker.bootstrap, linger_ms=5, batch_size=2048, retry_backoff_ms=50,
+                        request_timeout_ms=REQUEST_TIMEOUT_MS, delivery_timeout_ms=LIMIT_S * 1000)
+    assert producer.config.enable_idempotence  # not asked for: the default
+
+    def send():
+        for i in range(RECORDS):
+            value = b"%06d" % i
+            producer.send("ours", value, partition=0,
+                          on_delivery=lambda err, md, v=value: (errors if err is not None else acked).append(err or v))
+            time.sleep(0.0002)
+        producer.flush(LIMIT_S)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    stall_then_kill(broker, acked, stall_s=REQUEST_TIMEOUT_MS / 1000 + 7)  # it waits request_timeout_ms + 5 s
+    sender.join(LIMIT_S)
+    producer.close(5)
+    assert not sender.is_alive()
+    assert_exactly_once_in_order(broker, "ours", acked, errors)
