@@ -826,8 +826,12 @@ class Log:
             self._pending_deletes.append((due, seg))
         return len(doomed)  # the caller purges once it has let go of the lock
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> bool:
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], *,
+                         aborted: list[AbortedTxn] | None = None) -> bool:
         """Swap the cleaner's ``new`` segment (files ``*.cleaned``) in for ``old`` (consecutive).
+
+        ``aborted``: the transaction index of ``new`` (the aborted transactions whose
+        markers it kept); None keeps the entries of ``old``.
 
         Crash-safe order, as Kafka's: cleaned -> ``.swap``; old -> ``.deleted``;
         ``.swap`` -> final names. Recovery on open finishes an interrupted swap.
@@ -840,8 +844,8 @@ class Log:
                 new.delete_files()
                 return False
             at = ids.index(id(old[0]))
-            # the cleaner keeps every offset and marker: the old segments' aborted transactions still hold
-            aborted = [e for seg in old for e in read_txn_entries(txn_index_path(seg.log_path))]
+            if aborted is None:
+                aborted = [e for seg in old for e in read_txn_entries(txn_index_path(seg.log_path))]
             new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             segs[at:at + len(old)] = [new]
             self._set_segments(segs)
@@ -1021,16 +1025,18 @@ class Log:
                     logger.error("transaction index of %s: %s", seg.log_path, exc)
             self._completed_txns.append((txn.first_offset, txn.last_offset))
 
-    def first_unstable_offset(self, high_watermark: int) -> int | None:
+    def first_unstable_offset(self, high_watermark: int, *, prune: bool = True) -> int | None:
         """Kafka's first unstable offset: the first offset of the earliest transaction that is ongoing or
-        whose marker is not below ``high_watermark`` yet; None when there is none. Lock-free (the loop's)."""
+        whose marker is not below ``high_watermark`` yet; None when there is none. Lock-free: the
+        event loop's calls prune the transactions done with; others (the cleaner) pass ``prune=False``."""
         completed = self._completed_txns
-        try:
-            while completed and completed[0][1] < high_watermark:
-                completed.popleft()
-        except IndexError:  # cleared by a writer meanwhile
-            pass
-        firsts = [first for first, _marker in list(completed)]
+        if prune:
+            try:
+                while completed and completed[0][1] < high_watermark:
+                    completed.popleft()
+            except IndexError:  # cleared by a writer meanwhile
+                pass
+        firsts = [first for first, marker in list(completed) if marker >= high_watermark]
         undecided = self.first_undecided_offset
         if undecided is not None:
             firsts.append(undecided)

@@ -37,6 +37,19 @@ def read_all(log: Log, start: int | None = None) -> list:
     return out
 
 
+def read_batches(log: Log) -> list:
+    """Every batch from the log start to the log end, following slices across segments."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        s = log.read(offset, 1 << 20)
+        if s.length == 0:
+            break
+        out.extend(b for b in iter_batches(s.read_bytes()) if b.next_offset > offset)
+        offset = out[-1].next_offset
+    return out
+
+
 def log_state(log: Log) -> dict:
     """Everything an append can change, for comparing two logs fed the same appends.
 

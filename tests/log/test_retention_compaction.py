@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 
 from broker.log import LogConfig
 from broker.log.cleaner import clean_log
-from log_helpers import make_batch, read_all
+from log_helpers import make_batch, read_all, read_batches
 
 
 def test_time_retention_by_largest_timestamp_never_active(open_log):
@@ -216,3 +217,95 @@ def test_flush_of_a_closed_log_is_a_no_op(open_log):
     log.close()
     log.flush()  # the flusher can race a topic deletion: nothing to sync, nothing raised
     assert log.recovery_point == 0
+
+
+NOW = int(time.time() * 1000)  # producers expire by their last write's time: write as of now
+
+
+def _txn_batch(pid: int, seq: int, ts: int, *pairs: tuple[bytes, bytes], transactional: bool = True) -> bytes:
+    from broker.records import BatchBuilder
+
+    b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=transactional)
+    for key, value in pairs:
+        b.append(NOW + ts, key, value)
+    return b.build()
+
+
+def _marker(pid: int, kind, ts: int) -> bytes:
+    from broker.records.control import EndTransactionMarker, build_end_txn_marker_batch
+
+    return build_end_txn_marker_batch(EndTransactionMarker(kind, 0), pid, 0, NOW + ts)
+
+
+def test_compaction_removes_aborted_transactions_and_keeps_markers_while_needed(open_log):
+    from broker.log import Log
+    from broker.log.txn_index import read_entries, txn_index_path
+    from broker.records.control import ControlRecordType as Kind
+
+    cfg = LogConfig(segment_bytes=250, cleanup_policy="compact", file_delete_delay_ms=0, delete_retention_ms=1000)
+    log = open_log(cfg)
+    log.append(_txn_batch(1, 0, 100, (b"a", b"committed"), (b"b", b"committed")))  # 0-1
+    log.append(_marker(1, Kind.COMMIT, 101))  # 2
+    log.append(_txn_batch(2, 0, 102, (b"a", b"aborted"), (b"c", b"aborted")))  # 3-4
+    log.append(_marker(2, Kind.ABORT, 103))  # 5
+    log.append(_txn_batch(2, 2, 104, (b"d", b"plain"), transactional=False))  # 6: pid 2 goes on
+    log.append(_txn_batch(3, 0, 105, (b"e", b"open"), transactional=True))  # 7: still undecided
+    for i in range(4):
+        log.append(make_batch(1, ts=NOW + 106 + i, key=b"f", value=b"x" * 60))
+    log.roll()
+    assert log.collect_aborted_transactions(0, log.log_end_offset)
+
+    def batches():
+        return read_batches(log)
+
+    def data():
+        return [(r.key, r.value) for b in batches() if not b.is_control for r in b.records]
+
+    # the first pass stops before the open transaction; the aborted records go, their marker stays
+    clean_log(log, now_ms=NOW + 500, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
+    assert data()[:3] == [(b"a", b"committed"), (b"b", b"committed"), (b"d", b"plain")]
+    assert (b"e", b"open") in data()
+    assert [b.base_offset for b in batches() if b.is_control] == [2, 5]
+    entries = [e for s in log.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in entries] == [(2, 3, 5)]
+    # nothing of the aborted transaction left: past delete.retention.ms its marker goes, and its index entry;
+    # the COMMIT marker stays while its transaction's records do
+    clean_log(log, now_ms=NOW + 5000, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
+    assert [b.base_offset for b in batches() if b.is_control] == [2]
+    assert not [e for s in log.segments for e in read_entries(txn_index_path(s.log_path))]
+    assert data()[:3] == [(b"a", b"committed"), (b"b", b"committed"), (b"d", b"plain")]
+    # the producer state survives a reload: producer 2 goes on at sequence 3, producer 3's transaction is open
+    log.close()
+    again = Log.open(log.dir, cfg)
+    try:
+        assert again.producer_state.producers[2].last_seq == 2
+        assert again.producer_state.first_undecided_offset == 7
+        again.append(_txn_batch(2, 3, 200, (b"g", b"after"), transactional=False))
+    finally:
+        again.close()
+
+
+def test_an_aborted_transaction_that_is_its_producers_last_write_stays_as_an_empty_batch(open_log):
+    from broker.log import Log
+    from broker.records.control import ControlRecordType as Kind
+
+    cfg = LogConfig(segment_bytes=250, cleanup_policy="compact", file_delete_delay_ms=0, delete_retention_ms=0)
+    log = open_log(cfg)
+    log.append(_txn_batch(5, 0, 100, (b"a", b"aborted"), (b"b", b"aborted")))
+    log.append(_marker(5, Kind.ABORT, 101))
+    for i in range(4):
+        log.append(make_batch(1, ts=NOW + 102 + i, key=b"f", value=b"x" * 60))
+    log.roll()
+    for _ in range(2):
+        clean_log(log, now_ms=NOW + 10**6, high_watermark=log.log_end_offset, first_dirty_offset=0, force=True)
+    kept = [b for b in read_batches(log) if b.producer_id == 5]
+    # the emptied batch keeps the sequence and its marker stays, or a reload would see an open transaction
+    assert [(b.base_offset, b.records, b.is_control) for b in kept][0] == (0, [], False)
+    assert [b.base_offset for b in kept] == [0, 2]
+    log.close()
+    again = Log.open(log.dir, cfg)
+    try:
+        assert again.producer_state.producers[5].last_seq == 1
+        assert again.producer_state.first_undecided_offset is None
+    finally:
+        again.close()
