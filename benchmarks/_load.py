@@ -8,6 +8,8 @@ Three measurements, each against one bootstrap address and one existing topic:
   number of acknowledged records over the time from the first ``produce()`` to
   the end of ``flush()``. Delivery reports are requested for errors only, so
   Python does no per-record work beyond ``produce()``.
+* :func:`produce_transactional_throughput` does the same from a transactional
+  producer committing every ``per_txn`` records (the commits are timed).
 * :func:`consume_throughput` reads ``count`` records from offset 0 of the given
   partitions with ``assign()`` (no group, so no JoinGroup/SyncGroup is timed)
   and ``consume(num_messages=...)`` batches; time runs from ``assign()`` to the
@@ -154,6 +156,50 @@ def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, ack
     elapsed = time.perf_counter() - start
     ok = sent - errors[0] - left
     return ProduceResult(ok, ok * size, elapsed, errors[0] + left, errors[1])
+
+
+def produce_transactional_throughput(bootstrap: str, topic: str, *, size: int, count: int, per_txn: int = 1000,
+                                     linger_ms: float = 5, max_s: float = 60.0) -> ProduceResult:
+    """As :func:`produce_throughput` with acks=all, from a librdkafka transactional producer that commits
+    every ``per_txn`` records; the time includes every commit. ``init_transactions`` and one committed
+    warm-up transaction of one record are not timed."""
+    errors = [0, ""]
+
+    def on_error(err, _msg) -> None:
+        if err is not None:
+            if not errors[0]:
+                errors[1] = str(err)
+            errors[0] += 1
+
+    producer = _producer(bootstrap, "all", "none", linger_ms, **{
+        "delivery.report.only.error": True, "on_delivery": on_error, "enable.idempotence": True,
+        "transactional.id": f"bench-{topic}"})
+    producer.list_topics(topic, timeout=30)
+    producer.init_transactions(max_s)
+    values = payloads(size)
+    produce, poll = producer.produce, producer.poll
+    producer.begin_transaction()
+    produce(topic, values[0])
+    producer.commit_transaction(max_s)
+    sent = 0
+    start = time.perf_counter()
+    stop_at = start + max_s
+    while sent < count and time.perf_counter() < stop_at:
+        producer.begin_transaction()
+        end = min(count, sent + per_txn)
+        while sent < end:
+            try:
+                produce(topic, values[sent & (POOL - 1)])
+            except BufferError:
+                poll(0.005)
+                continue
+            sent += 1
+            if not sent & 0x3FF:
+                poll(0)
+        producer.commit_transaction(max_s)
+    elapsed = time.perf_counter() - start
+    ok = sent - errors[0]
+    return ProduceResult(ok, ok * size, elapsed, errors[0], errors[1])
 
 
 @dataclass

@@ -1,24 +1,30 @@
-"""Idempotent against plain produce on our broker, measured in the same run.
+"""Idempotent and transactional against plain produce, measured in the same run.
 
-``python -m benchmarks.idempotence_bench [--short] [--reps N] [--count N]``
+``python -m benchmarks.idempotence_bench [--short] [--reps N] [--count N] [--no-tansu]``
 
 One broker process (``python -m broker``, data in a temporary directory);
 librdkafka (confluent-kafka) produces 1 KB records to a new one-partition
-topic with acks=all and linger.ms=5, once with ``enable.idempotence=false``
-and once with ``enable.idempotence=true``, alternating (A B A B ...) so that
-drift of the machine hits both. The figure per mode is the median over the
-repetitions; the ratio is idempotent / plain. Each producer first delivers
-one untimed record (librdkafka takes up to half a second for an idempotent
-producer's id). Idempotence costs the broker a
+topic with acks=all and linger.ms=5, in three modes taken in turn, the order
+rotating each repetition so that drift of the machine hits all: plain
+(``enable.idempotence=false``), idempotent (``enable.idempotence=true``) and
+transactional (a ``transactional.id``, a commit every 1,000 records, the
+commits timed). The figure per mode is the median over the repetitions.
+Each producer first delivers one untimed record (librdkafka takes up to half
+a second for an idempotent producer's id). Idempotence costs the broker a
 check of each batch's producer id, epoch and sequence on the log's writer
-thread (and librdkafka at most five requests in flight per partition).
+thread, and librdkafka at most five requests in flight per partition.
+
+The same plain and idempotent runs against tansu (``.cache/tansu``, unless
+``--no-tansu``), in the same run: if tansu shows the same ratio, the gap is
+the client's.
 
 Then one topic is filled with the same number of records and read from
 offset 0 with ``isolation.level`` read_committed and read_uncommitted,
 alternating: read_committed costs the broker the last stable offset and the
 aborted transactions of each fetch (no transaction here: the common case).
 
-Targets: both ratios >= 0.95.
+Targets: idempotent / plain >= 0.95, transactional / idempotent >= 0.8,
+read_committed / read_uncommitted >= 0.95.
 """
 
 from __future__ import annotations
@@ -27,7 +33,32 @@ import argparse
 import statistics
 
 from benchmarks import _load
-from benchmarks._procs import OurBroker
+from benchmarks._procs import OurBroker, TansuBroker
+
+
+def _produce(broker, mode: str, topic: str, count: int):
+    if mode == "transactional":
+        return _load.produce_transactional_throughput(broker.bootstrap, topic, size=1024, count=count)
+    return _load.produce_throughput(broker.bootstrap, topic, size=1024, count=count, acks="all",
+                                    idempotence=mode == "idempotent", warmup=True)
+
+
+def _produce_modes(broker, modes: tuple[str, ...], count: int, reps: int) -> dict[str, float]:
+    """Median records/s per mode, the modes' order rotating each repetition."""
+    figures: dict[str, list[float]] = {m: [] for m in modes}
+    for rep in range(reps):
+        for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:
+            topic = f"{mode}-{rep}"
+            _load.create_topic(broker.bootstrap, topic, 1)
+            result = _produce(broker, mode, topic, count)
+            if result.errors:
+                raise SystemExit(f"{broker.name} {mode}: {result.errors} delivery errors ({result.first_error})")
+            figures[mode].append(result.records_s)
+            if broker.deletes_topics:
+                _load.delete_topic(broker.bootstrap, topic)
+            print(f"{broker.name} rep {rep}: {mode}: {result.records_s:,.0f} records/s ({result.mb_s:.1f} MB/s)",
+                  flush=True)
+    return {m: statistics.median(f) for m, f in figures.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,24 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="a tenth of the records, three repetitions")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--count", type=int, default=None, help="records per run (default 200,000)")
+    parser.add_argument("--no-tansu", action="store_true", help="no comparison run against tansu")
     args = parser.parse_args(argv)
     count = args.count or (20_000 if args.short else 200_000)
     reps = args.reps or (3 if args.short else 5)
-    figures: dict[bool, list[float]] = {False: [], True: []}
     broker = OurBroker().start()
     try:
-        for rep in range(reps):
-            for idempotence in (False, True) if rep % 2 == 0 else (True, False):
-                topic = f"idem-{int(idempotence)}-{rep}"
-                _load.create_topic(broker.bootstrap, topic, 1)
-                result = _load.produce_throughput(broker.bootstrap, topic, size=1024, count=count, acks="all",
-                                                  idempotence=idempotence, warmup=True)
-                if result.errors:
-                    raise SystemExit(f"{result.errors} delivery errors ({result.first_error})")
-                figures[idempotence].append(result.records_s)
-                _load.delete_topic(broker.bootstrap, topic)
-                print(f"rep {rep}: idempotence={idempotence}: {result.records_s:,.0f} records/s "
-                      f"({result.mb_s:.1f} MB/s)", flush=True)
+        ours = _produce_modes(broker, ("plain", "idempotent", "transactional"), count, reps)
         topic = "idem-consume"
         _load.create_topic(broker.bootstrap, topic, 1)
         filled = _load.produce_throughput(broker.bootstrap, topic, size=1024, count=count, acks="all")
@@ -64,9 +84,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rep {rep}: {level}: {result.records_s:,.0f} records/s ({result.mb_s:.1f} MB/s)", flush=True)
     finally:
         broker.stop()
-    plain, idem = statistics.median(figures[False]), statistics.median(figures[True])
-    print(f"1 KB acks=all, {count:,} records x {reps}: plain {plain:,.0f} records/s, idempotent {idem:,.0f} "
-          f"records/s, ratio {idem / plain:.2f} (target >= 0.95)")
+    tansu = None
+    if not args.no_tansu:
+        other = TansuBroker().start()
+        try:
+            tansu = _produce_modes(other, ("plain", "idempotent"), count, reps)
+        finally:
+            other.stop()
+    print(f"1 KB acks=all, {count:,} records x {reps}, ours: plain {ours['plain']:,.0f} records/s, idempotent "
+          f"{ours['idempotent']:,.0f} records/s, ratio {ours['idempotent'] / ours['plain']:.2f} (target >= 0.95)")
+    print(f"transactional (1,000 records per transaction) {ours['transactional']:,.0f} records/s, "
+          f"ratio to idempotent {ours['transactional'] / ours['idempotent']:.2f} (target >= 0.8)")
+    if tansu is not None:
+        print(f"tansu: plain {tansu['plain']:,.0f} records/s, idempotent {tansu['idempotent']:,.0f} records/s, "
+              f"ratio {tansu['idempotent'] / tansu['plain']:.2f}")
     uncommitted, committed = statistics.median(reads["read_uncommitted"]), statistics.median(reads["read_committed"])
     print(f"1 KB consume, {filled.records:,} records x {reps}: read_uncommitted {uncommitted:,.0f} records/s, "
           f"read_committed {committed:,.0f} records/s, ratio {committed / uncommitted:.2f} (target >= 0.95)")
