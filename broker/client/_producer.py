@@ -303,7 +303,7 @@ class AsyncProducer:
                 return 0.0
         elif self._ids is not None and self._ids.need_new_id:
             try:
-                await self._ids.init()
+                await self._ids.init(retry=False)
             except KafkaError as exc:
                 log.debug("InitProducerId failed: %s", exc)
                 return self.config.retry_backoff_ms / 1000

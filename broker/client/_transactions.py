@@ -79,9 +79,10 @@ class IdempotenceManager:
         self._sequences.clear()
         self.need_new_id = False
 
-    async def init(self) -> None:
-        """InitProducerId without a transactional id, retrying retriable errors until ``max_block_ms``."""
-        deadline = time.monotonic() + self.config.max_block_ms / 1000
+    async def init(self, retry: bool = True) -> None:
+        """InitProducerId without a transactional id, retrying retriable errors until ``max_block_ms``
+        (``retry``: the producer's start) or not at all (the sender's, which must go on expiring batches)."""
+        deadline = time.monotonic() + (self.config.max_block_ms / 1000 if retry else 0)
         body = {"transactional_id": None, "transaction_timeout_ms": self.config.transaction_timeout_ms,
                 "producer_id": -1, "producer_epoch": -1}
         while True:
