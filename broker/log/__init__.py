@@ -8,13 +8,13 @@ Public names::
     Log, LogConfig, LogManager, AppendInfo, FetchSlice, OffsetOutOfRange,
     LogRecoveryReport, RecoveryCut, LogSegment, LeaderEpochCache, LogAppender,
     RecordTooLargeError, CorruptRecordError, KafkaStorageError, LogClosedError,
-    LogStartupReport, lock_log_dirs, LogDirLocks, LogDirInUseError
+    LogStartupReport, lock_log_dirs, lock_usable_log_dirs, LogDirLocks, LogDirInUseError
 """
 
 from broker.log.appender import LogAppender
 from broker.log.checkpoint import LeaderEpochCache
 from broker.log.config import LogConfig
-from broker.log.dirlock import LogDirInUseError, LogDirLocks, lock_log_dirs
+from broker.log.dirlock import LogDirInUseError, LogDirLocks, lock_log_dirs, lock_usable_log_dirs
 from broker.log.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -45,6 +45,7 @@ __all__ = [
     "LogManager",
     "LogStartupReport",
     "lock_log_dirs",
+    "lock_usable_log_dirs",
     "parse_topic_partition",
     "LogRecoveryReport",
     "LogSegment",

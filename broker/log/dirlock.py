@@ -17,6 +17,10 @@ file, taken without waiting:
 * unlike a POSIX record lock it also conflicts with a second lock taken in the
   same process (two brokers in one test process, a dir listed twice).
 
+A dir that cannot be locked because of an I/O error (its disk failed, its
+mount is gone or unwritable) is no refusal for :func:`lock_usable_log_dirs`:
+the broker starts with that dir offline, unless every dir is broken.
+
 Where OFD locks do not exist, a POSIX ``lockf`` lock is taken instead (the
 first two properties hold, the third does not).
 
@@ -49,8 +53,10 @@ class LogDirInUseError(OSError):
 class LogDirLocks:
     """The locks of a broker's log dirs (see the module docstring). Not thread-safe."""
 
-    def __init__(self, fds: dict[Path, int]) -> None:
+    def __init__(self, fds: dict[Path, int], failed: dict[Path, OSError] | None = None) -> None:
         self._fds = fds
+        #: the dirs that could not be locked for an I/O error (see :func:`lock_usable_log_dirs`)
+        self.failed: dict[Path, OSError] = dict(failed or {})
 
     def release_dir(self, log_dir: Path | str) -> None:
         """Drop one dir's lock (its disk failed: the open file must not keep the file system busy)."""
@@ -79,13 +85,34 @@ def lock_log_dirs(log_dirs: Iterable[Path | str]) -> LogDirLocks:
     elsewhere, or the ``OSError`` that stopped a dir from being locked; either
     way no lock is held afterwards.
     """
+    locks = lock_usable_log_dirs(log_dirs)
+    if locks.failed:
+        locks.release()
+        raise next(iter(locks.failed.values()))
+    return locks
+
+
+def lock_usable_log_dirs(log_dirs: Iterable[Path | str]) -> LogDirLocks:
+    """Lock every log dir that can be locked; the broken ones (an I/O error, a failed mount) are left out.
+
+    A broker starts with a broken dir offline, as Kafka does: the result's
+    ``failed`` maps each such dir to the ``OSError`` met. Refused, with no lock
+    held afterwards: a dir held by another process (:class:`LogDirInUseError`),
+    a dir listed twice, and every dir broken (the first one's ``OSError``).
+    """
     taken: dict[Path, int] = {}
+    failed: dict[Path, OSError] = {}
+    dirs = [Path(d) for d in log_dirs]
     try:
-        for d in map(Path, log_dirs):
+        for d in dirs:
             if d.resolve() in {t.resolve() for t in taken}:
                 raise LogDirInUseError(f"log dir {d} is listed twice in log.dirs")
-            d.mkdir(parents=True, exist_ok=True)
-            fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:  # the dir's disk or mount is broken: offline, not a refusal
+                failed[d] = exc
+                continue
             try:
                 _lock(fd)
             except OSError as exc:
@@ -96,7 +123,10 @@ def lock_log_dirs(log_dirs: Iterable[Path | str]) -> LogDirLocks:
                     ) from None
                 raise
             taken[d] = fd
+        if dirs and len(failed) == len(dirs):
+            d, exc = next(iter(failed.items()))
+            raise OSError(exc.errno, f"every log dir is broken; the first, {d}: {exc.strerror or exc}")
     except BaseException:
         LogDirLocks(taken).release()
         raise
-    return LogDirLocks(taken)
+    return LogDirLocks(taken, failed)

@@ -68,6 +68,12 @@ class LogDirFailureChannel:
             self.on_offline(log_dir, reason)
         return True
 
+    def add_offline_at_start(self, log_dir: Path, reason: str) -> None:
+        """A dir found broken before any log was loaded: offline from the start (no listener told, no
+        partitions known in it)."""
+        with self._lock:
+            self._offline.setdefault(Path(log_dir), reason)
+
     def is_offline(self, log_dir: Path) -> bool:
         return Path(log_dir) in self._offline
 

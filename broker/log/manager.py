@@ -44,7 +44,11 @@ written in it (no checkpoints, no clean-shutdown marker, no new logs), an
 append still queued for it answers :class:`KafkaStorageError`, and
 ``on_log_dir_offline(dir, partitions, reason)`` tells the owner (the broker)
 which partitions went with it. The other dirs carry on: their checkpoints are
-still written. ``live_log_dirs`` are the dirs still online.
+still written. ``live_log_dirs`` are the dirs still online. A dir already
+broken when the broker starts (:meth:`mark_offline_at_start`, before
+:meth:`startup`) is offline from the start: nothing in it is read or written,
+and a partition whose log no live dir has is refused rather than made anew
+(:meth:`create_missing_log`).
 
 Moving a replica between dirs (AlterReplicaLogDirs): :meth:`move_log` builds
 a future log in the destination and swaps it in (:mod:`broker.log.alter_dirs`,
@@ -151,6 +155,11 @@ class LogManager:
         """The log dirs still online, in ``log.dirs`` order."""
         return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
 
+    def mark_offline_at_start(self, log_dir: Path, reason: str) -> None:
+        """``log_dir`` was found broken before :meth:`startup`: offline, and never loaded."""
+        self.failure_channel.add_offline_at_start(Path(log_dir), reason)
+        logger.error("log dir %s is offline from the start: %s", log_dir, reason)
+
     def report_io_error(self, log_dir: Path, what: str, exc: BaseException) -> bool:
         """Hand an error met doing ``what`` in ``log_dir`` to the failure channel; True if it took the dir offline."""
         return self.failure_channel.maybe_add_offline_log_dir(log_dir, what, exc)
@@ -185,7 +194,7 @@ class LogManager:
         """
         started = time.perf_counter()
         report = LogStartupReport()
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
@@ -241,9 +250,9 @@ class LogManager:
     def unmark_clean_shutdown(self) -> None:
         """Remove every dir's clean-shutdown marker (durably), before anything can be appended.
 
-        From here on only :meth:`shutdown` marks a dir clean again.
+        From here on only :meth:`shutdown` marks a dir clean again. An offline dir is left alone.
         """
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             if marker.exists():
                 marker.unlink()
@@ -648,8 +657,8 @@ class LogManager:
 
     # -- meta.properties --------------------------------------------------------------
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:
-        """Write meta.properties where missing; raise ValueError if an existing one disagrees."""
-        for d in self.log_dirs:
+        """Write meta.properties where missing (in the live dirs); raise ValueError if an existing one disagrees."""
+        for d in self.live_log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             props = read_meta_properties(d)
             if props is None:

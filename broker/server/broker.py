@@ -3,7 +3,13 @@
 Start-up order (each step blocking work runs in an executor, never on the loop):
 
 1. lock every log dir (``<log.dir>/.lock``, :mod:`broker.log.dirlock`) before
-   anything in them is read; a dir held by another process stops the start;
+   anything in them is read; a dir held by another process stops the start,
+   and so does every dir being broken; a broken one (an I/O error: a failed
+   disk or mount) is offline from the start, as in Kafka: nothing in it is
+   read or written, DescribeLogDirs reports it, its partitions are
+   offline here, and once registered the broker tells the controller
+   (``/log_dir_event_notification``). The first dir, when it holds the
+   embedded metadata store, must work;
 2. open the metadata store (:func:`broker.cluster.store_for`: embedded in
    ``<first log dir>/metadata-store.json``, or ZooKeeper when
    ``zookeeper.connect`` is set), settle the broker id
@@ -51,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from functools import partial
 from typing import Any, Callable
 
@@ -58,7 +65,7 @@ from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, s
 from broker.cluster.controller import Controller
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator, ReplicaStore
-from broker.log import LogConfig, LogDirLocks, LogManager, lock_log_dirs
+from broker.log import LogConfig, LogDirLocks, LogManager, lock_usable_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
@@ -164,6 +171,10 @@ class Broker:
         await self.network.serve()
         self.endpoints = self.config.advertised_endpoints({name: port for name, (_h, port) in bound.items()})
         await self.run_blocking(self._register)
+        offline = self.log_manager.failure_channel.offline_dirs
+        self.metrics.offline_log_dirs.set(len(offline))
+        for log_dir in offline:  # broken before the start: the controller hears of it as of a failure
+            asyncio.ensure_future(self._propagate_log_dir_event(log_dir))
         self.replicas.start()
         self.dynamic_config.apply()
         self.controller.start()
@@ -182,9 +193,14 @@ class Broker:
                  ", ".join(str(e) for e in self.endpoints))
 
     def _open_storage(self) -> None:
-        self.dir_locks = lock_log_dirs(self.config.log_dirs)
+        self.dir_locks = lock_usable_log_dirs(self.config.log_dirs)
+        broken = self.dir_locks.failed
+        first = Path(self.config.log_dirs[0])
+        if self.config.metadata_store_kind != "zookeeper" and first in broken:
+            raise OSError(f"log dir {first} holds the embedded metadata store and is broken: {broken[first]}")
         self.metadata.start()
-        self.broker_id = resolve_broker_id(self.config, self.metadata)
+        self.broker_id = resolve_broker_id(self.config, self.metadata,
+                                           [d for d in map(Path, self.config.log_dirs) if d not in broken])
         self.metadata.check_broker_id_free(self.broker_id)
         self.cluster_id = self.metadata.ensure_cluster_id()
         cfg = self.config
@@ -207,6 +223,8 @@ class Broker:
                                  cfg.replica_fetch_max_bytes, cfg.replica_fetch_response_max_bytes,
                                  cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms),
                              replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
+        for log_dir, exc in broken.items():
+            self.log_manager.mark_offline_at_start(log_dir, str(exc))
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()

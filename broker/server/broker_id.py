@@ -44,10 +44,14 @@ def stored_broker_id(log_dirs: list[Path]) -> int | None:
     return next(iter(found.values()), None)
 
 
-def resolve_broker_id(config: BrokerConfig, metadata: ClusterMetadata) -> int:
-    """The id to run with (see the module docstring); may bump ``/brokers/seqid``."""
+def resolve_broker_id(config: BrokerConfig, metadata: ClusterMetadata, log_dirs: list[Path] | None = None) -> int:
+    """The id to run with (see the module docstring); may bump ``/brokers/seqid``.
+
+    ``log_dirs``: the dirs whose ``meta.properties`` count (default every one; a broker leaves out the
+    dirs that are broken at its start).
+    """
     configured = config.broker_id
-    stored = stored_broker_id(config.log_dirs)
+    stored = stored_broker_id(config.log_dirs if log_dirs is None else log_dirs)
     if configured >= 0 and stored is not None and stored != configured:
         raise BrokerIdError(
             f"configured broker.id {configured} does not match broker.id {stored} stored in meta.properties "

@@ -303,3 +303,51 @@ def test_a_failed_disk_is_announced_to_the_controller_in_zookeeper(disks, broker
     assert not zk.get_children("/log_dir_event_notification")  # taken
     assert [n for n in seen if n.startswith("log_dir_event_") and n[len("log_dir_event_"):].isdigit()]
     assert state(1)["isr"] == [7] and state(0)["leader"] == 7  # the last ISR member stays (a clean election later)
+
+
+def test_a_broker_starts_with_a_still_broken_disk_offline_and_serves_the_others(disks, broker_factory, tmp_path,
+                                                                                zk_connect, zk):
+    """Kafka's start with a failed dir: that dir offline (DescribeLogDirs says so, the controller is told),
+    its partitions offline (never made anew elsewhere), the other dir served."""
+    (disk,) = disks(1)
+    dirs = [tmp_path / "plain", disk.mnt / "logs"]
+    b = broker_factory({"zookeeper.connect": zk_connect, "broker.id": 8}, log_dirs=",".join(map(str, dirs)))
+    topic = "still-broken"
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        create_split_topic(w, topic, dirs)
+        for p in (0, 1):
+            assert produce(w, topic, make_batch([b"before"]), partition=p, acks=-1)["error_code"] == ErrorCode.NONE
+    assert b.stop() == 0, b.stderr_tail()
+    disk.fail()  # the disk breaks while the broker is down, and is still broken when it starts
+    seen = []  # the controller takes the notification away: watch for it
+    zk.ChildrenWatch("/log_dir_event_notification", lambda children: seen.extend(children) and None)
+    b.start()
+    failed_dir, healthy_dir = os.path.abspath(dirs[1]), os.path.abspath(dirs[0])
+    with Wire(b.bootstrap, timeout=WAIT_S) as w:
+        logdirs = describe_log_dirs(w)
+        assert logdirs[failed_dir] == (ErrorCode.KAFKA_STORAGE_ERROR, set())
+        assert logdirs[healthy_dir][0] == ErrorCode.NONE
+        assert (topic, 0) in logdirs[healthy_dir][1] and (topic, 1) not in logdirs[healthy_dir][1]
+        r = produce(w, topic, make_batch([b"after"]), partition=0, acks=-1)
+        assert (r["error_code"], r["base_offset"]) == (ErrorCode.NONE, 1)
+        r = produce(w, topic, make_batch([b"nowhere"]), partition=1, acks=1)
+        # offline here; once the controller took the leadership away, not led here
+        assert r["error_code"] in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert read_all(b, topic, partition=0) == [b"before", b"after"]
+    wait_for(lambda: [n for n in seen if n.startswith("log_dir_event_")], "the log dir event notification")
+    text = b.stderr_text()
+    assert f"log dir {dirs[1]} is offline from the start" in text and "Traceback" not in text
+
+
+def test_a_broker_whose_every_disk_is_broken_refuses_to_start(disks, broker_factory):
+    first, second = disks(2)
+    dirs = [first.mnt / "logs", second.mnt / "logs"]
+    b = broker_factory(log_dirs=",".join(map(str, dirs)))
+    assert b.stop() == 0, b.stderr_tail()
+    first.fail()
+    second.fail()
+    with pytest.raises(RuntimeError, match="broker did not get ready"):
+        b.start()
+    b.proc.wait(WAIT_S)
+    assert b.proc.returncode == 1
+    assert "broker: cannot start: " in b.stderr_text() and "Traceback" not in b.stderr_text()
