@@ -11,9 +11,10 @@ elsewhere); from v11 a consumer may read a follower up to its high watermark
 (KIP-392; the follower knows the leader's from its own fetches). With
 ``replica.selector.class`` set, the leader answers a v11+ consumer that sent
 its ``rack_id`` with ``preferred_read_replica`` (a follower in that rack, see
-:mod:`broker.replica.selector`) and no records for that partition, at once. The record bytes are not copied: the log's
-``FetchSlice`` (file, position, length) goes into the ``records`` field and the
-network layer sends it with ``loop.sendfile``.
+:mod:`broker.replica.selector`) and no records for that partition, at once.
+The record bytes are not copied: the log's ``FetchSlice`` (file, position,
+length) goes into the ``records`` field and the network layer sends it with
+``loop.sendfile``.
 
 Limits: ``partition_max_bytes`` per partition and, from v3, ``max_bytes`` for
 the whole response; from v3 the first batch of the first partition with data
