@@ -32,7 +32,54 @@ kafkapy_coordinator_load_duration_seconds              histogram  -      (per __
 kafkapy_log_appender_queued                            gauge      log_dir (appends waiting; on scrape)
 kafkapy_log_appender_groups_total                      counter    log_dir (group writes; on scrape)
 kafkapy_log_appender_appends_total                     counter    log_dir (appends written; on scrape)
+kafkapy_request_queue_time_seconds                     histogram  api    (arrival to handler start)
 =====================================================  =========  ==========================
+
+Cluster health, read on scrape from the replica manager, the controller and the
+log manager (:mod:`broker.server.health`; nothing on the request path):
+
+=====================================================  =========  ==========================
+kafkapy_under_replicated_partitions                    gauge      -      (led here, ISR < replicas)
+kafkapy_under_min_isr_partitions                       gauge      -      (led here, ISR < min.insync.replicas)
+kafkapy_at_min_isr_partitions                          gauge      -      (led here, ISR = min.insync.replicas)
+kafkapy_leader_partitions                              gauge      -      (partitions this broker leads)
+kafkapy_partitions                                     gauge      -      (replicas this broker holds)
+kafkapy_offline_replicas                               gauge      -      (replicas in a failed log dir)
+kafkapy_isr_shrinks_total                              counter    -      (ISR shrinks written by this leader)
+kafkapy_isr_expands_total                              counter    -
+kafkapy_replica_fetcher_max_lag                        gauge      -      (max over followed partitions of
+                                                                          leader high watermark - our log end)
+kafkapy_controller_active                              gauge      -      (1 on the controller, 0 elsewhere)
+kafkapy_offline_partitions                             gauge      -      (no live leader; controller only)
+kafkapy_controller_partitions                          gauge      -      (every partition; controller only)
+kafkapy_controller_topics                              gauge      -      (controller only)
+kafkapy_controller_events_total                        counter    event  (events processed, by type)
+kafkapy_controller_event_queue_size                    gauge      -
+=====================================================  =========  ==========================
+
+Kafka's names. The same signals are exported again under the names the
+Prometheus JMX exporter gives Kafka's MBeans in the community's standard
+configuration (Strimzi's ``kafka-metrics.yaml``, ``lowercaseOutputName``), so
+existing dashboards and alerts work unchanged:
+``kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount,
+atminisrpartitioncount,leadercount,partitioncount,offlinereplicacount}``,
+``kafka_server_replicamanager_{isrshrinks,isrexpands}_total``,
+``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``,
+``kafka_controller_kafkacontroller_{activecontrollercount,offlinepartitionscount,
+globalpartitioncount,globaltopiccount}``,
+``kafka_controller_controllereventmanager_eventqueuesize``,
+``kafka_log_logmanager_offlinelogdirectorycount`` and
+``kafka_server_brokertopicmetrics_{bytesin,bytesout,messagesin}_total{topic}``
+(copies of ``kafkapy_bytes_in_total`` etc. made at scrape time).
+
+Consumer lag under kafka_exporter's names, for the groups this broker
+coordinates (every committed offset of a partition this broker holds a replica
+of; the end is that replica's high watermark, which on a follower is the
+leader's as of its last fetch): ``kafka_consumergroup_current_offset`` and
+``kafka_consumergroup_lag`` (high watermark minus committed offset, never
+below 0) with labels ``consumergroup, topic, partition``; their sums per
+group and topic ``kafka_consumergroup_current_offset_sum`` and
+``kafka_consumergroup_lag_sum``; ``kafka_consumergroup_members{consumergroup}``.
 
 Beside them, without the prefix, the standard figures every Prometheus client
 exports for its process: ``process_cpu_seconds_total``,
@@ -59,7 +106,7 @@ a snapshot. Instruments are thread-safe (prometheus-client).
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 import threading
 from socketserver import ThreadingMixIn
@@ -165,6 +212,153 @@ class _GroupCollector(Collector):
         yield from (groups, offsets)
 
 
+class Health(NamedTuple):
+    """One scrape's view of the broker's health (made by :func:`broker.server.health.health_snapshot`)."""
+
+    under_replicated: int
+    under_min_isr: int
+    at_min_isr: int
+    leaders: int
+    partitions: int
+    offline_replicas: int
+    isr_shrinks: int
+    isr_expands: int
+    fetcher_max_lag: int
+    offline_log_dirs: int
+    controller_active: bool
+    offline_partitions: int
+    global_partitions: int
+    global_topics: int
+    controller_events: dict[str, int]
+    controller_queue_size: int
+
+
+#: (Health field, kafkapy_ name, Kafka's name (JMX exporter, Strimzi rules), help)
+_HEALTH_GAUGES = (
+    ("under_replicated", "under_replicated_partitions", "kafka_server_replicamanager_underreplicatedpartitions",
+     "Partitions led here whose ISR is smaller than their replica set."),
+    ("under_min_isr", "under_min_isr_partitions", "kafka_server_replicamanager_underminisrpartitioncount",
+     "Partitions led here whose ISR is smaller than min.insync.replicas."),
+    ("at_min_isr", "at_min_isr_partitions", "kafka_server_replicamanager_atminisrpartitioncount",
+     "Partitions led here whose ISR is exactly min.insync.replicas."),
+    ("leaders", "leader_partitions", "kafka_server_replicamanager_leadercount", "Partitions this broker leads."),
+    ("partitions", "partitions", "kafka_server_replicamanager_partitioncount", "Replicas this broker holds."),
+    ("offline_replicas", "offline_replicas", "kafka_server_replicamanager_offlinereplicacount",
+     "Replicas of this broker in a failed log dir."),
+    ("fetcher_max_lag", "replica_fetcher_max_lag", "kafka_server_replicafetchermanager_maxlag",
+     "Largest leader high watermark minus our log end over the partitions this broker follows."),
+    ("offline_log_dirs", None, "kafka_log_logmanager_offlinelogdirectorycount", "Log dirs taken offline."),
+    ("controller_active", "controller_active", "kafka_controller_kafkacontroller_activecontrollercount",
+     "1 on the active controller, 0 elsewhere."),
+    ("offline_partitions", "offline_partitions", "kafka_controller_kafkacontroller_offlinepartitionscount",
+     "Partitions without a live leader (reported by the controller, 0 elsewhere)."),
+    ("global_partitions", "controller_partitions", "kafka_controller_kafkacontroller_globalpartitioncount",
+     "Partitions of the cluster (reported by the controller, 0 elsewhere)."),
+    ("global_topics", "controller_topics", "kafka_controller_kafkacontroller_globaltopiccount",
+     "Topics of the cluster (reported by the controller, 0 elsewhere)."),
+    ("controller_queue_size", "controller_event_queue_size", "kafka_controller_controllereventmanager_eventqueuesize",
+     "Controller events waiting."),
+)
+_FETCHER_LABELS = {"kafka_server_replicafetchermanager_maxlag": ("clientId", "Replica")}
+
+
+class _HealthCollector(Collector):
+    """Health gauges and counters from ``snapshot()`` -> :class:`Health`, under both naming schemes."""
+
+    def __init__(self, snapshot: Callable[[], Health]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self):
+        try:
+            h = self._snapshot()
+        except Exception:  # a scrape must never take anything down
+            log.exception("collecting health metrics failed")
+            return
+        for field, ours, kafkas, doc in _HEALTH_GAUGES:
+            value = int(getattr(h, field))
+            if ours is not None:
+                yield GaugeMetricFamily(PREFIX + ours, doc, value=value)
+            label = _FETCHER_LABELS.get(kafkas)
+            family = GaugeMetricFamily(kafkas, doc, labels=[label[0]] if label else None)
+            family.add_metric([label[1]] if label else [], value)
+            yield family
+        for field, ours, kafkas, doc in (
+                ("isr_shrinks", "isr_shrinks", "kafka_server_replicamanager_isrshrinks", "ISR shrinks written."),
+                ("isr_expands", "isr_expands", "kafka_server_replicamanager_isrexpands", "ISR expands written.")):
+            yield CounterMetricFamily(PREFIX + ours, doc, value=getattr(h, field))
+            yield CounterMetricFamily(kafkas, doc, value=getattr(h, field))
+        events = CounterMetricFamily(PREFIX + "controller_events", "Controller events processed, by type.",
+                                     labels=["event"])
+        for event, n in sorted(h.controller_events.items()):
+            events.add_metric([event], n)
+        yield events
+
+
+class _TopicCopyCollector(Collector):
+    """Kafka's per-topic BrokerTopicMetrics names, copied from our counters at scrape time."""
+
+    def __init__(self, copies: tuple[tuple[Counter, str, str], ...]) -> None:
+        self._copies = copies
+
+    def collect(self):
+        for counter, name, doc in self._copies:
+            family = CounterMetricFamily(name, doc, labels=["topic"])
+            for metric in counter.collect():
+                for sample in metric.samples:
+                    if sample.name.endswith("_total"):
+                        family.add_metric([sample.labels["topic"]], sample.value)
+            yield family
+
+
+class GroupLag(NamedTuple):
+    """One committed offset of a group this broker coordinates, and its partition's end (None: not held here)."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    end: int | None
+
+
+class _LagCollector(Collector):
+    """kafka_exporter's consumer group names from ``snapshot()`` -> (list of GroupLag, {group: members})."""
+
+    def __init__(self, snapshot: Callable[[], tuple[list[GroupLag], dict[str, int]]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self):
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset of the group.",
+                                    labels=["consumergroup", "topic", "partition"])
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's committed offset.",
+                                labels=["consumergroup", "topic", "partition"])
+        current_sum = GaugeMetricFamily("kafka_consumergroup_current_offset_sum",
+                                        "Committed offsets of the group summed per topic.",
+                                        labels=["consumergroup", "topic"])
+        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "The group's lag summed per topic.",
+                                    labels=["consumergroup", "topic"])
+        members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"])
+        try:
+            entries, member_counts = self._snapshot()
+        except Exception:  # a scrape must never take anything down
+            log.exception("collecting consumer lag failed")
+            entries, member_counts = [], {}
+        sums: dict[tuple[str, str], list[int]] = {}
+        for e in entries:
+            labels = [e.group, e.topic, str(e.partition)]
+            current.add_metric(labels, e.committed)
+            s = sums.setdefault((e.group, e.topic), [0, 0])
+            s[0] += e.committed
+            if e.end is not None:
+                lag.add_metric(labels, max(0, e.end - e.committed))
+                s[1] += max(0, e.end - e.committed)
+        for (group, topic), (c, l) in sorted(sums.items()):
+            current_sum.add_metric([group, topic], c)
+            lag_sum.add_metric([group, topic], l)
+        for group, n in sorted(member_counts.items()):
+            members.add_metric([group], n)
+        yield from (current, lag, current_sum, lag_sum, members)
+
+
 class BrokerMetrics:
     """The broker's instruments; see the module docstring for the names."""
 
@@ -213,10 +407,19 @@ class BrokerMetrics:
             PREFIX + "coordinator_load_duration_seconds", "Time to load one partition of __consumer_offsets.",
             buckets=_LATENCY_BUCKETS, registry=r,
         )
+        self.request_queue_time = Histogram(
+            PREFIX + "request_queue_time_seconds", "Time from a request's arrival to its handler's start.",
+            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        r.register(_TopicCopyCollector((
+            (self.bytes_in, "kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended, by topic."),
+            (self.bytes_out, "kafka_server_brokertopicmetrics_bytesout", "Record bytes sent to fetchers, by topic."),
+            (self.messages_in, "kafka_server_brokertopicmetrics_messagesin", "Records appended, by topic."))))
         self._server = None
         self._thread = None
         self.port: int | None = None
         self._api_instruments: dict[str, tuple] = {}
+        self._queue_time: dict[str, object] = {}
         self._topic_in: dict[str, tuple] = {}
 
     # Labelled children cached per label value: ``labels()`` costs a lock and a
@@ -227,6 +430,13 @@ class BrokerMetrics:
         if pair is None:
             pair = self._api_instruments[api] = (self.requests.labels(api), self.request_duration.labels(api))
         return pair
+
+    def queue_time(self, api: str):
+        """The ``request_queue_time_seconds`` child for one API name."""
+        child = self._queue_time.get(api)
+        if child is None:
+            child = self._queue_time[api] = self.request_queue_time.labels(api)
+        return child
 
     def topic_in(self, topic: str) -> tuple:
         """``(bytes_in_total, messages_in_total)`` children for one topic."""
@@ -246,6 +456,14 @@ class BrokerMetrics:
     def watch_groups(self, snapshot: Callable[[], tuple[dict[str, int], int]]) -> None:
         """Report group gauges from ``snapshot()`` -> ({state name: groups}, offsets cached)."""
         self.registry.register(_GroupCollector(snapshot))
+
+    def watch_health(self, snapshot: Callable[[], Health]) -> None:
+        """Report the health gauges (both naming schemes) from ``snapshot()`` at scrape time."""
+        self.registry.register(_HealthCollector(snapshot))
+
+    def watch_consumer_lag(self, snapshot: Callable[[], tuple[list[GroupLag], dict[str, int]]]) -> None:
+        """Report kafka_exporter's consumer group figures from ``snapshot()`` -> (lags, {group: members})."""
+        self.registry.register(_LagCollector(snapshot))
 
     def start_http(self, host: str, port: int) -> int:
         """Serve ``/metrics`` on ``host:port`` (0 = ephemeral) in a daemon thread; returns the bound port."""

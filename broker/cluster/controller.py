@@ -104,6 +104,8 @@ class Controller(LeaderMoves):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deletions_in_flight: set[str] = set()
         self.reassignments = Reassignments(self)
+        #: events processed by type, as this broker's process ran them (the metrics' controller_events)
+        self.events: dict[str, int] = {}
 
     @property
     def is_active(self) -> bool:
@@ -160,6 +162,11 @@ class Controller(LeaderMoves):
         if self.is_active:
             await getattr(self.reassignments, name)(*args)
 
+    @property
+    def queue_size(self) -> int:
+        """Events waiting to be processed."""
+        return 0 if self._queue is None else self._queue.qsize()
+
     def _watch(self, event: str, *args):
         return lambda _watch_event: self.enqueue(event, *args)
 
@@ -170,6 +177,7 @@ class Controller(LeaderMoves):
     async def _process(self) -> None:
         while True:
             event, args = await self._queue.get()
+            self.events[event] = self.events.get(event, 0) + 1
             try:
                 await getattr(self, f"_on_{event}")(*args)
             except ControllerMovedError as exc:

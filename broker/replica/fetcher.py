@@ -95,6 +95,8 @@ class _FetchState:
     truncating: bool = True
     delayed_until: float = 0.0
     leader_high_watermark: int = -1  # from the last fetch response; -1 before it (not in sync)
+    #: the leader's high watermark minus our log end, as of the last fetch answer
+    lag: int = 0
 
 
 class ReplicaFetcherManager:
@@ -107,6 +109,10 @@ class ReplicaFetcherManager:
 
     def fetcher_of(self, tp: TopicPartition) -> "ReplicaFetcher | None":
         return next((f for f in self._fetchers.values() if tp in f.partitions), None)
+
+    def max_lag(self) -> int:
+        """Kafka's ``ReplicaFetcherManager`` MaxLag: the largest lag over the partitions followed (any thread)."""
+        return max((s.lag for f in list(self._fetchers.values()) for s in list(f.partitions.values())), default=0)
 
     def add_partitions(self, partitions: dict[TopicPartition, tuple[LeaderEndpoint, int]]) -> None:
         """Fetch each partition from its leader in its leader epoch, truncating first."""
@@ -364,6 +370,7 @@ class ReplicaFetcher:
                     state.leader_high_watermark = p["high_watermark"]
                     if partition.update_follower_high_watermark(p["high_watermark"]):
                         self._replicas.purgatory.notify(tp)  # consumers reading this follower (KIP-392)
+                    state.lag = max(0, p["high_watermark"] - partition.log_end_offset)
                     if p["log_start_offset"] > partition.log_start_offset:  # DeleteRecords or retention at the leader
                         await self._blocking(partition.follow_log_start_offset, p["log_start_offset"])
 

@@ -57,6 +57,9 @@ class IsrManager:
         self.writer: Callable[[str, int, LeaderAndIsr, int], int | None] | None = None
         self.lag_time_max_ms = 30000
         self._in_flight: set[tuple[str, int]] = set()
+        #: ISR changes written and applied by this leader (the metrics' isr_shrinks / isr_expands)
+        self.shrinks = 0
+        self.expands = 0
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -112,6 +115,10 @@ class IsrManager:
             log.info("%s-%d: ISR not updated: the partition state's version is not %d (the controller changed it)",
                      partition.topic, partition.partition, zk_version)
             return
+        if len(new_isr) < len(partition.isr):
+            self.shrinks += 1
+        else:
+            self.expands += 1
         partition.isr = list(new_isr)
         partition.zk_version = version
         partition.maybe_increment_high_watermark()

@@ -300,6 +300,10 @@ class ReplicaManager:
             self._offline.add(key)
             self.remove_partition(*key)
 
+    def offline_partitions(self) -> list[TopicPartition]:
+        """The partitions whose replica here is in a failed log dir (any thread)."""
+        return list(self._offline)
+
     def is_offline(self, topic: str, partition: int) -> bool:
         """True if this broker's replica of the partition is in a failed log dir."""
         return (topic, partition) in self._offline

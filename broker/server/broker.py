@@ -70,6 +70,7 @@ from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.dynamic_config import DynamicBrokerConfig
+from broker.server.health import consumer_lag_snapshot, health_snapshot
 from broker.server.metadata_cache import MetadataCache
 from broker.server.network import NetworkServer
 from broker.server.shutdown import controlled_shutdown
@@ -185,6 +186,8 @@ class Broker:
         self.topics.start()
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
         self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())
+        self.metrics.watch_health(partial(health_snapshot, self))
+        self.metrics.watch_consumer_lag(partial(consumer_lag_snapshot, self))
         if self.config.metrics_port >= 0:
             host = self.config.listeners[0].host or "0.0.0.0"
             self.metrics_port = self.metrics.start_http(host, self.config.metrics_port)
