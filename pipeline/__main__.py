@@ -1,7 +1,9 @@
 """``python -m pipeline load ...``, or ``spark-submit pipeline/__main__.py load ...``.
 
 Exit codes: 0 loaded (or nothing new), 1 the load failed (one-line reason on
-stderr, nothing committed), 2 bad arguments.
+stderr, nothing committed), 2 bad arguments. ``--metrics-file PATH`` writes
+each run's figures (also a failed run's) for node_exporter's textfile
+collector (:mod:`pipeline.metrics`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import logging
 import re
 import sys
+import time
 
 FORMATS = ("parquet", "orc", "json")
 
@@ -26,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     load.add_argument("--max-records-per-partition", type=int, metavar="N",
                       help="load at most N offsets of each partition in this run")
+    load.add_argument("--metrics-file", metavar="PATH",
+                      help="write the run's figures here for node_exporter's textfile collector")
     return p
 
 
@@ -40,6 +45,17 @@ def main(argv: list[str] | None = None) -> int:
         print("pipeline: --max-records-per-partition must be positive", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from pipeline.metrics import write_run_metrics
+
+    started = time.time()
+    code, result = _load(args)
+    if args.metrics_file:
+        write_run_metrics(args.metrics_file, None if result is None else result.records, started, time.time())
+    return code
+
+
+def _load(args):
+    """(exit code, the LoadResult or None if the run failed)."""
     from pipeline.loader import load, session, summary
 
     spark = session(args.master)
@@ -53,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # one line for scripts; Spark's own errors are long
         print(f"pipeline: load failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
               file=sys.stderr)
-        return 1
+        return 1, None
     finally:
         spark.stop()
     print(summary(result), flush=True)
-    return 0
+    return 0, result
 
 
 if __name__ == "__main__":

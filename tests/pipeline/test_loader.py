@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.client import Admin, TopicPartition
 
@@ -97,15 +98,35 @@ def test_runs_and_a_sigkilled_run_load_every_record_once(kafka, topic_name, tmp_
     assert {tp: p.committed for tp, p in lag.items()} == ends
 
 
-def test_nothing_new_is_a_successful_run(kafka, topic_name, tmp_path):
+def _figures(path: Path) -> dict[str, float]:
+    return {(s.name + "".join(f"/{v}" for v in s.labels.values())): s.value
+            for f in text_string_to_metric_families(path.read_text()) for s in f.samples}
+
+
+def test_nothing_new_is_a_successful_run_and_every_run_writes_its_figures(kafka, topic_name, tmp_path):
     t = topic_name()
     create(kafka.bootstrap, (t, 1))
     produce(kafka.bootstrap, t, 1, 5)
-    cmd = _load_cmd(kafka, t, tmp_path / "out", "--format", "json")
+    figures = tmp_path / "kafkapy_loader.prom"
+    cmd = _load_cmd(kafka, t, tmp_path / "out", "--format", "json", "--metrics-file", str(figures))
+    before = time.time()
     assert _run(cmd).returncode == 0
+    first = _figures(figures)
+    assert first["kafkapy_loader_last_run_success"] == 1 and first[f"kafkapy_loader_records/{t}"] == 5
+    assert before <= first["kafkapy_loader_last_success_timestamp_seconds"] == \
+        first["kafkapy_loader_last_run_timestamp_seconds"] <= time.time()
     again = _run(cmd)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "nothing new" in again.stdout
+    # a failed run (its output is a file, not a directory) says so and keeps the last success's time
+    (tmp_path / "blocked").write_text("")
+    failed = _run(_load_cmd(kafka, t, tmp_path / "blocked" / "out", "--metrics-file", str(figures)))
+    assert failed.returncode == 1
+    last = _figures(figures)
+    assert last["kafkapy_loader_last_run_success"] == 0
+    assert last["kafkapy_loader_last_run_timestamp_seconds"] > first["kafkapy_loader_last_run_timestamp_seconds"]
+    assert last["kafkapy_loader_last_success_timestamp_seconds"] > first["kafkapy_loader_last_success_timestamp_seconds"]
+    assert not any(name.startswith("kafkapy_loader_records/") for name in last)
 
 
 @pytest.mark.parametrize("args, message", [
