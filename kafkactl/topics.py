@@ -3,6 +3,13 @@
 - ``list``: topic names (``--internal`` adds ``__consumer_offsets`` and friends).
 - ``describe [TOPIC...]``: one row per partition (leader, leader_epoch, replicas,
   isr, offline replicas); with ``--configs`` the topic's non-default configs too.
+  As kafka-topics.sh, ``--under-replicated-partitions`` (ISR smaller than the
+  replicas), ``--unavailable-partitions`` (no leader, or a leader that is not a
+  live broker), ``--under-min-isr-partitions`` and ``--at-min-isr-partitions``
+  (ISR smaller than / equal to the topic's ``min.insync.replicas``) show only
+  the partitions in that state (any of the states given), of every topic
+  including the internal ones unless TOPICs are named; nothing shown is a
+  healthy answer, exit 0.
 - ``create TOPIC``: ``--partitions``, ``--replication-factor``, ``--config k=v``
   (repeated); ``--if-not-exists`` makes TOPIC_ALREADY_EXISTS a success.
 - ``alter TOPIC``: ``--partitions N`` grows the topic to N partitions;
@@ -14,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Optional
 
 import typer
@@ -50,20 +58,55 @@ def _non_default_configs(admin, topics: list[str]) -> dict[str, dict[str, str | 
     return out
 
 
+def _min_isr(admin, topics: list[str]) -> dict[str, int]:
+    out = {}
+    for topic in topics:
+        entries = admin.describe_configs([ConfigResource("topic", topic)])[ConfigResource("topic", topic)]
+        entry = entries.get("min.insync.replicas")
+        out[topic] = int(entry.value) if entry is not None and entry.value is not None else 1
+    return out
+
+
+def _only(tm, keep):
+    """The topic's metadata with only the partitions ``keep(partition)`` is true for."""
+    return dataclasses.replace(tm, partitions={n: p for n, p in tm.partitions.items() if keep(p)})
+
+
 @app.command()
 def describe(
     ctx: typer.Context,
     topics: Optional[List[str]] = typer.Argument(None, help="Topics to describe (default: every non-internal topic)."),
     configs: bool = typer.Option(False, "--configs", help="Also show each topic's non-default configs."),
+    under_replicated: bool = typer.Option(False, "--under-replicated-partitions",
+                                          help="Only partitions whose ISR is smaller than their replicas."),
+    unavailable: bool = typer.Option(False, "--unavailable-partitions",
+                                     help="Only partitions without a live leader."),
+    under_min_isr: bool = typer.Option(False, "--under-min-isr-partitions",
+                                       help="Only partitions whose ISR is below min.insync.replicas."),
+    at_min_isr: bool = typer.Option(False, "--at-min-isr-partitions",
+                                    help="Only partitions whose ISR is exactly min.insync.replicas."),
 ) -> None:
     """Partitions of each topic: leader, replicas, in-sync replicas."""
+    health = under_replicated or unavailable or under_min_isr or at_min_isr
     with admin_client(ctx) as admin:
         if topics:
             meta = require_topics(admin, list(topics))
         else:
-            names = admin.list_topics()
+            names = admin.list_topics(internal=health)
             meta = admin.describe_topics(names) if names else {}
         topic_configs = _non_default_configs(admin, sorted(meta)) if configs else {}
+        if health:
+            live = {b.node_id for b in admin.describe_cluster().brokers}
+            min_isr = _min_isr(admin, sorted(meta)) if under_min_isr or at_min_isr else {}
+
+            def shown(topic: str, p) -> bool:
+                return (under_replicated and len(p.isr) < len(p.replicas)
+                        or unavailable and (p.leader < 0 or p.leader not in live)
+                        or under_min_isr and len(p.isr) < min_isr[topic]
+                        or at_min_isr and len(p.isr) == min_isr[topic])
+
+            meta = {name: _only(tm, lambda p, name=name: shown(name, p)) for name, tm in meta.items()}
+            meta = {name: tm for name, tm in meta.items() if tm.partitions}
     fmt = output_format(ctx)
     if fmt is not OutputFormat.table:
         data = []

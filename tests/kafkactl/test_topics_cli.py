@@ -14,8 +14,9 @@ def test_cluster_describe(ctl: Ctl, broker) -> None:
     data = ctl.json("cluster", "describe")
     assert data["controller_id"] == 0
     assert data["cluster_id"]
-    assert data["brokers"] == [{"node_id": 0, "host": "127.0.0.1", "port": broker.port, "rack": None,
-                                "controller": True}]
+    assert data["brokers"] == [{"node_id": 0, "endpoint": f"127.0.0.1:{broker.port}", "host": "127.0.0.1",
+                                "port": broker.port, "rack": None, "controller": True, "alive": True,
+                                "partitions": 0, "leaders": 0, "preferred_leaders": 0}]
     table = ctl("cluster", "describe")
     assert table.returncode == 0, table.stderr
     assert f"cluster_id: {data['cluster_id']}" in table.stdout

@@ -1,8 +1,7 @@
-"""Issue 12's health metrics on a real three-broker cluster: a follower paused, then a broker killed.
-
-Each figure is checked under our ``kafkapy_`` name and Kafka's (JMX exporter,
-Strimzi rules) name, which must always agree.
-"""
+"""Cluster health on a real three-broker cluster, a follower paused, then a broker killed: the
+metrics (each under our ``kafkapy_`` name and Kafka's JMX exporter name, which must agree) and
+kafkactl's health views (``topics describe --under-replicated-partitions`` ..., ``cluster
+describe``, ``log-dirs describe``)."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.conftest import wait_until
+from tests.kafkactl.conftest import Ctl, one_line_error
 
 PAIRS = {
     "kafkapy_under_replicated_partitions": "kafka_server_replicamanager_underreplicatedpartitions",
@@ -80,3 +80,40 @@ def test_health_metrics_follow_a_paused_and_a_killed_broker(cluster_factory):
     wait_until(lambda: total(cluster, "kafkapy_under_replicated_partitions", [controller, other]) == 3,
                "the three partitions of h to be under-replicated on their leaders")
     assert total(cluster, "kafkapy_leader_partitions", [controller, other]) == 3
+
+    # kafkactl's views of the same state
+    ctl = Ctl(cluster.bootstrap)
+
+    def shown(*flags):
+        return sorted((t["topic"], p["partition"]) for t in ctl.json("topics", "describe", *flags)
+                      for p in t["partitions"])
+
+    h = [("h", p) for p in range(3)]
+    assert shown("--under-replicated-partitions", "h", "solo") == h
+    assert shown("--unavailable-partitions") == [("solo", 0)]
+    assert shown("--under-min-isr-partitions") == h
+    assert shown("--at-min-isr-partitions", "h") == []
+    assert shown("--unavailable-partitions", "--under-min-isr-partitions", "h", "solo") == h + [("solo", 0)]
+    table = ctl("topics", "describe", "--unavailable-partitions")
+    assert table.returncode == 0 and "solo" in table.stdout and "h " not in table.stdout, table.stdout
+    one_line_error(ctl("topics", "describe", "--under-replicated-partitions", "nosuch"), 2)
+
+    desc = ctl.json("cluster", "describe")
+    assert desc["controller_id"] == controller
+    rows = {b["node_id"]: b for b in desc["brokers"]}
+    assert sorted(rows) == [1, 2, 3]
+    assert rows[victim]["alive"] is False and rows[victim]["endpoint"] is None
+    assert rows[victim]["partitions"] == 4 and rows[victim]["leaders"] == 0
+    for i in (controller, other):
+        assert rows[i]["alive"] and rows[i]["endpoint"] == f"127.0.0.1:{cluster.broker(i).port}"
+        assert rows[i]["controller"] == (i == controller)
+    assert sum(rows[i]["leaders"] for i in (controller, other)) == 3
+    assert rows[controller]["partitions"] == rows[other]["partitions"] == 3
+    table = ctl("cluster", "describe")
+    assert "PREFERRED_LEADERS" in table.stdout and f"controller_id: {controller}" in table.stdout
+
+    dirs = ctl.json("log-dirs", "describe")
+    assert {d["broker"] for d in dirs} == {controller, other}
+    assert sorted((d["topic"], d["partition"]) for d in dirs if d["broker"] == other) == h
+    assert all(d["error"] is None and d["size"] >= 0 for d in dirs)
+    assert "unknown broker id" in one_line_error(ctl("log-dirs", "describe", "--broker", str(victim)), 2)
