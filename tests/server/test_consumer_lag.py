@@ -11,6 +11,7 @@ import signal
 import subprocess
 import urllib.request
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -66,7 +67,7 @@ def test_group_coordinator_exports_lag_under_kafka_exporter_names(broker):
 
 @pytest.fixture
 def burrow(tmp_path, broker, zookeeper):
-    """Burrow pointed at ``broker`` (its own state on the session's ZooKeeper); yields its HTTP base URL."""
+    """Burrow pointed at ``broker`` (its own state on the session's ZooKeeper): ``url``, ``log_tail()``."""
     if not shutil.which(BURROW):
         pytest.fail("Burrow is not installed (./dev test installs Debian's burrow)")
     port = free_port()
@@ -103,8 +104,10 @@ min-distance=1
     log = open(tmp_path / "burrow.log", "wb")
     proc = subprocess.Popen([BURROW, "--config-dir", str(tmp_path)], stdout=log, stderr=subprocess.STDOUT,
                             cwd=tmp_path)
+    log_path = tmp_path / "burrow.log"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield SimpleNamespace(url=f"http://127.0.0.1:{port}",
+                              log_tail=lambda: "\n".join(log_path.read_text(errors="replace").splitlines()[-30:]))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -125,12 +128,15 @@ def test_burrow_reads_the_same_lag(broker, burrow):
     _produce_and_commit(broker.bootstrap)
 
     def burrow_lag():
-        status = _get(f"{burrow}/v3/kafka/local/consumer/slow/lag")["status"]
+        status = _get(f"{burrow.url}/v3/kafka/local/consumer/slow/lag")["status"]
         got = {p["partition"]: (p["end"]["offset"], p["current_lag"]) for p in status["partitions"]
                if p["end"] is not None}
         return got if len(got) == 2 and got[0][0] == COMMITTED[0] and got[1][1] == 0 else None
 
-    got = wait_until(burrow_lag, "Burrow to report the group's lag", limit=60, interval=0.5)
+    try:  # a guard against a hang, not a performance assertion: Burrow reads __consumer_offsets from the start
+        got = wait_until(burrow_lag, "Burrow to report the group's lag", limit=180, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nBurrow's log:\n{burrow.log_tail()}") from None
     s = scrape(broker)
     for p in PRODUCED:
         labels = (("consumergroup", "slow"), ("partition", str(p)), ("topic", "lagging"))
