@@ -73,8 +73,8 @@ from broker.log.producer_state import (CLIENT, COORDINATOR, DEFAULT_PRODUCER_ID_
 from broker.log.records_adapter import record_offsets_and_timestamps, set_log_append_time
 from broker.log.recovery import recover_segments, remove_stray_files
 from broker.log.retention import segments_to_delete
-from broker.log.scan import INT32_MAX, read_header
-from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from broker.log.scan import read_header
+from broker.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, roll_reason
 from broker.log.txn_index import AbortedTxn, collect_aborted, truncate_from, txn_index_path
 from broker.log.txn_index import read_entries as read_txn_entries
 from broker.log.txn_index import write_entries as write_txn_entries
@@ -400,6 +400,7 @@ class Log:
         room = seg.index_room()  # a batch adds at most one index entry
         log_start = self.log_start_offset
         producer_state = self.producer_state
+        now_ms = self._now_ms()  # segment.ms of a segment without timestamps, as of the group
         latest_epoch = self.leader_epoch_cache.latest_epoch
         if latest_epoch is None:
             latest_epoch = -1
@@ -465,20 +466,15 @@ class Log:
                 self._write_run_locked(seg, run, results)
                 size = seg.size
                 room = seg.index_room()
-            # LogSegment.should_roll's conditions, plus a new segment when an empty one's base is too far below
-            if size:
-                t = seg.rolling_based_timestamp
-                if t is None and run.entries:
-                    t = run.entries[0][3]  # what the run's first batch will set
-                if (size > segment_bytes - n or seg.indexes_full or last - seg.base_offset > INT32_MAX
-                        or (max_timestamp - t if t is not None and t >= 0
-                            else self._now_ms() - seg.created_ms) > segment_ms):
-                    self._write_run_locked(seg, run, results)
-                    seg = self._roll_locked(base_offset)
-                    size = 0
-                    room = seg.index_room()
-            elif base_offset != seg.base_offset and last - seg.base_offset > INT32_MAX:
+            t = seg.rolling_based_timestamp
+            if t is None and run.entries:
+                t = run.entries[0][3]  # what the run's first batch will set
+            if roll_reason(size, t, seg.created_ms, seg.indexes_full, seg.base_offset, first_offset=base_offset,
+                           incoming_bytes=n, incoming_max_timestamp=max_timestamp, last_offset=last,
+                           now_ms=now_ms, segment_bytes=segment_bytes, segment_ms=segment_ms):
+                self._write_run_locked(seg, run, results)  # the segment as it stands, pending entries included
                 seg = self._roll_locked(base_offset)
+                size = 0
                 room = seg.index_room()
             if producer_id >= 0:
                 completed = producer_state.update(producer_id, producer_epoch, base_sequence, base_offset,
@@ -580,10 +576,9 @@ class Log:
                     max_ts, off_max = b.max_timestamp, b.base_offset + b.last_offset_delta
                 num_records += b.records_count
             seg = self.active_segment
-            if seg.should_roll(incoming_bytes=len(mv), incoming_max_timestamp=max_ts, last_offset=last,
-                               now_ms=now, segment_bytes=segment_bytes, segment_ms=segment_ms) is not None:
-                seg = self._roll_locked(first)
-            elif seg.size == 0 and first != seg.base_offset and last - seg.base_offset > INT32_MAX:
+            if seg.should_roll(first_offset=first, incoming_bytes=len(mv), incoming_max_timestamp=max_ts,
+                               last_offset=last, now_ms=now, segment_bytes=segment_bytes,
+                               segment_ms=segment_ms) is not None:
                 seg = self._roll_locked(first)
             epochs = []
             latest = self.leader_epoch_cache.latest_epoch

@@ -34,6 +34,20 @@ _MIN_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD
 _crc = _crc32c.crc32c
 
 
+def index_step(since: int, interval: int, size: int) -> tuple[bool, int]:
+    """Kafka's index-entry rule, for every writer and every rebuild of a segment's indexes.
+
+    ``since`` is the bytes written since the segment's last index entry. A batch
+    of ``size`` bytes gets an offset-index entry (its last offset at its position,
+    and a time-index entry when the max timestamp so far grew) when ``since``
+    exceeds ``index.interval.bytes``; the count then starts again from that
+    batch. Returns ``(entry due for this batch, the new count)``.
+    """
+    if since > interval:
+        return True, size
+    return False, since + size
+
+
 @dataclass(slots=True)
 class ScanResult:
     """What a scan of ``[start, end)`` of a segment found.
@@ -138,7 +152,8 @@ def scan_buffer(
             max_ts = mts
             off_max_ts = last
         if build:
-            if since > interval:
+            due, since = index_step(since, interval, size)
+            if due:
                 add_idx_rel(last - base_offset)
                 add_idx_pos(pos)
                 # the time index keeps an entry only when the timestamp grows (see LogSegment.append)
@@ -146,8 +161,6 @@ def scan_buffer(
                     add_time_ts(max_ts)
                     add_time_rel(off_max_ts - base_offset)
                     last_time_ts = max_ts
-                since = 0
-            since += size
         batches += 1
         pos += size
     if batches:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from broker.log.index import OffsetIndex, TimeIndex
-from broker.log.scan import INT32_MAX, ScanResult, read_header, scan_file
+from broker.log.scan import INT32_MAX, ScanResult, index_step, read_header, scan_file
 from broker.log.txn_index import txn_index_path
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,38 @@ SWAP_SUFFIX = ".swap"
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
     """``00000000000000000042.log`` for base offset 42."""
     return f"{base_offset:020d}{suffix}"
+
+
+def roll_reason(size: int, rolling_timestamp: int | None, created_ms: int, indexes_full: bool, base_offset: int,
+                *, first_offset: int, incoming_bytes: int, incoming_max_timestamp: int, last_offset: int,
+                now_ms: int, segment_bytes: int, segment_ms: int) -> str | None:
+    """Kafka's roll rule (LogSegment.shouldRoll): why batches ``first_offset..last_offset`` of
+    ``incoming_bytes`` must go to a new segment rather than one in the given state (None = they fit).
+
+    A segment with data rolls when the bytes would pass ``segment.bytes``, when
+    ``segment.ms`` has passed (measured from its first batch's max timestamp to
+    the incoming max timestamp, or from its creation when it has no timestamp),
+    when an index is full, or when the last offset is beyond int32 of its base.
+    An empty segment rolls only when its base is too far below them (a follower
+    or a compacted log can jump ahead); appending to it would overflow the index.
+    The log's single appends and its batched runs (where ``size`` and
+    ``rolling_timestamp`` include the entries not yet written) both ask here.
+    """
+    if size == 0:
+        if first_offset != base_offset and last_offset - base_offset > INT32_MAX:
+            return "offset overflow"
+        return None
+    if size > segment_bytes - incoming_bytes:
+        return "segment.bytes"
+    t = rolling_timestamp
+    waited = incoming_max_timestamp - t if t is not None and t >= 0 else now_ms - created_ms
+    if waited > segment_ms:
+        return "segment.ms"
+    if indexes_full:
+        return "index full"
+    if last_offset - base_offset > INT32_MAX:
+        return "offset overflow"
+    return None
 
 
 class LogSegment:
@@ -224,12 +256,12 @@ class LogSegment:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        due, self.bytes_since_last_index_entry = index_step(self.bytes_since_last_index_entry,
+                                                            self.index_interval_bytes, n)
+        if due:
             self.index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
             self._update_indexes_full()
-        self.bytes_since_last_index_entry += n
         self.next_offset = last_offset + 1
         self.size = position + n
 
@@ -270,11 +302,10 @@ class LogSegment:
                 rbt = mts
             if mts > max_ts:
                 max_ts, off_max = mts, last
-            if since > interval:
-                entries.append((last, pos, max_ts, off_max))
-                since = 0
             n = len(data)
-            since += n
+            due, since = index_step(since, interval, n)
+            if due:
+                entries.append((last, pos, max_ts, off_max))
             pos += n
         fd = self.fileno
         if fd < 0:
@@ -293,22 +324,13 @@ class LogSegment:
         self.next_offset = run[-1][2] + 1
         self.size = pos
 
-    def should_roll(self, *, incoming_bytes: int, incoming_max_timestamp: int, last_offset: int,
-                    now_ms: int, segment_bytes: int, segment_ms: int) -> str | None:
-        """Why the next append must go to a new segment (None = it fits here)."""
-        if self.size == 0:
-            return None
-        if self.size > segment_bytes - incoming_bytes:
-            return "segment.bytes"
-        t = self.rolling_based_timestamp
-        waited = incoming_max_timestamp - t if t is not None and t >= 0 else now_ms - self.created_ms
-        if waited > segment_ms:
-            return "segment.ms"
-        if self.indexes_full:
-            return "index full"
-        if last_offset - self.base_offset > INT32_MAX:
-            return "offset overflow"
-        return None
+    def should_roll(self, *, first_offset: int, incoming_bytes: int, incoming_max_timestamp: int,
+                    last_offset: int, now_ms: int, segment_bytes: int, segment_ms: int) -> str | None:
+        """Why the next append must go to a new segment (None = it fits here): :func:`roll_reason` of this segment."""
+        return roll_reason(self.size, self.rolling_based_timestamp, self.created_ms, self.indexes_full,
+                           self.base_offset, first_offset=first_offset, incoming_bytes=incoming_bytes,
+                           incoming_max_timestamp=incoming_max_timestamp, last_offset=last_offset, now_ms=now_ms,
+                           segment_bytes=segment_bytes, segment_ms=segment_ms)
 
     def on_become_inactive(self) -> None:
         """On roll: final time-index entry, trim both index files to their entries."""
