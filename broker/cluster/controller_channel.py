@@ -25,8 +25,8 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
-from broker.client._connection import BrokerConnection
 from broker.protocol import decode_request, encode_request
+from broker.server.broker_link import BrokerLink
 from broker.server.context import RequestContext
 
 if TYPE_CHECKING:
@@ -47,7 +47,9 @@ class _BrokerQueue:
         self.channel = channel
         self.registration = registration
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.connection = None
+        self.link = BrokerLink(registration.broker_id, registration.endpoint,
+                               client_id=f"controller-{channel.broker.broker_id}",
+                               request_timeout_ms=REQUEST_TIMEOUT_MS)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -59,13 +61,13 @@ class _BrokerQueue:
             while not future.done():
                 try:
                     response = await (self._call_local(api_key, version, body) if local
-                                      else self._call_remote(api_key, version, body))
+                                      else self.link.request(api_key, body, version))
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # connection refused, lost or timed out: the broker may come back
                     log.info("controller: request %d to broker %d failed (%s); retrying in %.1f s", api_key,
                              self.registration.broker_id, exc, delay)
-                    self._disconnect()
+                    self.link.disconnect()
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_S[1])
                     continue
@@ -81,24 +83,9 @@ class _BrokerQueue:
             raise RuntimeError(f"this broker serves no api key {api_key}")
         return await handler.handler(RequestContext(broker, header, "controller"), decoded)
 
-    async def _call_remote(self, api_key: int, version: int, body: dict) -> dict | None:
-        if self.connection is None or self.connection.closed:
-            endpoint = self.registration.endpoint()
-            conn = BrokerConnection(endpoint.host, endpoint.port, node_id=self.registration.broker_id,
-                                    client_id=f"controller-{self.channel.broker.broker_id}",
-                                    request_timeout_ms=REQUEST_TIMEOUT_MS)
-            await conn.connect()
-            self.connection = conn
-        return await self.connection.request(api_key, body, version=version)
-
-    def _disconnect(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
-
     def close(self) -> None:
         self.task.cancel()
-        self._disconnect()
+        self.link.disconnect()
         while not self.queue.empty():
             _key, _version, _body, future = self.queue.get_nowait()
             if not future.done():

@@ -33,8 +33,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from broker.client._connection import BrokerConnection
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.broker_link import BrokerLink
 from broker.txn.markers import write_marker
 
 if TYPE_CHECKING:
@@ -58,6 +58,11 @@ def _marker_request(producer_id: int, producer_epoch: int, commit: bool, coordin
             "coordinator_epoch": coordinator_epoch}
 
 
+def _endpoint_of(cache, broker_id: int):
+    info = cache.broker(broker_id)
+    return None if info is None else info.endpoint()
+
+
 class _DestinationQueue:
     """The markers waiting for one broker and the task that sends them, batched, one request at a time."""
 
@@ -65,7 +70,9 @@ class _DestinationQueue:
         self.channel = channel
         self.broker_id = broker_id
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.connection: BrokerConnection | None = None
+        self.link = BrokerLink(broker_id, lambda: _endpoint_of(channel.broker.metadata_cache, broker_id),
+                               client_id=f"txn-coordinator-{channel.broker.broker_id}",
+                               request_timeout_ms=REQUEST_TIMEOUT_MS, connect_timeout_ms=CONNECT_TIMEOUT_MS)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -74,13 +81,14 @@ class _DestinationQueue:
             while not self.queue.empty():
                 batch.append(self.queue.get_nowait())
             try:
-                response = await self._send([marker for marker, _ in batch])
+                response = await self.link.request(ApiKey.WRITE_TXN_MARKERS,
+                                                   {"markers": [marker for marker, _ in batch]})
             except asyncio.CancelledError:
                 self._fail(batch)
                 raise
             except Exception as exc:  # refused, lost, timed out: the leader may have moved or died
                 log.info("WriteTxnMarkers to broker %d failed: %s", self.broker_id, exc)
-                self._disconnect()
+                self.link.disconnect()
                 self._fail(batch)
                 continue
             # the answer lists the request's markers in order (Kafka's leader answers per producer id,
@@ -94,20 +102,6 @@ class _DestinationQueue:
                     future.set_result({(t["name"], p): codes.get((t["name"], p), ErrorCode.UNKNOWN_SERVER_ERROR)
                                        for t in marker["topics"] for p in t["partition_indexes"]})
 
-    async def _send(self, markers: list[dict]) -> dict:
-        if self.connection is None or self.connection.closed:
-            info = self.channel.broker.metadata_cache.broker(self.broker_id)
-            endpoint = None if info is None else info.endpoint()
-            if endpoint is None:
-                raise ConnectionError(f"broker {self.broker_id} is not alive")
-            conn = BrokerConnection(endpoint.host, endpoint.port, node_id=self.broker_id,
-                                    client_id=f"txn-coordinator-{self.channel.broker.broker_id}",
-                                    request_timeout_ms=REQUEST_TIMEOUT_MS, connect_timeout_ms=CONNECT_TIMEOUT_MS)
-            await conn.connect()
-            self.connection = conn
-        return await self.connection.request(ApiKey.WRITE_TXN_MARKERS, {"markers": markers},
-                                             version=self.connection.version(ApiKey.WRITE_TXN_MARKERS))
-
     @staticmethod
     def _fail(batch) -> None:
         for marker, future in batch:
@@ -115,14 +109,9 @@ class _DestinationQueue:
                 future.set_result({(t["name"], p): ErrorCode.NOT_LEADER_OR_FOLLOWER
                                    for t in marker["topics"] for p in t["partition_indexes"]})
 
-    def _disconnect(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
-
     def close(self) -> None:
         self.task.cancel()
-        self._disconnect()
+        self.link.disconnect()
         while not self.queue.empty():
             self._fail([self.queue.get_nowait()])
 

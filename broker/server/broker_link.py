@@ -1,0 +1,51 @@
+"""A connection this broker opens to another broker for requests of its own.
+
+The controller (LeaderAndIsr, UpdateMetadata, StopReplica) and the transaction
+coordinator (WriteTxnMarkers) each keep one :class:`BrokerLink` per destination
+broker. The link connects on the first request and again after it was dropped;
+whoever sees a request fail calls :meth:`BrokerLink.disconnect`, so the next
+request starts on a fresh connection (the peer may have restarted or moved).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from broker.client._connection import BrokerConnection
+
+
+class BrokerLink:
+    """A lazily opened connection to broker ``broker_id`` at the endpoint ``endpoint()`` names.
+
+    ``endpoint()`` is asked at every (re)connect and returns an object with
+    ``host`` and ``port``, or None when the broker is not known to be alive
+    (the request then raises ``ConnectionError``).
+    """
+
+    def __init__(self, broker_id: int, endpoint: Callable[[], Any], *, client_id: str, request_timeout_ms: int,
+                 connect_timeout_ms: int = 10000) -> None:
+        self.broker_id = broker_id
+        self._endpoint = endpoint
+        self._client_id = client_id
+        self._request_timeout_ms = request_timeout_ms
+        self._connect_timeout_ms = connect_timeout_ms
+        self.connection: BrokerConnection | None = None
+
+    async def request(self, api_key: int, body: dict, version: int | None = None) -> dict:
+        """Send one request and return the decoded response; ``version`` None = the highest both sides have."""
+        if self.connection is None or self.connection.closed:
+            endpoint = self._endpoint()
+            if endpoint is None:
+                raise ConnectionError(f"broker {self.broker_id} is not alive")
+            conn = BrokerConnection(endpoint.host, endpoint.port, node_id=self.broker_id, client_id=self._client_id,
+                                    request_timeout_ms=self._request_timeout_ms,
+                                    connect_timeout_ms=self._connect_timeout_ms)
+            await conn.connect()
+            self.connection = conn
+        conn = self.connection
+        return await conn.request(api_key, body, version=conn.version(api_key) if version is None else version)
+
+    def disconnect(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
