@@ -419,24 +419,17 @@ class BrokerMetrics:
         self._thread = None
         self.port: int | None = None
         self._api_instruments: dict[str, tuple] = {}
-        self._queue_time: dict[str, object] = {}
         self._topic_in: dict[str, tuple] = {}
 
     # Labelled children cached per label value: ``labels()`` costs a lock and a
     # tuple build each call, and these run once or twice per request.
     def api_instruments(self, api: str) -> tuple:
-        """``(requests_total, request_duration_seconds)`` children for one API name."""
-        pair = self._api_instruments.get(api)
-        if pair is None:
-            pair = self._api_instruments[api] = (self.requests.labels(api), self.request_duration.labels(api))
-        return pair
-
-    def queue_time(self, api: str):
-        """The ``request_queue_time_seconds`` child for one API name."""
-        child = self._queue_time.get(api)
-        if child is None:
-            child = self._queue_time[api] = self.request_queue_time.labels(api)
-        return child
+        """``(requests_total, request_duration_seconds, request_queue_time_seconds)`` children for one API name."""
+        children = self._api_instruments.get(api)
+        if children is None:
+            children = self._api_instruments[api] = (self.requests.labels(api), self.request_duration.labels(api),
+                                                     self.request_queue_time.labels(api))
+        return children
 
     def topic_in(self, topic: str) -> tuple:
         """``(bytes_in_total, messages_in_total)`` children for one topic."""

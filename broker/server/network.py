@@ -262,7 +262,7 @@ class Connection(asyncio.Protocol):
     def _start(self, entry, ctx: RequestContext, body: dict, slot: asyncio.Future | None) -> None:
         """Run a handler's first step now; ``slot`` is its place in ``_pending`` if it has one already."""
         self._running += 1
-        self.broker.metrics.queue_time(entry.name).observe(self.loop.time() - ctx.received_at)
+        self.broker.metrics.api_instruments(entry.name)[2].observe(self.loop.time() - ctx.received_at)
         if ctx.header.api_key == ApiKey.PRODUCE:
             ctx.on_appends_queued = self._appends_queued
         coro = self._run(entry, ctx, body)
@@ -402,7 +402,7 @@ class Connection(asyncio.Protocol):
             raise _CloseConnection() from exc
         finally:
             self._finished(ctx)
-        requests, duration = self.broker.metrics.api_instruments(name)
+        requests, duration, _queue_time = self.broker.metrics.api_instruments(name)
         requests.inc()
         duration.observe(self.loop.time() - ctx.received_at)
         return parts
