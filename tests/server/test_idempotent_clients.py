@@ -21,9 +21,7 @@ import signal
 import threading
 import time
 
-from broker.records import iter_records
-
-from .test_api import fetch
+from .test_idempotence import values_of
 from .wire import Wire
 
 RECORDS = 3000
@@ -32,16 +30,8 @@ REQUEST_TIMEOUT_MS = 1500
 
 
 def read_values(broker, topic: str) -> list[bytes]:
-    out, offset = [], 0
     with Wire(broker.bootstrap) as w:
-        while True:
-            p = fetch(w, topic, offset)
-            assert p["error_code"] == 0
-            entries = [e for e in iter_records(p["records"]) if e.offset >= offset]
-            if not entries:
-                return out
-            out += [e.value for e in entries]
-            offset = entries[-1].offset + 1
+        return values_of(w, topic)
 
 
 def _wait_for(acked: list, count: int) -> None:
