@@ -31,6 +31,8 @@ import pytest
 from broker.protocol import ApiKey, ErrorCode
 from broker.records import BatchBuilder
 
+from tests.txn.reading import read_committed as read_back
+
 from .conftest import WAIT_S, _request, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
@@ -77,27 +79,6 @@ def producer(cluster, transactional_id: str):
     return p
 
 
-def read_committed(cluster, topic: str, partitions: int, count: int, settle_s: float = 1.0) -> list[bytes]:
-    """The values a read_committed consumer reads from every partition: ``count`` of them, then nothing more."""
-    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                            "isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
-    try:
-        consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                out.append(msg.value())
-        quiet = time.monotonic() + settle_s  # anything beyond would be a copy or aborted data
-        while time.monotonic() < quiet:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                out.append(msg.value())
-        return out
-    finally:
-        consumer.close()
-
 
 def produce_everywhere(p, prefix: str, per_partition: int = 3) -> list[bytes]:
     values = []
@@ -127,7 +108,7 @@ def test_commit_and_abort_across_partitions_led_by_three_brokers(cluster_factory
     committed += produce_everywhere(p, "second")
     p.commit_transaction(WAIT_S)
 
-    assert sorted(read_committed(cluster, TOPIC, 3, len(committed))) == sorted(committed)
+    assert sorted(read_back(cluster.bootstrap, TOPIC, 3, len(committed), wait_s=WAIT_S)) == sorted(committed)
     assert txn_state(cluster, "spread") == "CompleteCommit"
     reader = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "copier"})
     try:  # the offsets became visible with the first commit's marker in __consumer_offsets
@@ -187,7 +168,7 @@ def test_the_coordinators_broker_killed_mid_transaction(cluster_factory):
     p.commit_transaction(WAIT_S)  # librdkafka finds the new coordinator, which loaded the transaction
     assert txn_coordinator(cluster, "survivor") == new_coordinator != coordinator
     wait_until(lambda: txn_state(cluster, "survivor") == "CompleteCommit", "CompleteCommit")
-    got = read_committed(cluster, TOPIC, 3, len(values) + 2)
+    got = read_back(cluster.bootstrap, TOPIC, 3, len(values) + 2, wait_s=WAIT_S)
     assert sorted(got) == sorted(values + [b"once", b"only"])
     assert all(offset == -1 for offset in open_transactions(cluster, leader, TOPIC, coordinator - 1).values())
 
@@ -220,7 +201,7 @@ def test_markers_reach_the_new_leader_of_a_partition_whose_leader_died_after_pre
     committer.join(WAIT_S * 2)
     assert outcome == [None]
     assert leader != victim
-    assert sorted(read_committed(cluster, TOPIC, 3, len(values))) == sorted(values)
+    assert sorted(read_back(cluster.bootstrap, TOPIC, 3, len(values), wait_s=WAIT_S)) == sorted(values)
 
 
 def test_a_new_coordinator_completes_the_commit_its_killed_predecessor_prepared(cluster_factory):
@@ -240,4 +221,4 @@ def test_a_new_coordinator_completes_the_commit_its_killed_predecessor_prepared(
     # the new coordinator loaded PrepareCommit and writes the markers to the partitions' leaders now
     wait_until(lambda: txn_state(cluster, "handover") == "CompleteCommit", "CompleteCommit by the new coordinator")
     assert new_coordinator != coordinator
-    assert sorted(read_committed(cluster, TOPIC, 3, len(values))) == sorted(values)
+    assert sorted(read_back(cluster.bootstrap, TOPIC, 3, len(values), wait_s=WAIT_S)) == sorted(values)

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tests.kafkactl.conftest import Ctl, one_line_error
+from tests.txn.reading import read_committed
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -93,22 +94,6 @@ def test_error_paths(ctl: Ctl) -> None:
         one_line_error(ctl(*args), 2)
 
 
-def read_committed_values(bootstrap: str, wait_s: float) -> list[bytes]:
-    """Values a read_committed confluent-kafka consumer gets from hang-0 (from offset 0) within ``wait_s``."""
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "enable.auto.commit": False,
-                            "isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
-    try:
-        consumer.assign([ck.TopicPartition("hang", 0, 0)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                out.append(msg.value())
-        return out
-    finally:
-        consumer.close()
-
 
 def test_abort_ends_a_hanging_transaction(ctl: Ctl, broker, hanging: str) -> None:
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
@@ -119,7 +104,7 @@ def test_abort_ends_a_hanging_transaction(ctl: Ctl, broker, hanging: str) -> Non
     assert p["producer_id"] == ctl.json("transactions", "describe", "stuck")["producer_id"]
     # the last stable offset stays at 0: a read_committed consumer gets nothing, even the later record
     # (3 s of polling; the record is there for read_uncommitted ones at once)
-    assert read_committed_values(broker.bootstrap, 3) == []
+    assert read_committed(broker.bootstrap, "hang", 1, sys.maxsize, wait_s=3, settle_s=0) == []
     wrong = one_line_error(ctl("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "1"), 2)
     assert wrong.startswith("kafkactl: no open transaction starts at offset 1 in hang-0")
     done = ctl.json("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0")
@@ -130,7 +115,7 @@ def test_abort_ends_a_hanging_transaction(ctl: Ctl, broker, hanging: str) -> Non
     deadline = time.monotonic() + LIMIT_S
     values: list[bytes] = []
     while not values and time.monotonic() < deadline:
-        values = read_committed_values(broker.bootstrap, 2)
+        values = read_committed(broker.bootstrap, "hang", 1, sys.maxsize, wait_s=2, settle_s=0)
     assert values == [b"after"]
     again = one_line_error(ctl("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "0"), 2)
     assert "no open transaction starts at offset 0" in again

@@ -24,6 +24,7 @@ import pytest
 
 from broker.protocol import ErrorCode
 
+from .reading import read_committed
 from .test_transactions import LIMIT_S, create_topic, describe, wait_for
 
 ck = pytest.importorskip("confluent_kafka")
@@ -37,27 +38,6 @@ def set_min_isr(bootstrap: str, topic: str, value: int) -> None:
     resource = admin_mod.ConfigResource(admin_mod.ResourceType.TOPIC, topic, incremental_configs=[entry])
     admin.incremental_alter_configs([resource])[resource].result(LIMIT_S)
 
-
-def read_committed_all(bootstrap: str, topic: str, partitions: int, count: int, settle_s: float = 1.0) -> list[bytes]:
-    """The values a read_committed consumer gets from every partition: ``count`` of them, then nothing more."""
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "enable.auto.commit": False,
-                            "isolation.level": "read_committed", "fetch.queue.backoff.ms": 10})
-    try:
-        consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + LIMIT_S
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                out.append(msg.value())
-        quiet = time.monotonic() + settle_s  # anything beyond would be a copy
-        while time.monotonic() < quiet:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                out.append(msg.value())
-        return out
-    finally:
-        consumer.close()
 
 
 def end_offset(bootstrap: str, topic: str) -> int:
@@ -99,7 +79,7 @@ def test_sigkill_between_prepare_commit_and_the_markers_completes_the_commit_aft
     wait_for(lambda: describe(broker.bootstrap, "ledger-app")["ledger-app"]["transaction_state"] == "CompleteCommit",
              "CompleteCommit")
     assert end_offset(broker.bootstrap, "ledger") == 4  # one COMMIT marker
-    assert read_committed_all(broker.bootstrap, "ledger", 1, 3) == [b"entry-0", b"entry-1", b"entry-2"]
+    assert read_committed(broker.bootstrap, "ledger", 1, 3, wait_s=LIMIT_S) == [b"entry-0", b"entry-1", b"entry-2"]
 
 
 def test_markers_for_a_deleted_topic_are_dropped_and_the_commit_completes(broker):
@@ -121,4 +101,4 @@ def test_markers_for_a_deleted_topic_are_dropped_and_the_commit_completes(broker
     admin.delete_topics(["doomed"])["doomed"].result(LIMIT_S)
     wait_for(lambda: describe(broker.bootstrap, "doomed-app")["doomed-app"]["transaction_state"] == "CompleteCommit",
              "CompleteCommit without the deleted topic's marker")
-    assert read_committed_all(broker.bootstrap, "kept", 1, 1) == [b"stays"]
+    assert read_committed(broker.bootstrap, "kept", 1, 1, wait_s=LIMIT_S) == [b"stays"]
