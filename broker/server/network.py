@@ -442,8 +442,10 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()
                 if not self._closing and (parts or not self._can_write.is_set()):
                     await self._send(parts or [])  # ([] after _finish sent it: wait for room only)
-        except (ConnectionError, OSError, RuntimeError) as exc:
-            # RuntimeError: loop.sendfile on a transport the peer already closed.
+        except (ConnectionError, OSError, RuntimeError, ValueError) as exc:
+            # RuntimeError: loop.sendfile on a transport the peer already closed. ValueError: a fetched
+            # slice's segment file was closed meanwhile (its replica deleted or the broker stopping);
+            # the client fetches again on a new connection, as after any lost connection.
             if not self._closing:
                 log.info("connection from %s lost while sending: %s", self.peer, exc)
             self._abort()
