@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_prepare_commit_recovery import read_committed_all
+from .reading import read_committed
 from .test_transactions import LIMIT_S, create_topic
 
 ck = pytest.importorskip("confluent_kafka")
@@ -81,7 +81,7 @@ def copy_with_kills(broker, tmp_path: Path, kills: int, total: int, seed: int) -
             break
     else:
         raise AssertionError(f"seed {seed}: the copier kept failing:\n{log.read_text()[-3000:]}")
-    got = read_committed_all(broker.bootstrap, "output", PARTITIONS, total)
+    got = read_committed(broker.bootstrap, "output", PARTITIONS, total, wait_s=LIMIT_S)
     assert len(got) == total and sorted(got) == values, (
         f"seed {seed}: {len(got)} records read, {len(set(got))} distinct, {total} expected")
 
