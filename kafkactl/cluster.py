@@ -7,6 +7,9 @@ how many partitions it leads (``leaders``) and of those how many it is the
 preferred leader of (``preferred_leaders``, the first replica). A broker named
 in an assignment but not alive gets a row with ``alive`` false and no endpoint,
 so a dead broker shows up here rather than being silently missing.
+
+``await-healthy`` and ``can-stop``, the gates of a rolling restart, are in
+:mod:`kafkactl.health`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from __future__ import annotations
 import typer
 
 from kafkactl._common import admin_client, output_format
+from kafkactl.health import await_healthy, can_stop
 from kafkactl.output import OutputFormat, emit
 
-app = typer.Typer(help="Show the cluster: id, controller, brokers.", no_args_is_help=True)
+app = typer.Typer(help="Show the cluster: id, controller, brokers; health gates.", no_args_is_help=True)
+app.command("await-healthy")(await_healthy)
+app.command("can-stop")(can_stop)
 
 COLUMNS = ["node_id", "endpoint", "rack", "controller", "alive", "partitions", "leaders", "preferred_leaders"]
 
