@@ -276,11 +276,7 @@ class LeaderMoves:
                 except NoNodeError:
                     pass
             return brokers
-        try:
-            brokers = await self._blocking(take)
-        except OSError as exc:  # the embedded store's own dir failed (with every dir: the broker is stopping)
-            log.warning("controller: cannot read the log dir event notifications: %s", exc)
-            return
+        brokers = await self._blocking(take)
         ctx = self.context
         for b in sorted(brokers):
             if ctx is None or b not in ctx.live_brokers:

@@ -23,6 +23,11 @@ the store started, then one more per creation), so a broker registration made
 after a restart still gets a larger one (the broker epoch). The
 store has no session to lose: it never calls session listeners.
 
+A change is applied to a copy of the tree, written, and only then made the
+tree in memory: a write that fails (the disk of the first log dir failed)
+raises :class:`~broker.cluster.store.StoreUnavailableError` and leaves memory
+as the file is, so the store never answers with what it could not keep.
+
 Thread-safe: one lock guards the tree and the file; watch callbacks run after
 the lock is released, in the thread that made the change.
 """
@@ -50,6 +55,7 @@ from broker.cluster.store import (
     Op,
     SetData,
     Stat,
+    StoreUnavailableError,
     Watcher,
     WatchEvent,
     normalize,
@@ -97,7 +103,7 @@ class EmbeddedStore(MetadataStore):
                 self._load()
             else:
                 self.created = True
-                self._persist()
+                self._persist(self._nodes)
             self._started = True
 
     def close(self) -> None:
@@ -129,9 +135,16 @@ class EmbeddedStore(MetadataStore):
                 nodes[parent_of(path)].children.add(path.rsplit("/", 1)[1])
         self._nodes = nodes
 
-    def _persist(self) -> None:
+    def _persist(self, nodes: dict[str, _Node]) -> None:
+        """Write ``nodes`` atomically; StoreUnavailableError when the file system refuses."""
+        try:
+            self._write(nodes)
+        except OSError as exc:
+            raise StoreUnavailableError(f"cannot write {self.path}: {exc}") from exc
+
+    def _write(self, nodes: dict[str, _Node]) -> None:
         entries = {}
-        for path, node in sorted(self._nodes.items()):
+        for path, node in sorted(nodes.items()):
             if node.ephemeral:
                 continue
             entry: dict = {"version": node.version}
@@ -222,9 +235,10 @@ class EmbeddedStore(MetadataStore):
             scratch = _Scratch(self._nodes, self._next_czxid)
             fired: list[tuple[str, str]] = []
             created = [scratch.apply(op, fired) for op in ops]
-            scratch.commit()
+            nodes = scratch.merged()
             if durable:
-                self._persist()
+                self._persist(nodes)  # before the tree in memory changes: a failed write changes nothing
+            self._nodes = nodes
             callbacks = self._take_watches(fired)
         for callback, event in callbacks:
             callback(event)
@@ -339,9 +353,12 @@ class _Scratch:
             raise TypeError(f"unknown operation {op!r}")
         return None
 
-    def commit(self) -> None:
+    def merged(self) -> dict[str, _Node]:
+        """A new node table: the base with the changes applied (the base itself is left as it was)."""
+        nodes = dict(self._base)
         for path, node in self._changed.items():
             if node is None:
-                self._base.pop(path, None)
+                nodes.pop(path, None)
             else:
-                self._base[path] = node
+                nodes[path] = node
+        return nodes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import time
 
 import pytest
@@ -15,8 +16,11 @@ import pytest
 from broker.cluster import (
     BadVersionError,
     ClusterMetadata,
+    Create,
     EmbeddedStore,
     PartitionState,
+    SetData,
+    StoreUnavailableError,
     TopicExistsError,
 )
 from broker.cluster.metadata import BrokerIdInUseError
@@ -43,6 +47,27 @@ class TestEmbeddedStore:
         doc = json.loads((tmp_path / "metadata-store.json").read_text())
         assert doc["format"] == 1 and "/a/b" in doc["nodes"]
         assert not list(tmp_path.glob("*.tmp"))
+
+    def test_a_failed_write_changes_nothing_in_memory(self, tmp_path):
+        """The file cannot be written (its directory is gone): the store's own error, and the tree in
+        memory stays as the file last had it; a write that can be made again is kept."""
+        directory = tmp_path / "store"
+        s = EmbeddedStore(directory)
+        s.start()
+        s.create("/a", b"1")
+        s.create("/eph", b"", ephemeral=True)
+        shutil.rmtree(directory)
+        with pytest.raises(StoreUnavailableError, match="metadata-store.json"):
+            s.multi([SetData("/a", b"2"), Create("/b", b"")])
+        assert s.get("/a")[0] == b"1" and s.get("/a")[1].version == 0 and s.exists("/b") is None
+        assert s.get_children("/") == ["a", "eph"]
+        s.delete("/eph")  # ephemeral: nothing to write
+        directory.mkdir()
+        s.set("/a", b"3")
+        s.close()
+        again = EmbeddedStore(directory)
+        again.start()
+        assert again.get("/a")[0] == b"3" and again.get("/a")[1].version == 1 and again.exists("/b") is None
 
 
 def _store(kind: str, request, tmp_path):
