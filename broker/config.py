@@ -271,6 +271,7 @@ _PROPS: list[Prop] = [
     Prop("log.cleaner.delete.retention.ms", _ranged(0), 86400000, "How long tombstones survive compaction."),
     Prop("log.cleaner.min.compaction.lag.ms", _ranged(0), 0, "Minimum age of a record before compaction."),
     Prop("log.cleaner.backoff.ms", _ranged(0), 15000, "Sleep between log cleaner passes."),
+    Prop("log.cleaner.threads", _ranged(0, INT_MAX), 1, "Log cleaner threads (compacting logs in parallel)."),
     Prop("log.cleaner.min.cleanable.ratio", lambda v: _float(v, lo=0, hi=1), 0.5, "Dirty ratio that triggers compaction."),
     Prop("log.preallocate", _bool, False, "Preallocate segment files."),
     Prop("log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime", "Timestamp kept in the log."),

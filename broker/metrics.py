@@ -33,6 +33,7 @@ kafkapy_log_appender_queued                            gauge      log_dir (appen
 kafkapy_log_appender_groups_total                      counter    log_dir (group writes; on scrape)
 kafkapy_log_appender_appends_total                     counter    log_dir (appends written; on scrape)
 kafkapy_request_queue_time_seconds                     histogram  api    (arrival to handler start)
+kafkapy_log_cleaner_threads                            gauge      -      (cleaner threads running; on scrape)
 =====================================================  =========  ==========================
 
 Cluster health, read on scrape from the replica manager, the controller and the
@@ -407,6 +408,8 @@ class BrokerMetrics:
             PREFIX + "coordinator_load_duration_seconds", "Time to load one partition of __consumer_offsets.",
             buckets=_LATENCY_BUCKETS, registry=r,
         )
+        self.log_cleaner_threads = Gauge(PREFIX + "log_cleaner_threads", "Log cleaner threads running.",
+                                         registry=r)
         self.request_queue_time = Histogram(
             PREFIX + "request_queue_time_seconds", "Time from a request's arrival to its handler's start.",
             ["api"], buckets=_LATENCY_BUCKETS, registry=r,

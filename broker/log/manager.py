@@ -19,8 +19,12 @@ Background threads (``start_background``): a scheduler that flushes logs
 every ``retention_check_interval_ms``, writes checkpoints every
 ``checkpoint_interval_ms``, forgets producer ids idle longer than
 ``producer_id_expiration_ms`` every ``producer_id_expiration_check_interval_ms``
-(Kafka's ten minutes), removes deleted segments and directories; and a
-cleaner thread that compacts ``cleanup.policy=compact`` logs.
+(Kafka's ten minutes), removes deleted segments and directories; and
+``cleaner_threads`` cleaner threads (``log.cleaner.threads``) that compact
+``cleanup.policy=compact`` logs, each log cleaned by one thread at a time.
+:meth:`resize_cleaner` changes their number on a running broker (Kafka's
+``LogCleaner.reconfigure``): new threads start at once, surplus ones end
+after the log they are cleaning; ``cleaner_threads_alive`` counts them.
 
 High watermarks are not the logs': whoever owns them (the broker's replica
 layer) sets ``high_watermark_of`` (``(topic, partition) -> offset or None``).
@@ -61,6 +65,7 @@ called from any thread. The per-log work is serialised by each Log's own locks.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
@@ -112,6 +117,7 @@ class LogManager:
     def __init__(self, log_dirs: list[Path], default_config: LogConfig, clock: Callable[[], float] = time.time,
                  *, retention_check_interval_ms: int = 300_000, checkpoint_interval_ms: int = 60_000,
                  cleaner_backoff_ms: int = 15_000, cleaner_offset_map_bytes: int = 64 * 1024 * 1024,
+                 cleaner_threads: int = 1,
                  topic_config: Callable[[str], LogConfig | None] | None = None,
                  flush_timer: Callable[[float], None] | None = None,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -127,6 +133,7 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.cleaner_offset_map_bytes = cleaner_offset_map_bytes
+        self.cleaner_threads = cleaner_threads
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self._logs: dict[TopicPartition, tuple[Log, Path]] = {}
@@ -136,10 +143,13 @@ class LogManager:
         self._threads: list[threading.Thread] = []
         self._doomed_dirs: list[Path] = []
         self._first_dirty: dict[TopicPartition, int] = {}
-        self._cleaner_lock = threading.Lock()
+        self._cleaner_lock = threading.Lock()  # guards the two below
+        self._in_cleaning: set[TopicPartition] = set()  # logs a cleaner thread is cleaning now
+        self._cleaners: list[tuple[threading.Thread, threading.Event]] = []  # running (thread, its stop)
         self._appenders: dict[Path, LogAppender] = {}
         self._appenders_lock = threading.Lock()
         self._moves: dict[TopicPartition, ReplicaMove] = {}
+        self._cleaner_numbers = itertools.count(1)
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
         self.append_deliver: Callable[[list], None] | None = None
         #: The high watermarks :meth:`startup` read, each clamped to its log's range.
@@ -495,31 +505,74 @@ class LogManager:
                 failed.append(d)
         return failed
 
-    def clean_logs(self) -> int:
-        """One cleaner pass over every compacted log; returns the number of logs cleaned."""
+    def clean_logs(self, stop: threading.Event | None = None) -> int:
+        """One cleaner pass over every compacted log that no other thread is cleaning (until ``stop`` is
+        set); returns the number of logs cleaned."""
+        n = 0
+        for tp, log in self.logs().items():
+            if stop is not None and stop.is_set():
+                break
+            if log.closed or not log.config.compact:
+                continue
+            with self._cleaner_lock:
+                if tp in self._in_cleaning:
+                    continue
+                self._in_cleaning.add(tp)
+            try:
+                n += self._clean_log(tp, log)
+            finally:
+                with self._cleaner_lock:
+                    self._in_cleaning.discard(tp)
+        return n
+
+    def _clean_log(self, tp: TopicPartition, log: Log) -> bool:
         from broker.log.cleaner import clean_log
 
-        n = 0
-        now_ms = int(self.clock() * 1000)
+        high_watermark = self.high_watermark_of(tp)
+        if high_watermark is None:
+            return False
+        first_dirty = max(self._first_dirty.get(tp, 0), log.log_start_offset)
+        try:
+            result = clean_log(log, int(self.clock() * 1000), first_dirty_offset=first_dirty,
+                               high_watermark=high_watermark, offset_map_bytes=self.cleaner_offset_map_bytes)
+        except OSError as exc:
+            if self.report_io_error(log.dir.parent, f"cleaning {tp[0]}-{tp[1]}", exc):
+                return False
+            raise
+        if result is None:
+            return False
+        with self._lock:
+            if tp in self._logs:
+                self._first_dirty[tp] = result.next_dirty_offset
+        return True
+
+    def resize_cleaner(self, threads: int) -> None:
+        """Run ``threads`` cleaner threads from now on (at once if the background work runs)."""
         with self._cleaner_lock:
-            for tp, log in self.logs().items():
-                high_watermark = self.high_watermark_of(tp)
-                if log.closed or not log.config.compact or high_watermark is None:
-                    continue
-                first_dirty = max(self._first_dirty.get(tp, 0), log.log_start_offset)
-                try:
-                    result = clean_log(log, now_ms, first_dirty_offset=first_dirty, high_watermark=high_watermark,
-                                       offset_map_bytes=self.cleaner_offset_map_bytes)
-                except OSError as exc:
-                    if self.report_io_error(log.dir.parent, f"cleaning {tp[0]}-{tp[1]}", exc):
-                        continue
-                    raise
-                if result is not None:
-                    with self._lock:
-                        if tp in self._logs:
-                            self._first_dirty[tp] = result.next_dirty_offset
-                    n += 1
-        return n
+            self.cleaner_threads = threads
+            if not self._threads or self._stop.is_set():
+                return  # start_background starts them
+            while len(self._cleaners) > threads:
+                _thread, stop = self._cleaners.pop()
+                stop.set()  # it ends after the log it is cleaning
+            while len(self._cleaners) < threads:
+                self._start_cleaner()
+            self._threads = [t for t in self._threads if t.is_alive()]
+
+    def _start_cleaner(self) -> None:
+        """Under ``_cleaner_lock``: one more cleaner thread."""
+        stop = threading.Event()
+        thread = threading.Thread(target=self._cleaner_loop, args=(stop,), daemon=True,
+                                  name=f"log-cleaner-{next(self._cleaner_numbers)}")
+        self._cleaners.append((thread, stop))
+        self._threads.append(thread)
+        thread.start()
+
+    @property
+    def cleaner_threads_alive(self) -> int:
+        """Cleaner threads running (a retired one counts until it has finished its log)."""
+        with self._cleaner_lock:
+            return sum(t.is_alive() for t in self._threads if t.name.startswith("log-cleaner-"))
 
     def start_background(self, *, scheduler_tick_ms: int = 100) -> None:
         """Start the scheduler and cleaner threads (daemon threads, stopped by ``shutdown``)."""
@@ -528,10 +581,11 @@ class LogManager:
         self._stop.clear()
         t1 = threading.Thread(target=self._scheduler_loop, args=(scheduler_tick_ms,), name="log-scheduler",
                               daemon=True)
-        t2 = threading.Thread(target=self._cleaner_loop, name="log-cleaner", daemon=True)
-        self._threads = [t1, t2]
-        for t in self._threads:
-            t.start()
+        self._threads = [t1]
+        t1.start()
+        with self._cleaner_lock:
+            for _ in range(self.cleaner_threads):
+                self._start_cleaner()
 
     def _scheduler_loop(self, tick_ms: int) -> None:
         last_retention = last_checkpoint = last_expiry = time.monotonic()
@@ -560,10 +614,10 @@ class LogManager:
             except Exception:  # keep the thread alive; a failing dir must not stop the others
                 logger.exception("log scheduler task failed")
 
-    def _cleaner_loop(self) -> None:
-        while not self._stop.wait(self.cleaner_backoff_ms / 1000):
+    def _cleaner_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.cleaner_backoff_ms / 1000):
             try:
-                self.clean_logs()
+                self.clean_logs(stop)
             except Exception:
                 logger.exception("log cleaner pass failed")
 
@@ -649,11 +703,15 @@ class LogManager:
         self._cancel_moves(lambda move: True)  # a restart would abandon them anyway
         for appender in list(self._appenders.values()):
             appender.close()
-        self._stop.set()
+        with self._cleaner_lock:
+            self._stop.set()
+            for _thread, stop in self._cleaners:
+                stop.set()
+            self._cleaners = []
+            threads, self._threads = self._threads, []
         self._wake.set()
-        for t in self._threads:
+        for t in threads:
             t.join()
-        self._threads = []
 
     # -- meta.properties --------------------------------------------------------------
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:

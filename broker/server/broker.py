@@ -186,6 +186,7 @@ class Broker:
         self.topics.start()
         self.metrics.watch_logs(lambda: self.log_manager.logs().items())
         self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())
+        self.metrics.log_cleaner_threads.set_function(lambda: self.log_manager.cleaner_threads_alive)
         self.metrics.watch_health(partial(health_snapshot, self))
         self.metrics.watch_consumer_lag(partial(consumer_lag_snapshot, self))
         if self.config.metrics_port >= 0:
@@ -213,6 +214,7 @@ class Broker:
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,
             checkpoint_interval_ms=cfg.log_flush_offset_checkpoint_interval_ms,
             cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
+            cleaner_threads=cfg.log_cleaner_threads,
             topic_config=self._topic_log_config,
             flush_timer=self.metrics.log_flush_duration.observe,
             producer_id_expiration_ms=cfg.producer_id_expiration_ms,

@@ -15,7 +15,11 @@ The configs that can change this way (:data:`DYNAMIC`), each applied at once:
 * ``num.replica.fetchers``: the follower fetchers are redistributed
   (:meth:`~broker.replica.fetcher.ReplicaFetcherManager.resize`);
 * ``unclean.leader.election.enable``: the default the controller uses for topics
-  without their own override.
+  without their own override;
+* ``log.cleaner.threads``: the log cleaner runs that many threads from now on
+  (:meth:`~broker.log.manager.LogManager.resize_cleaner`). As Kafka's
+  ``LogCleaner.validateReconfiguration``, a new value must be at least 1 and
+  within half and double this broker's current one, else INVALID_CONFIG.
 
 AlterConfigs and IncrementalAlterConfigs change them for a BROKER resource
 named by this broker's id (that broker's overrides) or empty (``<default>``);
@@ -58,7 +62,7 @@ THROTTLE_RATES: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
     "leader.replication.throttled.rate": (_rate, UNLIMITED, "Bytes/s a leader sends to throttled replicas."),
     "follower.replication.throttled.rate": (_rate, UNLIMITED, "Bytes/s a follower fetches for throttled replicas."),
 }
-DYNAMIC = frozenset({*THROTTLE_RATES, "num.replica.fetchers", "unclean.leader.election.enable"})
+DYNAMIC = frozenset({*THROTTLE_RATES, "num.replica.fetchers", "unclean.leader.election.enable", "log.cleaner.threads"})
 
 
 def parse(name: str, value: str) -> Any:
@@ -66,6 +70,16 @@ def parse(name: str, value: str) -> Any:
     if name in THROTTLE_RATES:
         return THROTTLE_RATES[name][0](value)
     return PROPERTIES[name].parse(value)
+
+
+def _check_cleaner_threads(new: int, current: int) -> None:
+    """Kafka's bounds on a live change of log.cleaner.threads (a slip of the operator's finger, not a plan)."""
+    if new < 1:
+        raise ValueError("log cleaner threads should be at least 1")
+    if new < current // 2:
+        raise ValueError(f"log cleaner threads cannot be reduced to less than half the current value {current}")
+    if new > current * 2:
+        raise ValueError(f"log cleaner threads cannot be increased to more than double the current value {current}")
 
 
 class DynamicBrokerConfig:
@@ -115,6 +129,7 @@ class DynamicBrokerConfig:
         replicas.leader_quota.rate = self.value("leader.replication.throttled.rate")
         replicas.follower_quota.rate = self.value("follower.replication.throttled.rate")
         replicas.fetchers.resize(self.value("num.replica.fetchers"))
+        self.broker.log_manager.resize_cleaner(self.value("log.cleaner.threads"))
         self.broker.default_log_config = replace(
             self._static_log_config, unclean_leader_election_enable=self.value("unclean.leader.election.enable"))
 
@@ -134,7 +149,9 @@ class DynamicBrokerConfig:
                              f"cannot update these broker configs dynamically: {', '.join(refused)}")
         for name, value in new.items():
             try:
-                parse(name, value)
+                parsed = parse(name, value)
+                if name == "log.cleaner.threads" and current.get(name) != value:
+                    _check_cleaner_threads(parsed, self.value(name))
             except (ValueError, TypeError) as exc:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {name}: {exc}") from None
         if validate_only:
