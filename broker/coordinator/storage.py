@@ -14,7 +14,9 @@ The coordinator sees this narrow interface and nothing else of the broker
   replica in the ISR has it (single node: when it is written). Failures raise
   :class:`StorageError` with the Kafka code; :func:`commit_error_for` maps it to
   what the coordinator answers. Waiting longer than ``offsets.commit.timeout.ms``
-  is REQUEST_TIMED_OUT; losing the leadership meanwhile NOT_COORDINATOR;
+  is REQUEST_TIMED_OUT; losing the leadership meanwhile NOT_COORDINATOR. The
+  transaction coordinator writes ``__transaction_state`` through the same
+  :func:`append_replicated`;
 * :meth:`~OffsetsStore.replay` reads a partition from its log start to its log
   end in a worker thread (as Kafka's loader does: a new leader's log is the
   truth) and returns the surviving state: the last value of every key,
@@ -66,6 +68,42 @@ def offsets_topic_configs(broker_config: "BrokerConfig") -> dict[str, str]:
         "segment.bytes": str(broker_config.offsets_topic_segment_bytes),
         "compression.type": "producer",
     }
+
+
+async def append_replicated(replicas: "ReplicaManager", topic: str, partition: int, batch: bytes,
+                            timeout_s: float) -> None:
+    """Append ``batch`` to an internal partition led here and wait until its high watermark passes it.
+
+    The one way the coordinators write their state: through the replica layer
+    (off the loop, the log dir's writer), done once every ISR replica has it.
+    Raises :class:`StorageError`: NOT_COORDINATOR when this broker does not lead
+    the partition, loses the leadership meanwhile or closes the log (shutdown);
+    the log's own code when the append fails; REQUEST_TIMED_OUT when the ISR
+    does not have it within ``timeout_s``.
+    """
+    p = replicas.partition(topic, partition)
+    if p is None or not p.is_leader:
+        raise StorageError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {topic}-{partition}")
+    epoch = p.leader_epoch
+    try:
+        info = await replicas.append_records(p, batch, asyncio.get_running_loop())
+    except (LogError, CorruptRecordError) as exc:
+        raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
+    except ValueError as exc:  # the log was closed under us (shutdown)
+        raise StorageError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+
+    def still_leader() -> bool:
+        return replicas.partition(topic, partition) is p and p.is_leader and p.leader_epoch == epoch
+
+    def settled() -> bool:
+        return p.high_watermark > info.last_offset or not still_leader()
+
+    await replicas.purgatory.wait_until((p.key,), settled, timeout_s)
+    if not still_leader() or replicas.purgatory.closed:
+        raise StorageError(ErrorCode.NOT_COORDINATOR, f"no longer the leader of {topic}-{partition}")
+    if p.high_watermark <= info.last_offset:
+        raise StorageError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition}: offset {info.last_offset} "
+                           f"not replicated to the ISR within {round(timeout_s * 1000)} ms")
 
 
 class OffsetsStore(Protocol):
@@ -160,35 +198,13 @@ class ReplicaStore:
 
     async def append(self, partition: int, records: Records, now_ms: int | None = None, *,
                      producer_id: int = -1, producer_epoch: int = -1) -> None:
-        p = self._leader(partition)
-        epoch = p.leader_epoch
         # with a producer id: that producer's transactional batch (TxnOffsetCommit; base sequence 0, as Kafka)
         builder = (BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
                                 is_transactional=True) if producer_id >= 0 else BatchBuilder())
         ts = int(time.time() * 1000) if now_ms is None else now_ms
         for key, value in records:
             builder.append(ts, key, value)
-        try:
-            info = await self._replicas.append_records(p, builder.build(), asyncio.get_running_loop())
-        except (LogError, CorruptRecordError) as exc:
-            raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
-        except ValueError as exc:  # the log was closed under us (shutdown)
-            raise StorageError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
-        replicas = self._replicas
-
-        def still_leader() -> bool:
-            return replicas.partition(OFFSETS_TOPIC, partition) is p and p.is_leader and p.leader_epoch == epoch
-
-        def settled() -> bool:
-            return p.high_watermark > info.last_offset or not still_leader()
-
-        await replicas.purgatory.wait_until((p.key,), settled, self._commit_timeout_s)
-        if not still_leader() or replicas.purgatory.closed:
-            raise StorageError(ErrorCode.NOT_COORDINATOR, f"no longer the leader of {OFFSETS_TOPIC}-{partition}")
-        if p.high_watermark <= info.last_offset:
-            raise StorageError(ErrorCode.REQUEST_TIMED_OUT,
-                               f"{OFFSETS_TOPIC}-{partition}: not replicated to the ISR within "
-                               f"{self._config.offsets_commit_timeout_ms} ms")
+        await append_replicated(self._replicas, OFFSETS_TOPIC, partition, builder.build(), self._commit_timeout_s)
 
     async def replay(self, partition: int) -> "PartitionState":
         p = self._leader(partition)

@@ -7,8 +7,9 @@
   transaction.state.log.min.isr`` (capped by the replication factor), ``segment.bytes=transaction.state.log.segment.bytes``,
   ``unclean.leader.election.enable=false``, uncompressed.
 * :func:`append_record` writes one uncompressed v2 batch holding one
-  transactional id's record through the replica layer (off the loop, the log
-  dir's writer) and waits until the high watermark passes it, so a state the
+  transactional id's record through the replica layer (the offsets store's
+  ``append_replicated``: off the loop, the log dir's writer) and waits until
+  the high watermark passes it, so a state the
   coordinator acts on is in every ISR replica (NOT_COORDINATOR if the leadership
   is lost meanwhile, REQUEST_TIMED_OUT after the timeout).
 * :func:`read_partition` replays a partition from its log start to its log
@@ -18,13 +19,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
 
-from broker.coordinator.storage import StorageError, replay_batches
-from broker.log import CorruptRecordError, LogError
+from broker.coordinator.storage import append_replicated, replay_batches
 from broker.protocol import ErrorCode
 from broker.records import BatchBuilder
 from broker.txn.records import TransactionLogError, TransactionLogValue, decode_key, decode_value
@@ -71,30 +70,9 @@ async def ensure_transaction_topic(broker):
 async def append_record(replicas: "ReplicaManager", p: int, key: bytes, value: bytes | None,
                         timeout_s: float) -> None:
     """Append one record to partition ``p`` (led here) and wait until the ISR has it. Raises StorageError."""
-    partition = replicas.partition(TRANSACTION_TOPIC, p)
-    if partition is None or not partition.is_leader:
-        raise StorageError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {TRANSACTION_TOPIC}-{p}")
-    epoch = partition.leader_epoch
     builder = BatchBuilder()
     builder.append(int(time.time() * 1000), key, value)
-    try:
-        info = await replicas.append_records(partition, builder.build(), asyncio.get_running_loop())
-    except (LogError, CorruptRecordError) as exc:
-        raise StorageError(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
-    except ValueError as exc:  # the log was closed under us (shutdown)
-        raise StorageError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
-
-    def still_leader() -> bool:
-        return (replicas.partition(TRANSACTION_TOPIC, p) is partition and partition.is_leader
-                and partition.leader_epoch == epoch)
-
-    await replicas.purgatory.wait_until((partition.key,), lambda: partition.high_watermark > info.last_offset
-                                        or not still_leader(), timeout_s)
-    if not still_leader() or replicas.purgatory.closed:
-        raise StorageError(ErrorCode.NOT_COORDINATOR, f"no longer the leader of {TRANSACTION_TOPIC}-{p}")
-    if partition.high_watermark <= info.last_offset:
-        raise StorageError(ErrorCode.REQUEST_TIMED_OUT,
-                           f"{TRANSACTION_TOPIC}-{p}: offset {info.last_offset} not replicated in {timeout_s} s")
+    await append_replicated(replicas, TRANSACTION_TOPIC, p, builder.build(), timeout_s)
 
 
 def read_partition(partition: "Partition") -> tuple[dict[str, TransactionLogValue], int]:
