@@ -35,8 +35,6 @@ failover) is a smoke test, not a measurement.
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -51,10 +49,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks._load import payloads, produce_latency, produce_throughput
 from benchmarks._procs import OurBroker
+from benchmarks._runs import LIMIT_S, alternate, arguments, medians, wait_for, write_json
 
 RECORD = 1024
 SESSION_TIMEOUT_MS = 6000
-LIMIT_S = 120  # a guard against a hang
 
 
 class Cluster:
@@ -108,50 +106,47 @@ def create(bootstrap: str, topic: str, partitions: int, factor: int) -> None:
              f"{topic}: every partition led, ISR full")
 
 
-def wait_for(check, what: str) -> None:
-    deadline = time.monotonic() + LIMIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
     return {p: m.leader for p, m in md.topics[topic].partitions.items()}
 
 
+def cases(cluster: Cluster, single: OurBroker) -> dict[str, tuple[str, str, int]]:
+    """The two cases alternated: (bootstrap, acks, replication factor)."""
+    return {"single acks=1": (single.bootstrap, "1", 1), "cluster acks=all": (cluster.bootstrap, "all", 3)}
+
+
 def throughput(cluster: Cluster, single: OurBroker, count: int, reps: int) -> dict:
-    rates: dict[str, list[float]] = {"single acks=1": [], "cluster acks=all": []}
-    for rep in range(reps):
-        for kind, bootstrap, acks, factor in (("single acks=1", single.bootstrap, "1", 1),
-                                              ("cluster acks=all", cluster.bootstrap, "all", 3)):
-            topic = f"cb-{uuid.uuid4().hex[:8]}"
-            create(bootstrap, topic, 1, factor)
-            r = produce_throughput(bootstrap, topic, size=RECORD, count=count, acks=acks, max_s=LIMIT_S)
-            rates[kind].append(r.records_s)
-            print(f"  rep {rep + 1} {kind:17s} {r.records_s:10,.0f} records/s {r.mb_s:7.1f} MB/s"
-                  f"{f'  {r.errors} errors ({r.first_error})' if r.errors else ''}", flush=True)
-    out = {k: statistics.median(v) for k, v in rates.items()}
+    def measure(kind: str, case: tuple[str, str, int], rep: int) -> float:
+        bootstrap, acks, factor = case
+        topic = f"cb-{uuid.uuid4().hex[:8]}"
+        create(bootstrap, topic, 1, factor)
+        r = produce_throughput(bootstrap, topic, size=RECORD, count=count, acks=acks, max_s=LIMIT_S)
+        print(f"  rep {rep + 1} {kind:17s} {r.records_s:10,.0f} records/s {r.mb_s:7.1f} MB/s"
+              f"{f'  {r.errors} errors ({r.first_error})' if r.errors else ''}", flush=True)
+        return r.records_s
+
+    rates = alternate(cases(cluster, single), reps, measure)
+    out: dict = medians(rates)
     out["ratio"] = out["cluster acks=all"] / out["single acks=1"]
     out["runs"] = rates
     return out
 
 
 def latency(cluster: Cluster, single: OurBroker, seconds: float, reps: int) -> dict:
-    runs: dict[str, list[tuple[float, float]]] = {"single acks=1": [], "cluster acks=all": []}
-    for rep in range(reps):
-        for kind, bootstrap, acks, factor in (("single acks=1", single.bootstrap, "1", 1),
-                                              ("cluster acks=all", cluster.bootstrap, "all", 3)):
-            topic = f"cl-{uuid.uuid4().hex[:8]}"
-            create(bootstrap, topic, 1, factor)
-            r = produce_latency(bootstrap, topic, rate=5000, duration_s=seconds, acks=acks)
-            p50, p99 = r.percentile(0.5) * 1000, r.percentile(0.99) * 1000
-            runs[kind].append((p50, p99))
-            print(f"  rep {rep + 1} {kind:17s} at 5,000/s: p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  "
-                  f"(sent at {r.send_rate:,.0f}/s, {r.errors} errors)", flush=True)
-    out = {k: {"p50_ms": statistics.median(a for a, _ in v), "p99_ms": statistics.median(b for _, b in v)}
-           for k, v in runs.items()}
+    def measure(kind: str, case: tuple[str, str, int], rep: int) -> tuple[float, float]:
+        bootstrap, acks, factor = case
+        topic = f"cl-{uuid.uuid4().hex[:8]}"
+        create(bootstrap, topic, 1, factor)
+        r = produce_latency(bootstrap, topic, rate=5000, duration_s=seconds, acks=acks)
+        p50, p99 = r.percentile(0.5) * 1000, r.percentile(0.99) * 1000
+        print(f"  rep {rep + 1} {kind:17s} at 5,000/s: p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  "
+              f"(sent at {r.send_rate:,.0f}/s, {r.errors} errors)", flush=True)
+        return p50, p99
+
+    runs = alternate(cases(cluster, single), reps, measure)
+    out: dict = {k: {"p50_ms": statistics.median(a for a, _ in v), "p99_ms": statistics.median(b for _, b in v)}
+                 for k, v in runs.items()}
     out["p99_ratio"] = out["cluster acks=all"]["p99_ms"] / out["single acks=1"]["p99_ms"]
     return out
 
@@ -216,13 +211,11 @@ def failover_once(cluster: Cluster) -> tuple[float, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cluster_bench")
-    parser.add_argument("--short", action="store_true", help="fewer records, one repetition, one failover")
+    parser = arguments("cluster_bench", "fewer records, one repetition, one failover")
     parser.add_argument("--reps", type=int)
     parser.add_argument("--records", type=int)
     parser.add_argument("--latency-s", type=float)
     parser.add_argument("--failovers", type=int)
-    parser.add_argument("--json")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.short else 3)
     count = args.records or (60_000 if args.short else 300_000)
@@ -254,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         single.stop()
         cluster.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import statistics
 import struct
 import subprocess
 import sys
@@ -47,11 +45,10 @@ import yaml
 
 from benchmarks._load import create_topic, fill_keyed, payloads
 from benchmarks._procs import OurBroker
+from benchmarks._runs import alternate, arguments, medians, wait_for, write_json
 
 PARTITIONS = 6
 RECORD = 1024
-
-
 
 
 def _target_total(admin, topic: str) -> int:
@@ -69,17 +66,17 @@ def _timed(target: str, topic: str, count: int, limit_s: float) -> tuple[float, 
     from broker.client import Admin
 
     with Admin(bootstrap_servers=target) as admin:
-        deadline = time.monotonic() + limit_s
         first = None
-        while time.monotonic() < deadline:
+
+        def copied() -> tuple[float, int] | None:
+            nonlocal first
             n = _target_total(admin, topic)
             now = time.monotonic()
             if n and first is None:
                 first = (now, n)
-            if n >= count:
-                return now - first[0], n - first[1]
-            time.sleep(0.05)
-    raise RuntimeError(f"copy of {topic} did not finish within {limit_s} s")
+            return (now - first[0], n - first[1]) if n >= count else None
+
+        return wait_for(copied, f"the copy of {topic}", limit_s, 0.05)
 
 
 def _start_mirror(workdir: Path, source: str, target: str, topic: str, rename: str, tag: str) -> subprocess.Popen:
@@ -135,24 +132,25 @@ def throughput(src: OurBroker, dst: OurBroker, workdir: Path, count: int, reps: 
     t0 = time.monotonic()
     fill_keyed(src.bootstrap, topic, count, PARTITIONS, RECORD, with_headers=True)
     print(f"filled {topic}: {count} records of {RECORD} B in {time.monotonic() - t0:.1f} s", flush=True)
-    rates: dict[str, list[float]] = {"mirror": [], "baseline": []}
-    for rep in range(reps):
-        for kind in ("mirror", "baseline"):
-            tag = f"{rep}{kind[0]}"
-            target_topic = f"r{tag}.{topic}"
-            if kind == "mirror":
-                proc = _start_mirror(workdir, src.bootstrap, dst.bootstrap, topic, f"r{tag}.{{topic}}", tag)
-            else:
-                create_topic(dst.bootstrap, target_topic, PARTITIONS)
-                proc = _start_baseline(src.bootstrap, dst.bootstrap, topic, target_topic, count)
-            try:
-                seconds, records = _timed(dst.bootstrap, target_topic, count, 600)
-            finally:
-                _stop(proc)
-            rate = records / seconds
-            rates[kind].append(rate)
-            print(f"  rep {rep + 1} {kind:8s} {rate:10,.0f} records/s  {rate * RECORD / 1e6:7.1f} MB/s", flush=True)
-    out = {k: statistics.median(v) for k, v in rates.items()}
+
+    def measure(kind: str, _case: None, rep: int) -> float:
+        tag = f"{rep}{kind[0]}"
+        target_topic = f"r{tag}.{topic}"
+        if kind == "mirror":
+            proc = _start_mirror(workdir, src.bootstrap, dst.bootstrap, topic, f"r{tag}.{{topic}}", tag)
+        else:
+            create_topic(dst.bootstrap, target_topic, PARTITIONS)
+            proc = _start_baseline(src.bootstrap, dst.bootstrap, topic, target_topic, count)
+        try:
+            seconds, records = _timed(dst.bootstrap, target_topic, count, 600)
+        finally:
+            _stop(proc)
+        rate = records / seconds
+        print(f"  rep {rep + 1} {kind:8s} {rate:10,.0f} records/s  {rate * RECORD / 1e6:7.1f} MB/s", flush=True)
+        return rate
+
+    rates = alternate({"mirror": None, "baseline": None}, reps, measure)
+    out: dict = medians(rates)
     out["ratio"] = out["mirror"] / out["baseline"]
     out["runs"] = rates
     return out
@@ -193,8 +191,7 @@ def _latencies(bootstrap: str, topic: str, count: int) -> list[int]:
 def latency(src: OurBroker, dst: OurBroker, workdir: Path, rate: int, seconds: float) -> dict:
     from broker.client import Admin, NewTopic
 
-    out = {}
-    for kind in ("mirror", "baseline"):
+    def measure(kind: str, _case: None, _rep: int) -> dict:
         tag = f"lat{kind[0]}"
         topic = f"ml-{uuid.uuid4().hex[:8]}"
         target_topic = f"r{tag}.{topic}"
@@ -214,18 +211,18 @@ def latency(src: OurBroker, dst: OurBroker, workdir: Path, rate: int, seconds: f
         finally:
             _stop(proc)
         lat = sorted(_latencies(dst.bootstrap, target_topic, count))
-        out[kind] = {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99)], "records": len(lat)}
-        print(f"  {kind:8s} at {rate}/s: p50 {out[kind]['p50_ms']} ms  p99 {out[kind]['p99_ms']} ms", flush=True)
-    return out
+        out = {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99)], "records": len(lat)}
+        print(f"  {kind:8s} at {rate}/s: p50 {out['p50_ms']} ms  p99 {out['p99_ms']} ms", flush=True)
+        return out
+
+    return {kind: runs[0] for kind, runs in alternate({"mirror": None, "baseline": None}, 1, measure).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mirror_bench")
-    parser.add_argument("--short", action="store_true", help="fewer records, one repetition")
+    parser = arguments("mirror_bench", "fewer records, one repetition")
     parser.add_argument("--reps", type=int)
     parser.add_argument("--records", type=int)
     parser.add_argument("--latency-s", type=float)
-    parser.add_argument("--json")
     parser.add_argument("--copy", nargs=5, metavar=("SOURCE", "TARGET", "TOPIC", "TARGET_TOPIC", "COUNT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -250,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         src.stop()
         dst.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

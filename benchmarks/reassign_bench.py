@@ -25,8 +25,6 @@ The short form (``--short``: 20,000 records, throttle 1 MB/s) is a smoke test.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,8 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks._load import produce_throughput
-from benchmarks.cluster_bench import LIMIT_S, RECORD, Cluster, wait_for
+from benchmarks._runs import LIMIT_S, arguments, wait_for, write_json
+from benchmarks.cluster_bench import RECORD, Cluster
 from broker.client import Admin, ConfigResource
 
 WINDOW_S = 11  # the quota's window (broker.replica.quota)
@@ -50,13 +49,14 @@ def move(cluster: Cluster, admin: Admin, target: list[int], added: int) -> dict:
     start = time.perf_counter()
     admin.alter_partition_reassignments({(TOPIC, 0): target})
     copied_at_window = None
-    while admin.list_partition_reassignments([(TOPIC, 0)]):
-        elapsed = time.perf_counter() - start
-        if copied_at_window is None and elapsed >= WINDOW_S:
+
+    def done() -> bool:
+        nonlocal copied_at_window
+        if copied_at_window is None and time.perf_counter() - start >= WINDOW_S:
             copied_at_window = replica_bytes(cluster, added)
-        if elapsed > 10 * LIMIT_S:
-            raise RuntimeError("the move did not complete")
-        time.sleep(0.05)
+        return not admin.list_partition_reassignments([(TOPIC, 0)])
+
+    wait_for(done, f"the move to {target}", 10 * LIMIT_S, 0.05)
     seconds = time.perf_counter() - start
     size = replica_bytes(cluster, added)
     out = {"seconds": seconds, "bytes": size, "mb_s": size / seconds / 1e6}
@@ -66,11 +66,9 @@ def move(cluster: Cluster, admin: Admin, target: list[int], added: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="reassign_bench")
-    parser.add_argument("--short", action="store_true", help="fewer records, a smaller throttle")
+    parser = arguments("reassign_bench", "fewer records, a smaller throttle")
     parser.add_argument("--records", type=int)
     parser.add_argument("--throttle", type=int, help="bytes/s for the throttled move")
-    parser.add_argument("--json")
     args = parser.parse_args(argv)
     count = args.records or (20_000 if args.short else 200_000)
     throttle = args.throttle or (1_000_000 if args.short else 5_000_000)
@@ -104,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{t['seconds']:.1f} s, {t['mb_s']:.1f} MB/s average{after}", flush=True)
     finally:
         cluster.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

@@ -29,17 +29,15 @@ partition and under 10 s for the whole shutdown.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import signal
 import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 
-from benchmarks.cluster_bench import LIMIT_S, Cluster, create, wait_for
+from benchmarks._runs import LIMIT_S, alternate, arguments, wait_for, write_json
+from benchmarks.cluster_bench import Cluster, create
 from broker.client import Admin
 from broker.client._connection import BrokerConnection
 from broker.protocol import ApiKey
@@ -98,8 +96,8 @@ def settle(cluster: Cluster, count: int) -> None:
     wait_for(done, "preferred leaders and full ISRs")
 
 
-def stop_once(cluster: Cluster, controlled: bool, next_controlled: bool, count: int) -> dict:
-    """Stop the victim (started with ``controlled``); start it again set for the next case."""
+def stop_once(cluster: Cluster, controlled: bool, count: int) -> dict:
+    """Stop the victim (started with ``controlled``); start it again set for the next case (the other)."""
     victim = cluster.brokers[VICTIM]
     led = {p for p, leader in leaders(cluster).items() if leader == VICTIM}
     watcher = cluster.brokers[WATCHER]
@@ -114,52 +112,49 @@ def stop_once(cluster: Cluster, controlled: bool, next_controlled: bool, count: 
               "max_leaderless_s": round(max(moved.values(), default=0.0), 3),
               "median_leaderless_s": round(statistics.median(moved.values()), 3) if moved else None,
               "not_moved": len(missing)}
-    victim.props["controlled.shutdown.enable"] = next_controlled
+    victim.props["controlled.shutdown.enable"] = not controlled
     cluster.restart(VICTIM)
     settle(cluster, count)
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="shutdown_bench")
-    parser.add_argument("--short", action="store_true", help="60 partitions, one repetition")
+    parser = arguments("shutdown_bench", "60 partitions, one repetition")
     parser.add_argument("--partitions", type=int)
     parser.add_argument("--reps", type=int)
-    parser.add_argument("--json")
     args = parser.parse_args(argv)
     count = args.partitions or (60 if args.short else 300)
     reps = args.reps or (1 if args.short else 3)
 
     cluster = Cluster()
-    cases = [controlled for _rep in range(reps) for controlled in (True, False)]
     for b in cluster.brokers.values():
         b.props["auto.leader.rebalance.enable"] = False
-    cluster.brokers[VICTIM].props["controlled.shutdown.enable"] = cases[0]
-    runs: list[dict] = []
+    cluster.brokers[VICTIM].props["controlled.shutdown.enable"] = True
+
+    def measure(name: str, controlled: bool, rep: int) -> dict:
+        run = stop_once(cluster, controlled, count)
+        print(f"{name:10s} rep {rep + 1}: broker {VICTIM} led "
+              f"{run['partitions_led']} partitions; SIGTERM to exit {run['exit_s']:.2f} s, longest "
+              f"without a new leader {run['max_leaderless_s']:.2f} s (median "
+              f"{run['median_leaderless_s']} s), not moved {run['not_moved']}", flush=True)
+        return run
+
+    by_case: dict[str, list[dict]] = {}
     try:
         cluster.start()
         create(cluster.bootstrap, TOPIC, count, 3)
         settle(cluster, count)
-        for i, controlled in enumerate(cases):
-            run = stop_once(cluster, controlled, cases[(i + 1) % len(cases)], count)
-            runs.append(run)
-            print(f"{'controlled' if controlled else 'baseline  '} rep {i // 2 + 1}: broker {VICTIM} led "
-                  f"{run['partitions_led']} partitions; SIGTERM to exit {run['exit_s']:.2f} s, longest "
-                  f"without a new leader {run['max_leaderless_s']:.2f} s (median "
-                  f"{run['median_leaderless_s']} s), not moved {run['not_moved']}", flush=True)
+        by_case = alternate({"controlled": True, "baseline": False}, reps, measure)
     finally:
         cluster.stop()
-    summary = {}
-    for controlled, name in ((True, "controlled"), (False, "baseline")):
-        mine = [r for r in runs if r["controlled"] is controlled]
-        if mine:
-            summary[name] = {"exit_s": statistics.median(r["exit_s"] for r in mine),
-                             "max_leaderless_s": statistics.median(r["max_leaderless_s"] for r in mine)}
+    runs = [run for pair in zip(*by_case.values()) for run in pair]
+    summary = {name: {"exit_s": statistics.median(r["exit_s"] for r in mine),
+                      "max_leaderless_s": statistics.median(r["max_leaderless_s"] for r in mine)}
+               for name, mine in by_case.items() if mine}
     print("median: " + "; ".join(f"{name} exit {s['exit_s']:.2f} s, longest leaderless {s['max_leaderless_s']:.2f} s"
                                  for name, s in summary.items())
           + " (targets: < 1 s per partition, < 10 s whole shutdown)", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"partitions": count, "runs": runs, "median": summary}, indent=2))
+    write_json(args.json, {"partitions": count, "runs": runs, "median": summary})
     return 0
 
 
