@@ -117,31 +117,29 @@ def _producer(bootstrap: str, acks: str, compression: str, linger_ms: float, **e
     return Producer(config)
 
 
-def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, acks: str = "1",
-                       compression: str = "none", linger_ms: float = 5, max_s: float = 60.0,
-                       idempotence: bool = False, warmup: bool = False) -> ProduceResult:
-    """librdkafka sends ``count`` records as fast as it takes them; ``warmup`` first delivers one untimed
-    record (an idempotent producer's first needs its producer id: librdkafka takes up to 0.5 s for it)."""
-    errors = [0, ""]
+class _Errors:
+    """A producer's ``on_delivery`` with reports for errors only: counts them, keeps the first."""
 
-    def on_error(err, _msg) -> None:
+    def __init__(self) -> None:
+        self.count = 0
+        self.first = ""
+
+    def __call__(self, err, _msg) -> None:
         if err is not None:
-            if not errors[0]:
-                errors[1] = str(err)
-            errors[0] += 1
+            if not self.count:
+                self.first = str(err)
+            self.count += 1
 
-    producer = _producer(bootstrap, acks, compression, linger_ms, **{
-        "delivery.report.only.error": True, "on_delivery": on_error, "enable.idempotence": idempotence})
-    producer.list_topics(topic, timeout=30)
-    values = payloads(size)
+
+def _send(producer: Producer, topic: str, values: list[bytes], sent: int, end: int, stop_at: float) -> int:
+    """Produce records ``sent`` .. ``end - 1`` as fast as librdkafka takes them; returns the new ``sent``.
+
+    Python does nothing per record beyond ``produce()``: callbacks are served
+    every 1,024 records (and whenever the queue is full), which is also when
+    the time is checked: past ``stop_at`` no more are added.
+    """
     produce, poll = producer.produce, producer.poll
-    if warmup:
-        produce(topic, values[0])
-        producer.flush(max_s)
-    sent = 0
-    start = time.perf_counter()
-    stop_at = start + max_s
-    while sent < count:
+    while sent < end:
         try:
             produce(topic, values[sent & (POOL - 1)])
         except BufferError:
@@ -152,10 +150,28 @@ def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, ack
             poll(0)
             if time.perf_counter() > stop_at:
                 break
+    return sent
+
+
+def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, acks: str = "1",
+                       compression: str = "none", linger_ms: float = 5, max_s: float = 60.0,
+                       idempotence: bool = False, warmup: bool = False) -> ProduceResult:
+    """librdkafka sends ``count`` records as fast as it takes them; ``warmup`` first delivers one untimed
+    record (an idempotent producer's first needs its producer id: librdkafka takes up to 0.5 s for it)."""
+    errors = _Errors()
+    producer = _producer(bootstrap, acks, compression, linger_ms, **{
+        "delivery.report.only.error": True, "on_delivery": errors, "enable.idempotence": idempotence})
+    producer.list_topics(topic, timeout=30)
+    values = payloads(size)
+    if warmup:
+        producer.produce(topic, values[0])
+        producer.flush(max_s)
+    start = time.perf_counter()
+    sent = _send(producer, topic, values, 0, count, start + max_s)
     left = producer.flush(max_s)
     elapsed = time.perf_counter() - start
-    ok = sent - errors[0] - left
-    return ProduceResult(ok, ok * size, elapsed, errors[0] + left, errors[1])
+    ok = sent - errors.count - left
+    return ProduceResult(ok, ok * size, elapsed, errors.count + left, errors.first)
 
 
 def produce_transactional_throughput(bootstrap: str, topic: str, *, size: int, count: int, per_txn: int = 1000,
@@ -163,43 +179,26 @@ def produce_transactional_throughput(bootstrap: str, topic: str, *, size: int, c
     """As :func:`produce_throughput` with acks=all, from a librdkafka transactional producer that commits
     every ``per_txn`` records; the time includes every commit. ``init_transactions`` and one committed
     warm-up transaction of one record are not timed."""
-    errors = [0, ""]
-
-    def on_error(err, _msg) -> None:
-        if err is not None:
-            if not errors[0]:
-                errors[1] = str(err)
-            errors[0] += 1
-
+    errors = _Errors()
     producer = _producer(bootstrap, "all", "none", linger_ms, **{
-        "delivery.report.only.error": True, "on_delivery": on_error, "enable.idempotence": True,
+        "delivery.report.only.error": True, "on_delivery": errors, "enable.idempotence": True,
         "transactional.id": f"bench-{topic}"})
     producer.list_topics(topic, timeout=30)
     producer.init_transactions(max_s)
     values = payloads(size)
-    produce, poll = producer.produce, producer.poll
     producer.begin_transaction()
-    produce(topic, values[0])
+    producer.produce(topic, values[0])
     producer.commit_transaction(max_s)
     sent = 0
     start = time.perf_counter()
     stop_at = start + max_s
     while sent < count and time.perf_counter() < stop_at:
         producer.begin_transaction()
-        end = min(count, sent + per_txn)
-        while sent < end:
-            try:
-                produce(topic, values[sent & (POOL - 1)])
-            except BufferError:
-                poll(0.005)
-                continue
-            sent += 1
-            if not sent & 0x3FF:
-                poll(0)
+        sent = _send(producer, topic, values, sent, min(count, sent + per_txn), stop_at)
         producer.commit_transaction(max_s)
     elapsed = time.perf_counter() - start
-    ok = sent - errors[0]
-    return ProduceResult(ok, ok * size, elapsed, errors[0], errors[1])
+    ok = sent - errors.count
+    return ProduceResult(ok, ok * size, elapsed, errors.count, errors.first)
 
 
 @dataclass
