@@ -19,6 +19,15 @@ from .conftest import create_topic
 HANG_GUARD_S = 60
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt here even when the suite was started with SIGINT
+    ignored (a shell starts background jobs so, and Python then leaves it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _close_in_thread(consumer: Consumer) -> threading.Thread:
     closer = threading.Thread(target=consumer.close, daemon=True)
     closer.start()
