@@ -1,0 +1,136 @@
+"""The roles' templates rendered for an inventory of three hosts and checked by what reads them.
+
+A playbook on this machine loads each role's defaults and vars, as the role
+does, and renders its templates into a tmp dir per host: ``server.yaml`` must
+load with the broker's own configuration loader, ``mirror.yaml`` with the
+mirror's, ``prometheus.yml`` with ``promtool check config`` (the repository's
+alert rules included), and ``systemd-analyze verify`` must print nothing for
+every unit (it only warns about unknown keys, so any output fails).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from broker.config import load_config
+from mirror.config import load as load_mirror_config
+from tests.ansible import playbooks
+
+ROLES = playbooks.ANSIBLE_DIR / "roles"
+REPO = playbooks.ANSIBLE_DIR.parent
+HOSTS = {"kafka1": "10.0.0.1", "kafka2": "10.0.0.2", "kafka3": "10.0.0.3"}
+# role, template, rendered file name, group whose hosts get it
+TEMPLATES = [
+    ("broker", "server.yaml.j2", "server.yaml", "kafka_brokers"),
+    ("broker", "kafkapy-broker.service.j2", "kafkapy-broker.service", "kafka_brokers"),
+    ("mirror", "mirror.yaml.j2", "mirror.yaml", "mirror_makers"),
+    ("mirror", "kafkapy-mirror.service.j2", "kafkapy-mirror.service", "mirror_makers"),
+    ("zookeeper", "zoo.cfg.j2", "zoo.cfg", "zookeeper"),
+    ("zookeeper", "zookeeper.service.j2", "zookeeper.service", "zookeeper"),
+    ("monitoring", "prometheus.yml.j2", "prometheus.yml", "monitoring"),
+]
+
+
+def inventory() -> dict:
+    return {"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"},
+        "children": {
+            "zookeeper": {"hosts": {h: {"ansible_host": a, "zookeeper_id": i + 1}
+                                    for i, (h, a) in enumerate(HOSTS.items())}},
+            "kafka_brokers": {
+                "hosts": {h: {"broker_id": i + 1, "broker_rack": f"rack-{'abc'[i]}"} for i, h in enumerate(HOSTS)},
+                "vars": {"jbod_disks": ["/dev/sdb", "/dev/sdc"],
+                         "kafka_broker_config": {"num.partitions": 6, "log.retention.hours": 72,
+                                                 "auto.create.topics.enable": False}}},
+            "mirror_makers": {"hosts": {"kafka3": {"kafka_mirror_config": {
+                "clusters": {"dc1": {"bootstrap.servers": "10.1.0.1:9092"}},
+                "flows": [{"source": "dc1", "target": "local", "topics": "orders.*",
+                           "topic.rename": "{source}.{topic}"}]}}}},
+            "monitoring": {"hosts": {"kafka3": {}}},
+        }}}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rendered")
+    tasks = [{"ansible.builtin.include_vars": str(ROLES / role / kind / "main.yml")}
+             for role in ("kafkapy", "broker", "mirror", "zookeeper", "monitoring") for kind in ("defaults", "vars")
+             if (ROLES / role / kind / "main.yml").is_file()]
+    tasks.append({"ansible.builtin.file": {"path": f"{out}/{{{{ inventory_hostname }}}}", "state": "directory",
+                                           "mode": "0755"}})
+    for role, template, name, group in TEMPLATES:
+        tasks.append({"ansible.builtin.template": {"src": str(ROLES / role / "templates" / template),
+                                                   "dest": f"{out}/{{{{ inventory_hostname }}}}/{name}",
+                                                   "mode": "0644"},
+                      "when": f"inventory_hostname in groups['{group}']"})
+    (out / "inventory.json").write_text(json.dumps(inventory()))
+    (out / "render.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    # Extra vars, as include_vars of the defaults would override the inventory's: ExecStart must
+    # name a program that exists for systemd-analyze (this venv's), and promtool must find the rules.
+    overrides = {"kafkapy_venv": sys.prefix, "monitoring_rules_dir": str(REPO / "monitoring" / "rules")}
+    play = playbooks.run(out / "render.yml", "-e", json.dumps(overrides), inventory=str(out / "inventory.json"))
+    assert play.returncode == 0, play.output[-3000:]
+    return out
+
+
+def test_server_yaml_loads_with_the_brokers_config_loader(rendered):
+    for i, (host, address) in enumerate(HOSTS.items()):
+        config = load_config(rendered / host / "server.yaml")
+        assert not config.ignored
+        assert config["broker.id"] == i + 1
+        assert config["broker.rack"] == f"rack-{'abc'[i]}"
+        assert [str(d) for d in config.log_dirs] == ["/data/disk0/kafka-logs", "/data/disk1/kafka-logs"]
+        assert config["zookeeper.connect"] == "10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181"
+        assert [(e.host, e.port) for e in config.listeners] == [(address, 9092)]
+        assert [(e.host, e.port) for e in config.advertised_endpoints()] == [(address, 9092)]
+        assert (config["num.partitions"], config["log.retention.hours"]) == (6, 72)
+        assert config["auto.create.topics.enable"] is False
+        assert (config["default.replication.factor"], config["min.insync.replicas"]) == (3, 2)
+        assert config["metrics.port"] == 9308
+
+
+def test_mirror_yaml_loads_with_the_mirrors_config_loader(rendered):
+    config = load_mirror_config(rendered / "kafka3" / "mirror.yaml")
+    assert config.clusters["local"].properties == {"bootstrap.servers": "10.0.0.1:9092,10.0.0.2:9092,10.0.0.3:9092"}
+    assert config.clusters["dc1"].properties == {"bootstrap.servers": "10.1.0.1:9092"}
+    [flow] = config.flows
+    assert (flow.source, flow.target, flow.target_topic("orders")) == ("dc1", "local", "dc1.orders")
+    assert (config.metrics_host, config.metrics_port) == ("10.0.0.3", 9309)
+
+
+def test_zoo_cfg_lists_the_ensemble(rendered):
+    lines = (rendered / "kafka2" / "zoo.cfg").read_text().splitlines()
+    props = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    assert {k: v for k, v in props.items() if k.startswith("server.")} == {
+        "server.1": "10.0.0.1:2888:3888", "server.2": "10.0.0.2:2888:3888", "server.3": "10.0.0.3:2888:3888"}
+    assert (props["clientPort"], props["dataDir"], props["admin.enableServer"]) == ("2181", "/var/lib/zookeeper",
+                                                                                    "false")
+
+
+def test_prometheus_yml_passes_promtool_and_scrapes_the_inventory(rendered):
+    path = rendered / "kafka3" / "prometheus.yml"
+    res = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # every rule file of the repository was found and checked
+    assert res.stdout.count("SUCCESS") >= 1 + len(list((REPO / "monitoring" / "rules").glob("*.yml")))
+    jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in yaml.safe_load(path.read_text())["scrape_configs"]}
+    assert jobs["kafka"] == ["10.0.0.1:9308", "10.0.0.2:9308", "10.0.0.3:9308"]
+    assert jobs["kafka-mirror"] == ["10.0.0.3:9309"]
+    assert jobs["node"] == ["10.0.0.1:9100", "10.0.0.2:9100", "10.0.0.3:9100"]
+    assert "zookeeper" not in jobs  # no metricsProvider.httpPort in zookeeper_config
+
+
+def test_systemd_units_verify_cleanly(rendered):
+    units = [rendered / "kafka3" / name for name in ("kafkapy-broker.service", "kafkapy-mirror.service",
+                                                      "zookeeper.service")]
+    res = subprocess.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True)
+    assert (res.returncode, res.stdout + res.stderr) == (0, "")
+    broker_unit = units[0].read_text()
+    assert "RequiresMountsFor=/data/disk0/kafka-logs /data/disk1/kafka-logs" in broker_unit
+    assert f"ExecStart={sys.prefix}/bin/kafka-broker --config /etc/kafkapy/server.yaml" in broker_unit
