@@ -14,6 +14,15 @@ change to that partition before acting on it or answering (see
   client is told CONCURRENT_TRANSACTIONS, so it retries once the abort completes.
   ``transaction_timeout_ms`` must be in (0, ``transaction.max.timeout.ms``].
 * AddPartitionsToTxn / AddOffsetsToTxn: the partitions join the transaction (Ongoing).
+  One that meets a change in progress, most often the producer's previous
+  transaction still writing its markers and CompleteCommit, waits for it (up to
+  :data:`CONCURRENT_WAIT_S`, then CONCURRENT_TRANSACTIONS) instead of being
+  answered CONCURRENT_TRANSACTIONS at once as Kafka 2.7 does. Kafka's design
+  (KIP-98) and later KAFKA-9878 meant to hold the request so; Kafka 4.0 does
+  the like on the broker for KIP-890's produce-side adds. The client sees only
+  a later success: librdkafka and Java retry CONCURRENT_TRANSACTIONS after
+  20 ms, many times what the completion takes, and a producer committing every
+  few milliseconds met it in about one transaction of eight.
 * EndTxn: PrepareCommit or PrepareAbort is written and the client answered;
   then markers are written into every partition of the transaction by its
   current leader (:mod:`broker.txn.marker_channel`: WriteTxnMarkers to remote
@@ -64,6 +73,8 @@ S = TransactionState
 WRITE_TIMEOUT_S = 30.0
 #: pause between rounds of marker writes to partitions that answered with a retriable error
 MARKER_RETRY_S = 0.1
+#: how long AddPartitionsToTxn/AddOffsetsToTxn waits for a change in progress before CONCURRENT_TRANSACTIONS
+CONCURRENT_WAIT_S = 5.0
 
 
 def now_ms() -> int:
@@ -89,6 +100,8 @@ class TransactionCoordinator:
         self.loading: set[int] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        #: requests waiting for a change of a transactional id to be written (see add_partitions)
+        self._waiters: dict[str, list[asyncio.Future]] = {}
         self._stopped = False
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -120,6 +133,8 @@ class TransactionCoordinator:
 
     async def shutdown(self) -> None:
         self._stopped = True
+        for txn_id in list(self._waiters):
+            self._changed(txn_id)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -190,6 +205,7 @@ class TransactionCoordinator:
         self.owned.pop(p, None)
         for txn_id in [t for t in self.transactions if self.partition_for(t) == p]:
             del self.transactions[txn_id]
+            self._changed(txn_id)
 
     async def wait_loaded(self) -> None:
         """Wait until every partition being loaded is loaded (tests, tools)."""
@@ -231,14 +247,38 @@ class TransactionCoordinator:
                                         WRITE_TIMEOUT_S)
         except StorageError as exc:
             txn.abandon()
+            self._changed(txn.transactional_id)
             log.warning("transaction %s: writing %s failed: %s", txn.transactional_id, new.state.label, exc)
             code = commit_error_for(exc.error_code)
             return ErrorCode.UNKNOWN_SERVER_ERROR if code == ErrorCode.INVALID_COMMIT_OFFSET_SIZE else code
         if self.owned.get(p) != epoch:  # the partition moved on while we wrote
             txn.abandon()
+            self._changed(txn.transactional_id)
             return ErrorCode.NOT_COORDINATOR
         txn.complete(new)
+        self._changed(txn.transactional_id)
         return ErrorCode.NONE
+
+    async def _wait_for_change(self, transactional_id: str, timeout_s: float) -> None:
+        """Wait until a change of ``transactional_id`` is written or given up, its partition unloaded, or
+        ``timeout_s`` passes."""
+        waiter = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(transactional_id, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait((waiter,), timeout=timeout_s)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                waiters.remove(waiter)
+                if not waiters and self._waiters.get(transactional_id) is waiters:
+                    del self._waiters[transactional_id]
+
+    def _changed(self, transactional_id: str) -> None:
+        """Wake the requests waiting for a change of ``transactional_id`` (they check again)."""
+        for waiter in self._waiters.pop(transactional_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
 
     # -- InitProducerId -----------------------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int = -1,
@@ -299,7 +339,25 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: set[tuple[str, int]]) -> int:
-        """Kafka's handleAddPartitionsToTransaction: one error code for all ``partitions``."""
+        """Kafka's handleAddPartitionsToTransaction: one error code for all ``partitions``.
+
+        A request that meets a change in progress (most often the previous
+        transaction's markers and CompleteCommit, which a producer's next
+        transaction races) waits for it, up to :data:`CONCURRENT_WAIT_S`, instead
+        of being answered CONCURRENT_TRANSACTIONS at once: the client would retry
+        only after its backoff (librdkafka and Java: 20 ms), longer than the
+        completion takes. After the wait everything is checked again.
+        """
+        deadline = time.monotonic() + CONCURRENT_WAIT_S
+        while True:
+            error = await self._add_partitions_once(transactional_id, producer_id, epoch, partitions)
+            remaining = deadline - time.monotonic()
+            if error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0 or self._stopped:
+                return error
+            await self._wait_for_change(transactional_id, remaining)
+
+    async def _add_partitions_once(self, transactional_id: str, producer_id: int, epoch: int,
+                                   partitions: set[tuple[str, int]]) -> int:
         error, txn = self._check_producer(transactional_id, producer_id, epoch)
         if error:
             return error
