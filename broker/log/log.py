@@ -197,6 +197,8 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = self._now_ms()
         self.flush_hook: Callable[["Log"], None] | None = None  # set by LogManager: wake the flusher
+        # set by LogManager.appender_for: the writer thread of this log's dir (a log never leaves its dir)
+        self.appender = None
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._settings: _AppendSettings | None = None  # see _append_settings
         #: idempotent and transactional producers (see :mod:`broker.log.producer_state`); under ``lock``

@@ -626,8 +626,12 @@ class LogManager:
         """The writer thread of the log dir holding ``log`` (started on first use).
 
         One per log dir: a slow or failing disk holds up only its own partitions,
-        and the disks are written in parallel.
+        and the disks are written in parallel. Remembered on the log: a produce
+        asks on every request.
         """
+        appender = log.appender
+        if appender is not None:
+            return appender
         log_dir = log.dir.parent
         appender = self._appenders.get(log_dir)
         if appender is None:
@@ -636,6 +640,7 @@ class LogManager:
                 if appender is None:
                     appender = LogAppender(str(log_dir), lambda results: self._deliver_appends(log_dir, results))
                     self._appenders[log_dir] = appender
+        log.appender = appender
         return appender
 
     def _deliver_appends(self, log_dir: Path, results: list) -> None:

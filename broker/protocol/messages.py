@@ -141,6 +141,14 @@ def _skip_tagged(buf, pos):
     return pos
 
 
+@lru_cache(maxsize=None)
+def _request_plan(api_key: int, api_version: int) -> tuple[int, object] | None:
+    """(request header version, body reader) for one request version; None when we have no schema for it."""
+    if not _in_range(api_key, api_version):
+        return None
+    return request_header_version(api_key, api_version), body_codec(api_key, api_version, False)[0]
+
+
 def decode_request(frame) -> tuple[RequestHeader, dict]:
     """Parse one request frame (without size prefix) into its header and body dict.
 
@@ -152,15 +160,16 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
         raise InvalidRequestError(f"request of {len(buf)} bytes is shorter than a header")
     api_key, api_version, correlation_id = _HEAD.unpack_from(buf, 0)
     header = RequestHeader(api_key, api_version, correlation_id, None)
-    if not _in_range(api_key, api_version):
+    plan = _request_plan(api_key, api_version)
+    if plan is None:
         try:
             header.client_id, _ = _read_client_id(buf, _HEAD.size)
         except _DECODE_ERRORS:
             pass
         raise UnsupportedVersionError(
             f"api key {api_key} version {api_version} is not supported", header)
+    header_version, read = plan
     try:
-        header_version = request_header_version(api_key, api_version)
         pos = _HEAD.size
         if header_version >= 1:
             header.client_id, pos = _read_client_id(buf, pos)
@@ -168,7 +177,6 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
             pos = _skip_tagged(buf, pos)
     except _DECODE_ERRORS as exc:
         raise InvalidRequestError(f"bad request header: {exc}", header) from None
-    read, _ = body_codec(api_key, api_version, False)
     try:
         body, _ = read(buf, pos)
     except _DECODE_ERRORS as exc:
@@ -180,9 +188,18 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
 def _frame(parts: list) -> list:
     """Put the size prefix in ``parts[0]`` (a placeholder) and merge runs of bytes-like parts.
 
-    Other objects (file slices, with an int ``length``) stay parts of their own. Sizes are
-    summed before anything is joined, so each byte of the frame is copied once.
+    Other objects (file slices, with an int ``length``) stay parts of their own. Each byte of
+    the frame is copied once: an all-bytes frame (most answers) is joined into a bytearray whose
+    prefix is patched in place; otherwise sizes are summed before anything is joined.
     """
+    parts[0] = b"\0\0\0\0"
+    try:
+        frame = bytearray().join(parts)
+    except TypeError:  # a file slice among the parts
+        parts[0] = b""
+    else:
+        _I32.pack_into(frame, 0, len(frame) - 4)
+        return [frame]
     groups: list = []
     run: list = []
     size = 0

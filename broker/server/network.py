@@ -25,8 +25,11 @@ One event loop serves every connection. Per connection:
 * responses leave strictly in request order. While nothing is queued and the
   writer is idle, an all-bytes response is written straight to the transport;
   otherwise it waits in a FIFO (``_pending``, futures and tasks) that one
-  writer task drains (a handler task that finishes while the writer waits for
-  exactly it writes its own all-bytes response: one pass of the loop fewer).
+  writer task drains. A handler task writes its own all-bytes response when
+  every earlier one is sent: when the writer waits for exactly it (one pass of
+  the loop fewer), or when it was first in line with the writer idle, in which
+  case the writer is not even woken for it (a lone produce at a low rate costs
+  no step of the writer task at all).
   A response is a list of parts: bytes are written to the transport, a file
   slice (an object with ``file``, ``position`` and ``length``, e.g. the log's
   ``FetchSlice``) is sent with ``loop.sendfile`` straight from the segment
@@ -283,7 +286,9 @@ class Connection(asyncio.Protocol):
             return
         task = self.loop.create_task(self._finish(coro, awaiting))
         if slot is None:
-            self._enqueue(task)
+            # First in line with the writer idle: the task answers by itself (see _finish) and the
+            # writer sleeps on, two passes of its loop fewer per request at low rates.
+            self._enqueue(task, wake=not (self._writer_idle and not self._pending))
         else:
             task.add_done_callback(functools.partial(_settle, slot))
             slot.add_done_callback(functools.partial(_cancel_with, task))
@@ -293,18 +298,31 @@ class Connection(asyncio.Protocol):
 
         ``loop.create_task`` takes only native coroutines from Python 3.12 on, so the
         generator-based :func:`_resume` is awaited from this one rather than given to it.
-        When the writer waits for exactly this task (every earlier response is
-        sent), the response goes out from here, a pass of the loop earlier, and
-        the writer gets ``[]`` (nothing left to send).
+        When every earlier response is sent, the response goes out from here, a
+        pass of the loop earlier: either the writer waits for exactly this task
+        (it then gets ``[]``, nothing left to send), or the task was first in
+        line with the writer idle and not woken for it (it then takes itself off
+        ``_pending``; the writer is woken only for what it cannot send here).
         """
-        parts = await _resume(coro, awaiting)
-        if (parts and self._awaited is not None and self._awaited is asyncio.current_task(self.loop)
-                and not self._closing and self._can_write.is_set()
-                and all(isinstance(p, _BYTES_LIKE) for p in parts)):
-            write = self.transport.write
-            for part in parts:
-                write(part)
+        try:
+            parts = await _resume(coro, awaiting)
+        except BaseException:
+            self._wakeup.set()  # the writer may not have been woken for this task: it must see the failure
+            raise
+        me = asyncio.current_task(self.loop)
+        awaited = self._awaited is me
+        if not awaited and not (self._writer_idle and self._pending and self._pending[0] is me):
+            return parts  # behind others: the writer sends it in order
+        if not parts or (not self._closing and self._can_write.is_set()
+                         and all(isinstance(p, _BYTES_LIKE) for p in parts)):
+            if parts:
+                write = self.transport.write
+                for part in parts:
+                    write(part)
+            if not awaited:
+                self._pending.popleft()
             return []
+        self._wakeup.set()  # a file slice, a full send buffer or a closing connection: the writer's work
         return parts
 
     def _appends_queued(self) -> None:
@@ -375,9 +393,10 @@ class Connection(asyncio.Protocol):
                 f"{api_name(header.api_key)} (key {header.api_key}) v{header.api_version} is not supported",
             )
 
-    def _enqueue(self, future: asyncio.Future) -> None:
+    def _enqueue(self, future: asyncio.Future, wake: bool = True) -> None:
         self._pending.append(future)
-        self._wakeup.set()
+        if wake:
+            self._wakeup.set()
         if len(self._pending) >= MAX_IN_FLIGHT and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
