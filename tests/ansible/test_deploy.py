@@ -1,0 +1,252 @@
+"""End to end: ``site.yml`` deploys a cluster onto three bare Debian hosts (nspawn, two loop
+disks each) and the operations playbooks run against it.
+
+The deployment (once per module): ZooKeeper on all three hosts, a broker on each with both
+disks as JBOD log dirs, a mirror-maker on h3 (copying ``orders`` into ``self.orders`` of the
+same cluster, named a second time), Prometheus on h1. kafkapy comes from a wheelhouse built
+from this source tree (the hosts have no package index). Clients run here, in the test, and
+reach the brokers over the hosts' bridge.
+
+- the CI form: the deployment itself, both disks of each broker mounted by UUID and used as
+  log dirs, librdkafka producing (acks=all) and consuming through the cluster, the mirror's
+  copy, a second ``site.yml`` run that changes nothing, and Prometheus with every target up;
+- the slow form adds ``rolling-restart.yml`` under a steady acks=all load (no partition ever
+  offline, nothing acknowledged lost, the controller restarted last) and the broker-down
+  alert firing in Prometheus for a stopped broker (its rule waits 1 min).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.ansible.conftest import ansible_playbook
+from tests.cluster.workload import LoadProducer, read_all
+
+REPO = Path(__file__).resolve().parents[2]
+NAMES = ["h1", "h2", "h3"]
+TOPIC, PARTITIONS = "orders", 6
+WAIT_S = 120  # a guard against a hang, not a performance assertion
+
+
+def wait_until(check, what: str, limit: float = WAIT_S, interval: float = 0.5):
+    deadline = time.monotonic() + limit
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {limit} s waiting for {what}"
+        time.sleep(interval)
+
+
+def build_wheelhouse(dest: Path) -> Path:
+    """kafkapy's wheel and its dependencies', built from this source tree."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(dest), str(REPO)],
+                   check=True, capture_output=True, text=True, timeout=900)
+    return dest
+
+
+def write_inventory(path: Path, hosts, wheelhouse: Path) -> Path:
+    h = {host.name: host for host in hosts.hosts}
+    inventory = {"all": {
+        "vars": {
+            "ansible_python_interpreter": "/usr/bin/python3", "ansible_user": "root",
+            # containers: the clock and /proc/sys are the machine's
+            "common_time_sync_required": False, "common_sysctl_apply": False,
+            "kafkapy_wheelhouse": str(wheelhouse), "zookeeper_heap": "128m",
+            "monitoring_scrape_interval": "2s",
+        },
+        "children": {
+            "zookeeper": {"hosts": {n: {"ansible_host": h[n].address, "zookeeper_id": i}
+                                    for i, n in enumerate(NAMES, start=1)}},
+            "kafka_brokers": {
+                "hosts": {n: {"broker_id": i, "broker_rack": f"rack-{n}", "jbod_disks": h[n].disks}
+                          for i, n in enumerate(NAMES, start=1)},
+                "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000}},
+            },
+            "mirror_makers": {"hosts": {"h3": {"kafka_mirror_config": {
+                "clusters": {"self": {"bootstrap.servers": bootstrap(hosts)}},
+                "flows": [{"source": "self", "target": "local", "topics": TOPIC,
+                           "topic.rename": "{source}.{topic}"}],
+            }}}},
+            "monitoring": {"hosts": {"h1": {}}},
+        },
+    }}
+    path.write_text(json.dumps(inventory, indent=2))  # JSON is YAML
+    return path
+
+
+def bootstrap(hosts) -> str:
+    return ",".join(f"{host.address}:9092" for host in hosts.hosts)
+
+
+def prometheus(hosts, path: str, **params) -> dict:
+    url = f"http://{hosts['h1'].address}:9090/api/v1/{path}"
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    with urllib.request.urlopen(url, timeout=10) as response:
+        doc = json.load(response)
+    assert doc["status"] == "success", doc
+    return doc["data"]
+
+
+def restarted_in_order(output: str) -> list[str]:
+    """The hosts rolling-restart.yml restarted, in the order it did."""
+    order, in_restart = [], False
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            in_restart = line.startswith("TASK [Restart the broker")
+        elif in_restart and line.startswith("changed: ["):
+            order.append(line[len("changed: ["):].split("]")[0])
+    return order
+
+
+def kafkactl(hosts, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkactl", "-b", bootstrap(hosts), *args],
+                          capture_output=True, text=True, timeout=WAIT_S)
+
+
+@pytest.fixture(scope="module")
+def deployed(nspawn_hosts, tmp_path_factory):
+    """Three hosts after one ``site.yml`` run: ``(hosts, inventory, first run's result)``."""
+    work = tmp_path_factory.mktemp("deploy")
+    wheelhouse = build_wheelhouse(work / "wheelhouse")
+    hosts = nspawn_hosts(NAMES, disks_each=2)
+    inventory = write_inventory(work / "inventory.yml", hosts, wheelhouse)
+    first = ansible_playbook(hosts, inventory, "site.yml")
+    assert first.returncode == 0, first.output[-6000:]
+    return hosts, inventory, first
+
+
+def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deployed):
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    hosts, inventory, first = deployed
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in first.recap().values()), first.recap()
+    assert set(first.recap()) >= set(NAMES)
+
+    for i, name in enumerate(NAMES):
+        host = hosts[name]
+        mounts = hosts.ssh(host, "findmnt -n -o SOURCE,TARGET,FSTYPE,OPTIONS -l | grep ' /data/'")
+        for n, disk in enumerate(host.disks):
+            assert any(line.split()[:3] == [disk, f"/data/disk{n}", "xfs"] and "noatime" in line
+                       for line in mounts.splitlines()), mounts
+        fstab = hosts.ssh(host, "grep ' /data/disk' /etc/fstab")
+        assert len([line for line in fstab.splitlines() if line.startswith("UUID=")]) == 2, fstab
+        assert hosts.ssh(host, "systemctl is-active kafkapy-broker zookeeper").split() == ["active", "active"]
+
+    res = kafkactl(hosts, "cluster", "await-healthy", "--timeout", "60", "--brokers", "3")
+    assert res.returncode == 0, res.stderr
+    admin = AdminClient({"bootstrap.servers": bootstrap(hosts)})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
+    wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
+                           .partitions.values()), "a leader for every partition")
+
+    # both disks of every broker hold replicas
+    for name in NAMES:
+        dirs = hosts.ssh(hosts[name], "ls /data/disk0/kafka-logs /data/disk1/kafka-logs")
+        assert dirs.count(f"{TOPIC}-") >= 2 and all(
+            f"{TOPIC}-" in part for part in dirs.split("\n\n")), dirs
+
+    producer = ck.Producer({"bootstrap.servers": bootstrap(hosts), "acks": "all"})
+    values = [b"record-%04d" % i for i in range(1000)]
+    failures = []
+    for v in values:
+        producer.produce(TOPIC, v, on_delivery=lambda err, _msg: err and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failures, failures
+    read = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
+    assert sorted(v for _p, _o, v in read) == values
+
+    # the mirror on h3 copies orders into self.orders
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap(hosts), "group.id": "e2e-mirror",
+                            "auto.offset.reset": "earliest"})
+    consumer.subscribe([f"self.{TOPIC}"])
+    mirrored = set()
+    deadline = time.monotonic() + WAIT_S
+    while len(mirrored) < len(values) and time.monotonic() < deadline:
+        msg = consumer.poll(1)
+        if msg is not None and msg.error() is None:
+            mirrored.add(msg.value())
+    consumer.close()
+    assert mirrored == set(values)
+
+    second = ansible_playbook(hosts, inventory, "site.yml")
+    assert second.returncode == 0, second.output[-6000:]
+    assert second.changed() == {}, second.output[-6000:]
+
+    def all_up():
+        targets = prometheus(hosts, "targets")["activeTargets"]
+        return targets if targets and all(t["health"] == "up" for t in targets) else None
+
+    targets = wait_until(all_up, "every Prometheus target up")
+    jobs = {}
+    for t in targets:
+        jobs.setdefault(t["labels"]["job"], set()).add(t["labels"]["instance"])
+    assert jobs["kafka"] == {f"{hosts[n].address}:9308" for n in NAMES}
+    assert jobs["kafka-mirror"] == {f"{hosts['h3'].address}:9309"}
+
+
+@pytest.mark.slow
+def test_rolling_restart_under_load_loses_nothing_and_prometheus_alerts_on_a_stopped_broker(deployed):
+    from confluent_kafka.admin import AdminClient
+
+    hosts, inventory, _first = deployed
+    admin = AdminClient({"bootstrap.servers": bootstrap(hosts)})
+    controller = json.loads(kafkactl(hosts, "cluster", "describe", "-o", "json").stdout)["controller_id"]
+    offline: list[str] = []
+    watching = threading.Event()
+
+    def watch():
+        while not watching.is_set():
+            try:
+                meta = admin.list_topics(TOPIC, timeout=5)
+            except Exception as exc:  # noqa: BLE001 - a failed look is noted, the watch goes on
+                offline.append(f"metadata: {exc}")
+                continue
+            offline.extend(f"{TOPIC}-{p.id}" for p in meta.topics[TOPIC].partitions.values() if p.leader < 0)
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    load = LoadProducer(bootstrap(hosts), TOPIC, range(PARTITIONS), rate=200, prefix="rolling").start()
+    watcher.start()
+    try:
+        load.wait_acknowledged(200)
+        restart = ansible_playbook(hosts, inventory, "rolling-restart.yml")
+        assert restart.returncode == 0, restart.output[-6000:]
+        load.wait_acknowledged(200)
+    finally:
+        watching.set()
+        recorder = load.stop()
+        watcher.join()
+    assert not offline, offline[:20]
+    assert not recorder.errors and not recorder.indeterminate, dict(recorder.errors)
+    report = recorder.check([r for r in read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
+                             if r[2].startswith(b"rolling-")])
+    assert report.valid(allow_duplicates=True), str(report)
+    # the controller went last
+    order = restarted_in_order(restart.output)
+    assert sorted(order) == NAMES and order[-1] == NAMES[controller - 1], restart.output[-6000:]
+
+    # a stopped broker: Prometheus sees its target down and fires KafkaBrokerDown (after its 1 min)
+    hosts.ssh(hosts["h2"], "systemctl stop kafkapy-broker")
+    try:
+        def firing():
+            alerts = prometheus(hosts, "alerts")["alerts"]
+            return [a for a in alerts if a["labels"].get("alertname") == "KafkaBrokerDown"
+                    and a["state"] == "firing"]
+        alerts = wait_until(firing, "KafkaBrokerDown to fire", limit=180, interval=2)
+        assert {a["labels"]["instance"] for a in alerts} == {f"{hosts['h2'].address}:9308"}
+    finally:
+        hosts.ssh(hosts["h2"], "systemctl start kafkapy-broker")
+    res = kafkactl(hosts, "cluster", "await-healthy", "--timeout", "120", "--brokers", "3")
+    assert res.returncode == 0, res.stderr
