@@ -4,20 +4,15 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.ansible import playbooks
 from tests.ansible.hosts import Hosts
 
-ANSIBLE_DIR = Path(__file__).resolve().parents[2] / "ansible"
-BIN = Path(sys.executable).parent
-PLAYBOOK_LIMIT_S = 1800  # a guard against a hung play, not a performance assertion
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+PLAYBOOK_LIMIT_S = 1800  # a guard against a hung play (a first deployment on a busy machine), not a timing
 
 
 @pytest.fixture(scope="module")
@@ -41,30 +36,15 @@ def nspawn_hosts(tmp_path_factory):
         hosts.close()
 
 
-@dataclass
-class PlayResult:
-    returncode: int
-    output: str
-
-    def recap(self) -> dict[str, dict[str, int]]:
-        """PLAY RECAP per host: ok, changed, unreachable, failed."""
-        return {m[1]: {"ok": int(m[2]), "changed": int(m[3]), "unreachable": int(m[4]), "failed": int(m[5])}
-                for m in RECAP.finditer(self.output)}
-
-    def changed(self) -> dict[str, int]:
-        return {host: r["changed"] for host, r in self.recap().items() if r["changed"]}
-
-
-def ansible_playbook(hosts: Hosts, inventory: Path, playbook: str, *args: str) -> PlayResult:
-    """Run ``ansible-playbook`` from ansible/ (its ansible.cfg) with ssh into ``hosts``."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOST_KEY_CHECKING": "False",
-           # each task's time in the output, for a failure's report
-           "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
+def ansible_playbook(hosts: Hosts, inventory: Path, playbook: str, *args: str) -> playbooks.Play:
+    """Run ``ansible-playbook`` from ansible/ (its ansible.cfg), as root over ssh into ``hosts``."""
+    env = {**playbooks.env(), "ANSIBLE_HOST_KEY_CHECKING": "False",
            "ANSIBLE_SSH_ARGS": " ".join(hosts.ssh_options()[2:] + ["-o", "ControlMaster=auto",
                                                                    "-o", "ControlPersist=60s"]),
            "ANSIBLE_PRIVATE_KEY_FILE": str(hosts.private_key), "ANSIBLE_REMOTE_USER": "root",
-           "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), playbook, *args], cwd=ANSIBLE_DIR,
-                         env=env, capture_output=True, text=True, timeout=PLAYBOOK_LIMIT_S)
-    return PlayResult(res.returncode, res.stdout + res.stderr)
+           # each task's time in the output, for a failure's report
+           "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"}
+    res = subprocess.run([str(playbooks.BIN / "ansible-playbook"), "-i", str(inventory), playbook, *args],
+                         cwd=playbooks.ANSIBLE_DIR, env=env, capture_output=True, text=True,
+                         timeout=PLAYBOOK_LIMIT_S)
+    return playbooks.Play(res.returncode, res.stdout + res.stderr)
