@@ -11,8 +11,11 @@ reach the brokers over the hosts' bridge.
   log dirs, librdkafka producing (acks=all) and consuming through the cluster, the mirror's
   copy, a second ``site.yml`` run that changes nothing, and Prometheus with every target up;
 - the slow form adds ``rolling-restart.yml`` under a steady acks=all load (no partition ever
-  offline, nothing acknowledged lost, the controller restarted last) and the broker-down
-  alert firing in Prometheus for a stopped broker (its rule waits 1 min).
+  offline, nothing acknowledged lost, the controller restarted last), the broker-down
+  alert firing in Prometheus for a stopped broker (its rule waits 1 min), and
+  ``replace-disk.yml`` after a disk of h2 fails (``xfs_io`` shutdown) and is wiped as a blank
+  replacement: a new file system by a new UUID in fstab, the replicas it held rebuilt, full
+  ISR, every record still there.
 """
 
 from __future__ import annotations
@@ -250,3 +253,32 @@ def test_rolling_restart_under_load_loses_nothing_and_prometheus_alerts_on_a_sto
     res = kafkactl(hosts, "cluster", "await-healthy", "--timeout", "120", "--brokers", "3")
     assert res.returncode == 0, res.stderr
 
+
+@pytest.mark.slow
+def test_replace_disk_rebuilds_the_replicas_of_a_failed_disk(deployed):
+    hosts, inventory, _first = deployed
+    h2, disk = hosts["h2"], hosts["h2"].disks[1]
+    before = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
+    old_uuid = hosts.ssh(h2, f"blkid -p -o value -s UUID {disk}").strip()
+    held = set(hosts.ssh(h2, "ls /data/disk1/kafka-logs").split()) - {"meta.properties"}
+    held = {name for name in held if name.startswith(f"{TOPIC}-")}
+    assert held, "disk1 of h2 holds no replica of orders"
+
+    # the disk fails under the running broker, and is swapped for a blank one at the same device name
+    hosts.ssh(h2, "xfs_io -x -c shutdown /data/disk1")
+    hosts.ssh(h2, f"wipefs -a -f {disk}")
+    res = ansible_playbook(hosts, inventory, "replace-disk.yml", "-e", "replace_disk_host=h2",
+                           "-e", f"replace_disk_device={disk}")
+    assert res.returncode == 0, res.output[-6000:]
+
+    new_uuid = hosts.ssh(h2, f"blkid -p -o value -s UUID {disk}").strip()
+    assert new_uuid and new_uuid != old_uuid
+    fstab = hosts.ssh(h2, "cat /etc/fstab")
+    assert f"UUID={new_uuid} /data/disk1 xfs" in fstab and old_uuid not in fstab, fstab
+    assert hosts.ssh(h2, "findmnt -n -o SOURCE /data/disk1").strip() == disk
+    rebuilt = set(hosts.ssh(h2, "ls /data/disk0/kafka-logs /data/disk1/kafka-logs").split())
+    assert held <= rebuilt, (held, rebuilt)
+    res = kafkactl(hosts, "topics", "describe", "--under-replicated-partitions", "-o", "json")
+    assert res.returncode == 0 and json.loads(res.stdout) == [], res.stdout + res.stderr
+    after = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
+    assert sorted(after) == sorted(before)
