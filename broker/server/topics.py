@@ -290,10 +290,17 @@ class TopicManager:
         return self.get(name)
 
     async def auto_create(self, name: str) -> TopicInfo:
-        """Create ``name`` with broker defaults, or wait for a creation already under way."""
+        """Create ``name`` with broker defaults, or wait for a creation already under way.
+
+        LEADER_NOT_AVAILABLE, which clients retry, while this broker knows no live broker: it
+        serves before its first UpdateMetadata (as Kafka's listeners do), and the topic may well
+        exist then; an attempt to create it would fail with a replication factor error.
+        """
         existing = self.get(name)
         if existing is not None:
             return existing
+        if not self._live():
+            raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, "this broker has no metadata yet")
         pending = self._creating.get(name)
         if pending is None:
             pending = asyncio.ensure_future(self.create_topic(name))
