@@ -7,8 +7,10 @@ and ``--execute`` prints for rollback)::
     {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4],
                                    "log_dirs": ["any", "any", "any"]}]}
 
-``log_dirs`` is optional; when given it has one entry per replica, and only
-``"any"`` (the broker picks the dir) is accepted. Topics JSON
+``log_dirs`` is optional; when given it has one entry per replica: ``"any"``
+(the broker picks the dir) or an absolute path among that broker's
+``log.dirs``, where the replica is to live (Kafka's replica log dir moves,
+below). Topics JSON
 (``--topics-to-move-json-file``)::
 
     {"version": 1, "topics": [{"topic": "t"}]}
@@ -28,12 +30,20 @@ Modes (exactly one):
   topics ``leader.replication.throttled.replicas`` (the current replicas) and
   ``follower.replication.throttled.replicas`` (the new ones), as Kafka sets them,
   and the moves start once every broker of the move applies them (at most 30 s;
-  exit 1 and nothing moved otherwise), so no copy starts unthrottled.
+  exit 1 and nothing moved otherwise), so no copy starts unthrottled. A
+  replica with a log dir is sent AlterReplicaLogDirs before the moves start
+  (a broker without the replica yet remembers the dir and makes the replica
+  there) and again once it exists (at most 30 s; exit 1 if one never
+  appears), as Kafka's tool does; a dir that is not one of the broker's live
+  log dirs is a one-line error before anything changes.
 - ``--verify --reassignment-json-file F``: per partition, complete, still in
-  progress, or (exit 1) no move in progress and replicas other than the file's.
-  Once every move is complete, the throttles are removed.
+  progress, or (exit 1) no move in progress and replicas other than the file's;
+  per replica with a log dir (DescribeLogDirs), complete, still in progress,
+  or (exit 1) in another dir and not moving to the file's. Once every move is
+  complete, the throttles are removed.
 - ``--cancel --reassignment-json-file F``: cancels the moves still in progress
-  (each partition goes back to its original replicas) and removes the throttles.
+  (each partition goes back to its original replicas) and the replica log dir
+  moves to the file's dirs still under way, and removes the throttles.
 
 Bad input is one line and exit 2: malformed JSON or a file that is not a
 reassignment, an unknown topic or partition, a broker id that is not in the
@@ -43,13 +53,14 @@ cluster, an empty or duplicated replica list.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from broker.client import ConfigResource
+from broker.client import ConfigResource, errors
 from broker.cluster.assignment import AssignmentError, BrokerRack, assign_replicas_to_brokers
 from kafkactl._common import admin_client, require_topics
 from kafkactl.errors import EXIT_PROBLEM, CliError
@@ -59,6 +70,7 @@ RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throt
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
 
 TopicPartition = tuple[str, int]
+Replica = tuple[str, int, int]  # topic, partition, broker (Kafka's TopicPartitionReplica)
 
 
 def _load(path: Path, what: str) -> Any:
@@ -70,12 +82,14 @@ def _load(path: Path, what: str) -> Any:
         raise CliError(f"{path}: malformed {what} JSON: {exc}") from exc
 
 
-def read_reassignment(path: Path) -> dict[TopicPartition, list[int]]:
-    """``{(topic, partition): replicas}`` from a reassignment JSON file; CliError naming what is wrong."""
+def read_reassignment(path: Path) -> tuple[dict[TopicPartition, list[int]], dict[Replica, str]]:
+    """``{(topic, partition): replicas}`` and ``{(topic, partition, broker): log dir}`` (the dirs other than
+    "any") from a reassignment JSON file; CliError naming what is wrong."""
     doc = _load(path, "reassignment")
     if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
         raise CliError(f'{path}: not a reassignment: expected {{"version":1,"partitions":[...]}}')
     out: dict[TopicPartition, list[int]] = {}
+    log_dirs: dict[Replica, str] = {}
     for entry in doc["partitions"]:
         if (not isinstance(entry, dict) or not isinstance(entry.get("topic"), str)
                 or not isinstance(entry.get("partition"), int) or not isinstance(entry.get("replicas"), list)
@@ -94,13 +108,16 @@ def read_reassignment(path: Path) -> dict[TopicPartition, list[int]]:
         if dirs is not None:
             if not isinstance(dirs, list) or len(dirs) != len(replicas):
                 raise CliError(f"{path}: partition {name}: log_dirs needs one entry per replica")
-            if any(d != "any" for d in dirs):
-                raise CliError(f"{path}: partition {name}: only \"any\" log dirs are supported (move a "
-                               f"replica between dirs with kafkactl log-dirs)")
+            for broker, log_dir in zip(replicas, dirs):
+                if not isinstance(log_dir, str) or not (log_dir == "any" or log_dir.startswith("/")):
+                    raise CliError(f"{path}: partition {name}: log dir {json.dumps(log_dir)} of broker {broker} "
+                                   f"is neither \"any\" nor an absolute path")
+                if log_dir != "any":
+                    log_dirs[(*tp, broker)] = os.path.normpath(log_dir)
         out[tp] = replicas
     if not out:
         raise CliError(f"{path}: no partitions to reassign")
-    return out
+    return out, log_dirs
 
 
 def write_reassignment(assignment: dict[TopicPartition, list[int]]) -> str:
@@ -167,8 +184,50 @@ def _throttled(replicas: dict[TopicPartition, list[int]], topic: str) -> str:
     return ",".join(f"{p}:{b}" for (t, p), r in sorted(replicas.items()) if t == topic for b in r)
 
 
-def execute(admin, targets: dict[TopicPartition, list[int]], throttle: int | None) -> None:
+def _replica_name(replica: Replica) -> str:
+    return "-".join(map(str, replica))
+
+
+def _where(admin, brokers) -> dict[int, dict[str, tuple[str | None, dict[TopicPartition, str]]]]:
+    """Per broker, per log dir path: (its error name, {partition: "current" or "future"})."""
+    out: dict[int, dict] = {}
+    for d in admin.describe_log_dirs(sorted(brokers)):
+        out.setdefault(d.broker_id, {})[os.path.normpath(d.path)] = (
+            d.error, {(r.topic, r.partition): "future" if r.is_future else "current" for r in d.replicas})
+    return out
+
+
+def _check_log_dirs(admin, log_dirs: dict[Replica, str]) -> None:
+    """CliError when a replica's dir is not a live log dir of its broker."""
+    where = _where(admin, {b for _t, _p, b in log_dirs})
+    for replica, log_dir in sorted(log_dirs.items()):
+        dirs = where.get(replica[2], {})
+        if log_dir not in dirs:
+            raise CliError(f"log dir {log_dir} of replica {_replica_name(replica)} is not a log dir of broker "
+                           f"{replica[2]} (its log dirs: {', '.join(sorted(dirs)) or 'none'})")
+        if dirs[log_dir][0] is not None:
+            raise CliError(f"log dir {log_dir} of broker {replica[2]} is offline ({dirs[log_dir][0]})")
+
+
+def _move_replicas(admin, log_dirs: dict[Replica, str]) -> list[Replica]:
+    """AlterReplicaLogDirs for each replica to its dir; the replicas that do not exist yet."""
+    by_broker: dict[int, dict[TopicPartition, str]] = {}
+    for (topic, partition, broker), log_dir in log_dirs.items():
+        by_broker.setdefault(broker, {})[(topic, partition)] = log_dir
+    not_yet = []
+    for broker, moves in sorted(by_broker.items()):
+        try:
+            not_yet += [(t, p, broker) for t, p in admin.alter_replica_log_dirs(broker, moves, not_yet_ok=True)]
+        except errors.KafkaError as exc:
+            raise CliError(f"moving replicas of broker {broker} between log dirs: {exc}", EXIT_PROBLEM) from None
+    return sorted(not_yet)
+
+
+def execute(admin, targets: dict[TopicPartition, list[int]], log_dirs: dict[Replica, str],
+            throttle: int | None) -> None:
     current = _check(admin, targets)
+    if log_dirs:
+        _check_log_dirs(admin, log_dirs)
     if throttle is not None:
         brokers = sorted({b for tp in targets for b in targets[tp] + current[tp]})
         admin.incremental_alter_configs({ConfigResource("broker", str(b)): {k: str(throttle) for k in RATE_CONFIGS}
@@ -180,9 +239,19 @@ def execute(admin, targets: dict[TopicPartition, list[int]], throttle: int | Non
         _await_topic_configs(admin, wanted, brokers)
     typer.echo(f"Current partition replica assignment\n\n{write_reassignment(current)}\n\n"
                "Save this to use as the --reassignment-json-file option during rollback")
+    not_yet = _move_replicas(admin, log_dirs)  # first: a new replica is made in its dir
     admin.alter_partition_reassignments(targets)
     typer.echo("Successfully started partition reassignments for "
                + ",".join(f"{t}-{p}" for t, p in sorted(targets)))
+    deadline = time.monotonic() + APPLY_LIMIT_S
+    while not_yet:
+        if time.monotonic() > deadline:
+            raise CliError(f"replicas {', '.join(map(_replica_name, not_yet))} did not appear within "
+                           f"{APPLY_LIMIT_S} s; their log dir moves were not started", EXIT_PROBLEM)
+        time.sleep(0.2)
+        not_yet = _move_replicas(admin, {r: log_dirs[r] for r in not_yet})
+    if log_dirs:
+        typer.echo("Successfully started log directory moves for: " + ",".join(map(_replica_name, sorted(log_dirs))))
     if throttle is not None:
         typer.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
 
@@ -215,7 +284,35 @@ def _clear_throttles(admin, topics: list[str]) -> None:
     typer.echo(f"Clearing topic-level throttles on topic {','.join(topics)}")
 
 
-def verify(admin, targets: dict[TopicPartition, list[int]]) -> None:
+def _log_dir_states(admin, log_dirs: dict[Replica, str], moving) -> tuple[list[str], bool, bool]:
+    """Kafka's lines for each replica's log dir move; whether one is under way, whether one failed."""
+    where = _where(admin, {b for _t, _p, b in log_dirs})
+    lines, ongoing, failed = [], False, False
+    for replica, target in sorted(log_dirs.items()):
+        tp, name = replica[:2], _replica_name(replica)
+        found = {kind: path for path, (_error, held) in where.get(replica[2], {}).items()
+                 for p, kind in held.items() if p == tp}
+        if found.get("current") == target:
+            lines.append(f"Reassignment of replica {name} completed successfully.")
+        elif found.get("future") == target or (tp in moving and "current" not in found):
+            ongoing = True
+            lines.append(f"Reassignment of replica {name} is still in progress.")
+        elif "future" in found:
+            failed = True
+            lines.append(f"Partition {tp[0]}-{tp[1]} on broker {replica[2]} is being moved to log dir "
+                         f"{found['future']} instead of {target}.")
+        elif "current" not in found:
+            failed = True
+            lines.append(f"Partition {tp[0]}-{tp[1]} is not found in any live log dir on broker {replica[2]}. "
+                         "There is likely an offline log directory on the broker.")
+        else:
+            failed = True
+            lines.append(f"Partition {tp[0]}-{tp[1]} on broker {replica[2]} is not being moved from log dir "
+                         f"{found['current']} to {target}.")
+    return lines, ongoing, failed
+
+
+def verify(admin, targets: dict[TopicPartition, list[int]], log_dirs: dict[Replica, str]) -> None:
     current = _check(admin, targets)
     moving = admin.list_partition_reassignments(list(targets))
     failed = False
@@ -230,13 +327,18 @@ def verify(admin, targets: dict[TopicPartition, list[int]]) -> None:
             failed = True
             typer.echo(f"There is no active reassignment of partition {name}, but replica set is "
                        f"{current[tp]} rather than {targets[tp]}.")
-    if not moving:
+    dirs_moving = False
+    if log_dirs:
+        lines, dirs_moving, dirs_failed = _log_dir_states(admin, log_dirs, moving)
+        typer.echo("\nReassignment of replica log dirs:\n" + "\n".join(lines))
+        failed = failed or dirs_failed
+    if not moving and not dirs_moving:
         _clear_throttles(admin, sorted({t for t, _p in targets}))
     if failed:
         raise typer.Exit(EXIT_PROBLEM)
 
 
-def cancel(admin, targets: dict[TopicPartition, list[int]]) -> None:
+def cancel(admin, targets: dict[TopicPartition, list[int]], log_dirs: dict[Replica, str]) -> None:
     _check(admin, targets)
     moving = admin.list_partition_reassignments(list(targets))
     if moving:
@@ -245,6 +347,17 @@ def cancel(admin, targets: dict[TopicPartition, list[int]]) -> None:
                    + ",".join(f"{t}-{p}" for t, p in sorted(moving)))
     else:
         typer.echo("None of the specified partition reassignments are active.")
+    if log_dirs:  # a move to the file's dir still under way: the replica stays where it is (a move to its own dir)
+        where = _where(admin, {b for _t, _p, b in log_dirs})
+        back = {}
+        for replica, target in log_dirs.items():
+            held = {kind: path for path, (_e, parts) in where.get(replica[2], {}).items()
+                    for p, kind in parts.items() if p == replica[:2]}
+            if held.get("future") == target and "current" in held:
+                back[replica] = held["current"]
+        if back:
+            _move_replicas(admin, back)
+            typer.echo("Successfully cancelled log directory moves for: " + ",".join(map(_replica_name, sorted(back))))
     _clear_throttles(admin, sorted({t for t, _p in targets}))
 
 
@@ -275,13 +388,14 @@ def reassign(
         raise CliError("--throttle goes with --execute")
     if throttle is not None and throttle <= 0:
         raise CliError(f"bad --throttle {throttle}: expected bytes per second above 0")
-    targets = None if do_generate else read_reassignment(reassignment_file)  # bad input before any connection
+    # bad input before any connection
+    targets, log_dirs = (None, None) if do_generate else read_reassignment(reassignment_file)
     with admin_client(ctx) as admin:
         if do_generate:
             generate(admin, topics_file, broker_list)
         elif do_execute:
-            execute(admin, targets, throttle)
+            execute(admin, targets, log_dirs, throttle)
         elif do_verify:
-            verify(admin, targets)
+            verify(admin, targets, log_dirs)
         else:
-            cancel(admin, targets)
+            cancel(admin, targets, log_dirs)

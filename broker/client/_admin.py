@@ -29,6 +29,7 @@ from ._types import BrokerMetadata, OffsetAndMetadata, TopicMetadata, TopicParti
 from .errors import (ConfigError, CoordinatorNotAvailableError, NotCoordinatorError, ProtocolError,
                      error_for_code)
 
+REPLICA_NOT_AVAILABLE = 9  # AlterReplicaLogDirs: no replica on that broker yet
 RESOURCE_TYPES = {"topic": 2, "group": 3, "broker": 4, "broker_logger": 8}
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -182,11 +183,14 @@ class AsyncAdmin(TransactionsAdmin):
                                              sorted(replicas, key=lambda i: (i.topic, i.partition))))
         return out
 
-    async def alter_replica_log_dirs(self, broker_id: int, moves: Mapping[tuple[str, int], str]) -> None:
+    async def alter_replica_log_dirs(self, broker_id: int, moves: Mapping[tuple[str, int], str], *,
+                                     not_yet_ok: bool = False) -> list[tuple[str, int]]:
         """Move replicas of ``broker_id`` to other log dirs of it: ``{(topic, partition): dir}``.
 
         Returns once the moves have started (see :meth:`describe_log_dirs` for
-        their progress); raises the first partition's error.
+        their progress); raises the first partition's error. With ``not_yet_ok``,
+        REPLICA_NOT_AVAILABLE (the broker has no replica yet; it makes it in that
+        dir when it comes) is no error: those partitions are returned.
         """
         by_dir: dict[str, dict[str, list[int]]] = {}
         for (topic, partition), path in moves.items():
@@ -194,10 +198,14 @@ class AsyncAdmin(TransactionsAdmin):
         body = {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
                          for path, topics in by_dir.items()]}
         resp = await self._cluster.request(broker_id, Api.ALTER_REPLICA_LOG_DIRS, body)
+        not_yet = []
         for t in resp["results"]:
             for p in t["partitions"]:
-                if p["error_code"]:
+                if p["error_code"] == REPLICA_NOT_AVAILABLE and not_yet_ok:
+                    not_yet.append((t["topic_name"], p["partition_index"]))
+                elif p["error_code"]:
                     raise error_for_code(p["error_code"], context=f"{t['topic_name']}-{p['partition_index']}")
+        return not_yet
 
     # -- leader elections -----------------------------------------------------------
     async def elect_leaders(self, election_type: str, partitions: Iterable[tuple[str, int]] | None = None, *,

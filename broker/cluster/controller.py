@@ -24,8 +24,9 @@ What the active controller does (Kafka's ``KafkaController``):
 * ``/brokers/ids`` children (broker start and loss; a broker registered again
   under a new session counts as lost and started): partitions led by a lost
   broker get a leader from their live ISR, the lost broker leaves every ISR;
-  a started broker gets LeaderAndIsr for its partitions, and leaderless
-  partitions it can lead get a leader;
+  a started broker gets LeaderAndIsr for its partitions, then StopReplica
+  (delete) for the replicas a reassignment removed while it was down, and
+  leaderless partitions it can lead get a leader;
 * ``/brokers/topics`` children and each topic's data (topic creation,
   partition addition): new partitions get their first state;
 * ``/admin/delete_topics`` children: the topic's replicas get StopReplica
@@ -434,6 +435,7 @@ class Controller(LeaderMoves):
     async def _on_brokers_started(self, started: set[int]) -> None:
         ctx = self.context
         self._send_leader_and_isr(ctx.partitions_on(started), only=started)
+        self.reassignments.on_brokers_started(started)
         offline = [tp for tp in ctx.partitions() if ctx.states.get(tp) is None or ctx.states[tp].leader == -1]
         changed = await self._online_partitions(offline)
         self._send_leader_and_isr(changed)

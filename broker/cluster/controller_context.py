@@ -54,6 +54,9 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     #: broker -> its replicas in failed log dirs (until the broker registers again)
     offline_dir_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    #: broker -> replicas removed from their partitions while it was down (Kafka's ReplicaDeletionIneligible):
+    #: their logs are deleted when it starts again
+    replicas_to_delete: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])

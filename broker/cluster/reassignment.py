@@ -29,9 +29,17 @@ Old tools write ``/admin/reassign_partitions``; its moves are started like the
 API's, and each partition leaves the node when its move completes (the node
 goes when empty). A new controller resumes every move from the topic znodes
 (:meth:`loaded`, then :meth:`resume`), so a reassignment survives a controller
-failover. A removed replica whose broker is down when the move completes is
-not told to delete its log (Kafka retries that deletion when the broker
-returns; here the log stays on that broker's disk, unserved).
+failover.
+
+A removed replica whose broker is down when the move completes (or whose
+StopReplica never got an answer) is Kafka's ReplicaDeletionIneligible: it is
+kept in ``ControllerContext.replicas_to_delete``, and when the broker starts
+again (:meth:`on_brokers_started`, after the LeaderAndIsr for the partitions
+it does hold) it gets StopReplica with ``delete_partition`` for it, unless the
+partition has it as a replica again by then. Until then the broker holds the
+log but serves nothing from it (it serves only what LeaderAndIsr names). The
+list lives in the active controller's memory, as Kafka's does: a controller
+failover in between forgets it, and the log stays on that disk.
 
 Runs on the controller's event task only (every entry point is an event or
 called from one); see :mod:`broker.cluster.controller`.
@@ -52,6 +60,7 @@ log = logging.getLogger("broker.controller")
 
 TopicPartition = tuple[str, int]
 STOP_REPLICA_VERSION = 3
+EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch for a partition whose topic is gone
 ATTEMPTS = 3  # conditional state writes retried on a fresh read when a leader's ISR write came first
 
 
@@ -256,14 +265,42 @@ class Reassignments:
             return None
         ctx.assignments[tp[0]][tp[1]] = list(keep)
         self.controller._send_leader_and_isr([tp])
-        body = {"controller_id": self.controller.broker.broker_id, "controller_epoch": ctx.epoch,
-                "broker_epoch": -1,
-                "topic_states": [{"topic_name": tp[0], "partition_states": [
-                    {"partition_index": tp[1], "leader_epoch": state.leader_epoch, "delete_partition": True}]}]}
         for b in drop:
-            if ctx.is_alive(b):
-                self.controller.channel.send(b, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, body)
+            self._delete_replicas(b, [tp])
         return state
+
+    def on_brokers_started(self, started: set[int]) -> None:
+        """Brokers (re)started: the replicas removed from their partitions while they were down go now."""
+        ctx = self._ctx
+        for b in sorted(started):
+            removed = sorted(tp for tp in ctx.replicas_to_delete.pop(b, ()) if b not in ctx.replicas(tp))
+            if removed:
+                log.info("controller: broker %d is back; deleting its removed replicas %s", b,
+                         ", ".join(f"{t}-{p}" for t, p in removed))
+                self._delete_replicas(b, removed)
+
+    def _delete_replicas(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        """StopReplica with delete_partition to ``broker_id``; kept for its next start if it is down or no
+        answer says done."""
+        ctx = self._ctx
+        if not ctx.is_alive(broker_id):
+            ctx.replicas_to_delete.setdefault(broker_id, set()).update(partitions)
+            return
+        topics: dict[str, list] = {}
+        for tp in partitions:
+            state = ctx.states.get(tp)
+            epoch = EPOCH_DURING_DELETE if state is None else state.leader_epoch
+            topics.setdefault(tp[0], []).append({"partition_index": tp[1], "leader_epoch": epoch,
+                                                 "delete_partition": True})
+        body = {"controller_id": self.controller.broker.broker_id, "controller_epoch": ctx.epoch, "broker_epoch": -1,
+                "topic_states": [{"topic_name": t, "partition_states": s} for t, s in sorted(topics.items())]}
+
+        def answered(future) -> None:
+            response = None if future.cancelled() else future.result()
+            if self._ctx is ctx and (response is None or response["error_code"] != ErrorCode.NONE):
+                ctx.replicas_to_delete.setdefault(broker_id, set()).update(partitions)
+        self.controller.channel.send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, body) \
+            .add_done_callback(answered)
 
     async def _new_state(self, tp: TopicPartition, change) -> PartitionState | None:
         """Write ``change(state)`` with the leader epoch bumped; retried on a fresh read if a leader wrote first."""

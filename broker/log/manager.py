@@ -57,7 +57,9 @@ and a partition whose log no live dir has is refused rather than made anew
 Moving a replica between dirs (AlterReplicaLogDirs): :meth:`move_log` builds
 a future log in the destination and swaps it in (:mod:`broker.log.alter_dirs`,
 which also says what a restart does with an unfinished move); ``future_logs``
-lists the moves under way.
+lists the moves under way. For a replica this broker does not hold yet,
+:meth:`set_preferred_log_dir` names the dir its log is created in (Kafka's
+``preferredLogDirs``, in memory, used once).
 
 Thread-safety: the log table is guarded by ``self._lock``; every method may be
 called from any thread. The per-log work is serialised by each Log's own locks.
@@ -150,6 +152,7 @@ class LogManager:
         self._appenders_lock = threading.Lock()
         self._moves: dict[TopicPartition, ReplicaMove] = {}
         self._cleaner_numbers = itertools.count(1)
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
         #: How appenders hand results back (see LogAppender); the broker sets one for its event loop.
         self.append_deliver: Callable[[list], None] | None = None
         #: The high watermarks :meth:`startup` read, each clamped to its log's range.
@@ -302,6 +305,9 @@ class LogManager:
             if existing:
                 return existing[0]
             live = self.live_log_dirs
+            preferred = self._preferred_dirs.pop(tp, None)
+            if log_dir is None and preferred in live:
+                log_dir = preferred
             if log_dir is None:
                 if not live:
                     raise KafkaStorageError(f"cannot create {topic}-{partition}: every log dir is offline")
@@ -321,6 +327,11 @@ class LogManager:
                 raise
             self._register(tp, log, log_dir)
             return log
+
+    def set_preferred_log_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Create ``tp``'s log in ``log_dir`` (one of ``log_dirs``) when it is created without a dir named."""
+        with self._lock:
+            self._preferred_dirs[tuple(tp)] = Path(log_dir)
 
     def create_missing_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """A log this broker should hold but no live dir has (found at start): make it empty, or refuse.

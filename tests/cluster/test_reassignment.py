@@ -5,7 +5,8 @@ reassign`` while librdkafka produces with acks=all: the move completes, the
 new replica holds the same batches as the old ones (segment files compared),
 nothing acknowledged is lost (the history checker), the throttles are gone
 after ``--verify``. A throttled, slow move is cancelled and the old
-assignment comes back. The old tools' ``/admin/reassign_partitions`` znode and
+assignment comes back. A replica removed while its broker is stopped is
+deleted when that broker starts again. The old tools' ``/admin/reassign_partitions`` znode and
 a controller failover in the middle of a move are covered too.
 """
 
@@ -218,3 +219,74 @@ def test_a_move_from_the_znode_survives_a_controller_failover(cluster_factory):
     wait_until(lambda: not (cluster.broker(old[0]).data_dir / f"{topic}-0").exists(),
                f"broker {old[0]} to delete its replica")
     replicas_agree(cluster, topic, 0, new)
+
+
+def test_a_replica_removed_while_its_broker_is_down_is_deleted_when_it_returns(cluster_factory, tmp_path):
+    """Kafka's ReplicaDeletionIneligible: {1,2,3} -> {2,3,4} while broker 1 is stopped completes without
+    it; its log stays on its disk until it starts again, then the controller's StopReplica deletes it."""
+    cluster = cluster_factory(4)
+    topic = "left-behind"
+    cluster.create_topic(topic, assignment={0: [1, 2, 3]})
+    # idempotent: the leader's shutdown must not be able to write a retried batch twice
+    load = LoadProducer(cluster.bootstrap, topic, rate=200, **{"enable.idempotence": True}).start()
+    load.wait_acknowledged(200)
+    assert cluster.stop(1) == 0
+    stale = cluster.broker(1).data_dir / f"{topic}-0"
+    assert stale.is_dir()
+
+    ctl = Ctl(cluster.bootstrap)
+    plan = write_plan(tmp_path, "plan.json", topic, {0: [2, 3, 4]})
+    res = ctl("partitions", "reassign", "--execute", "--reassignment-json-file", plan)
+    assert res.returncode == 0, res.stderr
+    assert "is complete" in wait_until(lambda: verified(ctl, plan), "the reassignment to complete")
+    load.wait_acknowledged(200)
+    assert stale.is_dir()  # nobody to tell yet
+
+    cluster.start(1)
+    wait_until(lambda: not stale.exists(), "broker 1 to delete its removed replica when it is back")
+    assert topic_znode(cluster, topic)["partitions"] == {"0": [2, 3, 4]}
+    load.wait_acknowledged(200)
+    recorder = load.stop()
+    replicas_agree(cluster, topic, 0, [2, 3, 4])
+    report = recorder.check(read_all(cluster.bootstrap, topic, (0,)))
+    assert report.valid(), str(report)
+
+
+def test_reassignment_log_dirs_place_the_replicas(cluster_factory, tmp_path):
+    """``log_dirs`` other than "any": broker 4's new replica is made in its second log dir (an empty broker
+    would pick the first) and broker 2's replica moves to its other dir; ``--verify`` reports both moves.
+    A dir the broker does not have is a one-line error before anything moves."""
+    dirs = {b: [tmp_path / f"b{b}-first", tmp_path / f"b{b}-second"] for b in (2, 4)}
+    cluster = cluster_factory(4, per_broker={b: {"log.dirs": ",".join(map(str, d))} for b, d in dirs.items()})
+    topic = "placed"
+    cluster.create_topic(topic, assignment={0: [1, 2, 3]})
+    produce_bytes(cluster, topic, 0, 200_000)
+    (was,) = [d for d in dirs[2] if (d / f"{topic}-0").is_dir()]
+    (other,) = [d for d in dirs[2] if d != was]
+    ctl = Ctl(cluster.bootstrap)
+
+    def plan(name: str, log_dirs: list) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [2, 3, 4], "log_dirs": log_dirs}]}))
+        return str(path)
+    assert "is not a log dir of broker 4" in one_line_error(ctl(
+        "partitions", "reassign", "--execute", "--reassignment-json-file",
+        plan("nowhere.json", ["any", "any", str(tmp_path / "nowhere")])), 2)
+    assert "neither \"any\" nor an absolute path" in one_line_error(ctl(
+        "partitions", "reassign", "--execute", "--reassignment-json-file", plan("relative.json", ["x", "any", "any"])), 2)
+    assert topic_znode(cluster, topic)["partitions"] == {"0": [1, 2, 3]}  # nothing started
+
+    placed = plan("plan.json", [str(other), "any", str(dirs[4][1])])
+    res = ctl("partitions", "reassign", "--execute", "--reassignment-json-file", placed)
+    assert res.returncode == 0, res.stderr
+    assert "Successfully started log directory moves for: placed-0-2,placed-0-4" in res.stdout
+    out = wait_until(lambda: verified(ctl, placed), "the reassignment and the log dir moves to complete")
+    assert "Reassignment of partition placed-0 is complete." in out
+    assert "Reassignment of replica placed-0-2 completed successfully." in out
+    assert "Reassignment of replica placed-0-4 completed successfully." in out
+    assert not (dirs[4][0] / f"{topic}-0").exists()
+    wait_until(lambda: not (was / f"{topic}-0").exists(), "broker 2's old copy to go")
+    batches = replicas_agree(cluster, topic, 0, [3])
+    for log_dir in (other, dirs[4][1]):
+        wait_until(lambda d=log_dir: replica_batches(d, topic, 0) == batches, f"the replica in {log_dir} to agree")

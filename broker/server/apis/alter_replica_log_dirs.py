@@ -8,7 +8,11 @@ answer comes when the move has started, as Kafka's does. Per partition:
 * NONE: the move started, is under way to that dir, or the replica is there already;
 * LOG_DIR_NOT_FOUND: the path is not one of this broker's ``log.dirs`` (compared as absolute paths);
 * KAFKA_STORAGE_ERROR: the destination dir, or the partition's current one, is offline;
-* UNKNOWN_TOPIC_OR_PARTITION: this broker holds no replica of the partition.
+* REPLICA_NOT_AVAILABLE: the partition exists (the metadata cache has it) but
+  this broker holds no replica of it yet: the dir is remembered, and the
+  replica is made there when a LeaderAndIsr brings it (Kafka's preferred log
+  dir; how a reassignment's ``log_dirs`` are honoured);
+* UNKNOWN_TOPIC_OR_PARTITION: no such partition.
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ def _move(ctx: RequestContext, dest, topic: str, partition: int) -> int:
     if dest is None:
         return ErrorCode.LOG_DIR_NOT_FOUND
     if broker.replicas.partition(topic, partition) is None:
-        return broker.replicas.missing_error(topic, partition)
+        if broker.replicas.is_offline(topic, partition) or broker.metadata_cache.partition(topic, partition) is None:
+            return broker.replicas.missing_error(topic, partition)
+        if broker.log_manager.failure_channel.is_offline(dest):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        broker.log_manager.set_preferred_log_dir((topic, partition), dest)
+        return ErrorCode.REPLICA_NOT_AVAILABLE
     try:
         broker.log_manager.move_log((topic, partition), dest, broker.replicas.log_moved)
     except KafkaStorageError:
