@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from broker.log import LogConfig, LogManager, parse_topic_partition
 from broker.log.checkpoint import (
@@ -117,3 +118,35 @@ def test_background_flush_by_messages_and_retention(tmp_path):
     assert len(log.segments) == 1 and log.log_start_offset == log.segments[0].base_offset
     m.shutdown()
     assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")[("t", 0)] == log.log_start_offset
+
+
+def test_a_preferred_log_dir_is_used_once_for_a_new_log(tmp_path):
+    """AlterReplicaLogDirs before the replica exists: its log is made in that dir (an empty broker would
+    pick the first), once; the next new log goes by the fewest-partitions rule again."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = LogManager(dirs, LogConfig())
+    m.startup()
+    m.set_preferred_log_dir(("t", 0), dirs[1])
+    m.create_log("t", 0)
+    assert m.log_dir_of(("t", 0)) == dirs[1] and (dirs[1] / "t-0").is_dir() and not (dirs[0] / "t-0").exists()
+    m.create_log("t", 1)
+    assert m.log_dir_of(("t", 1)) == dirs[0]
+    m.shutdown()
+
+
+def test_the_cleaner_threads_resize_while_running(tmp_path):
+    m = LogManager([tmp_path], LogConfig(), cleaner_backoff_ms=20, cleaner_threads=2)
+    m.resize_cleaner(3)  # before start_background: only the number changes
+    assert m.cleaner_threads_alive == 0
+    m.startup()
+    m.start_background(scheduler_tick_ms=10)
+    assert m.cleaner_threads_alive == 3
+    m.resize_cleaner(1)
+    deadline = time.monotonic() + 10  # a guard against a hang: they end at their next wake-up (20 ms)
+    while m.cleaner_threads_alive != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    m.resize_cleaner(2)
+    assert m.cleaner_threads_alive == 2
+    m.shutdown()
+    assert m.cleaner_threads_alive == 0
