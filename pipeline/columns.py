@@ -12,11 +12,15 @@ batches at once with numpy. A v2 record is::
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
     | keyLength varint | key | valueLength varint | value | headerCount varint | headers
 
-Only the record boundaries need a Python loop (each length says where the next
-record starts); every other field is read for all records with vectorized
-varint decoding, and the key and value columns are cut out of the joined
-payloads by one Arrow ``take`` each (no Python ``bytes`` per record). Records
-with headers have them decoded with :func:`broker.records.batch.decode_headers`.
+Uncompressed batches are decoded where the fetch response holds them (no
+copy); decompressed ones are joined into one buffer. Only the record boundaries
+are sequential (each length says where the next record starts): runs of
+equal-sized records are found by stride and checked all at once, and only
+records whose sizes vary are walked one by one in Python (:func:`_boundaries`).
+Every other field is read for all records with vectorized varint decoding, and
+the key and value columns are cut out of the buffer by one Arrow ``take`` each
+(no Python ``bytes`` per record). Records with headers have them decoded with
+:func:`broker.records.batch.decode_headers`.
 A record whose fields do not span exactly its length, or a negative length,
 raises :class:`CorruptRecordError`, as the consumer's decoder does.
 """
@@ -38,14 +42,18 @@ from broker.records.view import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, M
                                  TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET, V2_HEADER, V2_HEADER_SIZE,
                                  CorruptRecordError)
 
-_PAD = bytes(10)  # after the payloads, so a varint read at a record's last byte stays inside the buffer
+_STRIDE_MIN = 8  # fewer equal-sized records than this in a row: walk one by one for a stretch
+_STRETCH = 32  # records walked one by one after the first stride check that found sizes varying
+_WINDOW = 256  # records checked by one stride check at first
 
 
 @dataclass
 class Scanned:
     """The data batches of one fetch response, ready to decode.
 
-    ``payloads`` are the (decompressed) record sections; per batch ``counts``,
+    ``payloads`` are the record sections: ``(begin, end)`` in ``records`` (the
+    fetched bytes, not copied) for an uncompressed batch, the decompressed bytes
+    of a compressed one; per batch ``counts``,
     ``base_offsets``, ``base_timestamps`` and ``append_times`` (LogAppendTime,
     else None) and ``timestamp_types``. ``next_offset`` follows the last whole
     entry (the next fetch's offset); ``legacy`` holds records of v0/v1 entries as
@@ -53,6 +61,7 @@ class Scanned:
     """
 
     payloads: list = field(default_factory=list)
+    records: memoryview | None = None
     counts: list = field(default_factory=list)
     base_offsets: list = field(default_factory=list)
     base_timestamps: list = field(default_factory=list)
@@ -111,6 +120,8 @@ def scan(records, fetch_offset: int, aborted: list[tuple[int, int]] = ()) -> Sca
                 section = decompress(codec_of(codec), section)
             except (CompressionError, ValueError) as exc:
                 raise CorruptRecordError(str(exc), pos - size) from None
+        else:
+            section, out.records = (pos - size + V2_HEADER_SIZE, pos), mv
         log_append = bool(attrs & TIMESTAMP_TYPE_MASK)
         out.payloads.append(section)
         out.counts.append(count)
@@ -121,47 +132,100 @@ def scan(records, fetch_offset: int, aborted: list[tuple[int, int]] = ()) -> Sca
     return out
 
 
-def _boundaries(data: bytes, counts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Where each record's body (after its length) starts and where the record ends."""
-    starts: list[int] = []
-    stops: list[int] = []
-    add_start, add_stop = starts.append, stops.append
-    pos = 0
-    for count, end in zip(counts, ends):
-        for n in range(count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    length = (u >> 1) ^ -(u & 1)
-                    pos += 2
-                else:
-                    length, pos = decode_varint(data, pos)
-            if length < 1 or pos + length > end:
-                raise CorruptRecordError(f"record {n}: length {length} runs past the end of the batch", pos)
-            add_start(pos)
-            pos += length
-            add_stop(pos)
-        if pos != end:
-            raise CorruptRecordError(f"{end - pos} bytes after the {count} declared records", pos)
-    return np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)
+def _varint_at(data, pos: int) -> tuple[int, int]:
+    """One zigzag varint (a record's length) and the position after it; one- and two-byte ones inline."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = data[pos + 1]
+    if b2 < 0x80:
+        u = (b & 0x7F) | (b2 << 7)
+        return (u >> 1) ^ -(u & 1), pos + 2
+    return decode_varint(data, pos)
 
 
-def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The zigzag varints at ``pos`` (all at once) and the positions after them."""
-    b = buf[pos]
+def _boundaries(buf: np.ndarray, data, sections: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Where each record's body (after its length) starts and where the record ends.
+
+    ``sections`` are ``(begin, end, count)`` of each batch's records in ``buf``
+    (``data`` is the same bytes, for reading one varint). Each length says where
+    the next record starts, so the walk is sequential; it goes by stride: the
+    record at ``pos`` takes ``stride`` bytes, the next records at ``pos + k *
+    stride`` are checked all at once (up to a window that doubles while every
+    one matches) to take ``stride`` bytes too, and the run of those that do is
+    exact by induction. Equal-sized records, the common case, cost a few
+    vectorized checks per batch. Where sizes vary, records are walked one by one
+    for a stretch (doubling each time) before the next check.
+    """
+    starts: list[np.ndarray] = []
+    stops: list[np.ndarray] = []
+    try:
+        for begin, end, count in sections:
+            _walk(buf, data, begin, end, count, starts, stops)
+    except IndexError:  # a length varint cut by the end of the buffer
+        raise CorruptRecordError("a record length runs past the end of the records", len(buf)) from None
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(starts), np.concatenate(stops)
+
+
+def _record_length(data, pos: int, end: int, index: int) -> tuple[int, int]:
+    length, body = _varint_at(data, pos)
+    if length < 1 or body + length > end:
+        raise CorruptRecordError(f"record {index}: length {length} runs past the end of the batch", pos)
+    return length, body
+
+
+def _walk(buf: np.ndarray, data, pos: int, end: int, count: int, starts: list, stops: list) -> None:
+    """One batch's record boundaries (see :func:`_boundaries`), appended to ``starts`` and ``stops``."""
+    left, window, stretch = count, _WINDOW, _STRETCH
+    while left:
+        length, body = _record_length(data, pos, end, count - left)
+        stride = body - pos + length
+        run = min(left, window, (end - pos) // stride)
+        at = pos + stride * np.arange(run, dtype=np.int64)
+        lengths, bodies = _varints(buf, at, guess=True)
+        same = (lengths >= 1) & (bodies >= 0) & (bodies - at + lengths == stride)
+        matched = run if same.all() else int(same.argmin())  # at[0] is the record read above: >= 1
+        window = 2 * window if matched == run else max(_WINDOW, 2 * matched)
+        starts.append(bodies[:matched])
+        stops.append(at[:matched] + stride)
+        pos, left = pos + stride * matched, left - matched
+        if matched < _STRIDE_MIN and left:  # sizes vary here: walk a stretch one by one
+            walked_starts, walked_stops = [], []
+            for _ in range(min(stretch, left)):
+                length, body = _record_length(data, pos, end, count - left)
+                walked_starts.append(body)
+                pos = body + length
+                walked_stops.append(pos)
+                left -= 1
+            starts.append(np.array(walked_starts, dtype=np.int64))
+            stops.append(np.array(walked_stops, dtype=np.int64))
+            stretch *= 2
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the {count} declared records", pos)
+
+
+def _varints(buf: np.ndarray, pos: np.ndarray, guess: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The zigzag varints at ``pos`` (all at once) and the positions after them.
+
+    Reads are clamped to ``buf``: a corrupt record may point past it, and the
+    caller's check that fields end where their record does catches it. A varint
+    longer than 10 bytes raises, unless ``guess`` (positions that may not hold a
+    varint): then its position after is -1.
+    """
+    last = len(buf) - 1
+    b = buf[np.minimum(pos, last)]
     u = (b & 0x7F).astype(np.int64)
     n = np.ones(len(pos), dtype=np.int64)
     more = b >= 0x80
     shift = 7
     while more.any():
         if shift > 63:
+            if guess:
+                return (u >> 1) ^ -(u & 1), np.where(more, -1, pos + n)
             raise CorruptRecordError("a varint longer than 10 bytes", int(pos[more][0]))
-        b = buf[pos + n]
+        b = buf[np.minimum(pos + n, last)]
         u |= np.where(more, (b & 0x7F).astype(np.int64) << shift, 0)
         n += more
         more &= b >= 0x80
@@ -193,16 +257,29 @@ def _constant_string(value: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
+def _records_buffer(s: Scanned) -> tuple:
+    """One buffer holding every batch's records, and ``(begin, end, count)`` of each batch in it.
+
+    Uncompressed batches are read where they were fetched; only where some
+    batch was decompressed are the sections joined into a new buffer.
+    """
+    if all(type(p) is tuple for p in s.payloads):
+        data = s.records if s.records is not None else b""
+        return data, [(b, e, c) for (b, e), c in zip(s.payloads, s.counts)]
+    parts = [s.records[p[0]:p[1]] if type(p) is tuple else p for p in s.payloads]
+    ends = np.cumsum([len(p) for p in parts], dtype=np.int64).tolist()
+    return b"".join(parts), [(e - len(p), e, c) for p, e, c in zip(parts, ends, s.counts)]
+
+
 def to_record_batch(s: Scanned, topic: str, partition: int, first: int, end: int,
                     schema: pa.Schema) -> pa.RecordBatch | None:
     """The records of ``s`` with ``first <= offset < end`` in ``schema`` (Spark's Kafka source's, as Arrow)."""
     include_headers = "headers" in schema.names
-    data = b"".join([*s.payloads, _PAD])
+    data, sections = _records_buffer(s)
     if len(data) >= 2**31:
         raise CorruptRecordError(f"{len(data)} bytes of records in one fetch: more than a binary column holds", 0)
-    ends = np.cumsum([len(p) for p in s.payloads], dtype=np.int64).tolist()
-    starts, stops = _boundaries(data, s.counts, ends)
     buf = np.frombuffer(data, dtype=np.uint8)
+    starts, stops = _boundaries(buf, data, sections)
     ts_delta, pos = _varints(buf, starts + 1)  # + 1: the attributes byte
     offset_delta, pos = _varints(buf, pos)
     key_len, key_at = _varints(buf, pos)

@@ -134,3 +134,24 @@ def test_corruption_raises_as_the_consumer_does():
     s = columns.scan(bytes(raw), 0)
     with pytest.raises(CorruptRecordError):
         columns.to_record_batch(s, "t", 0, 0, 10, arrow_schema(False))
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_equal_sized_runs_broken_by_other_sizes(codec):
+    # 9,000 records: offset deltas of one, two and three varint bytes; every 500th record another size
+    recs = [(T0 + i, b"k%05d" % i, b"x" * (100 if i % 500 else 7 + i % 3), []) for i in range(9000)]
+    buf = _batch(0, recs, codec) + _batch(9000, recs[:20], codec)
+    rows, s = _decoded(buf, 5, 9010)
+    assert rows == _expected(buf, 5, 9010) and len(rows) == 9005
+
+
+def test_a_wrong_length_inside_equal_sized_records_raises():
+    import crc32c
+    import struct
+    raw = bytearray(_batch(0, [(T0, b"key", b"v" * 50, [])] * 40))
+    at = 61 + 20 * (raw[61] // 2 + 1)  # record 20's length varint (each record: 1 length byte + body)
+    raw[at] += 2
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    s = columns.scan(bytes(raw), 0)
+    with pytest.raises(CorruptRecordError):
+        columns.to_record_batch(s, "t", 0, 0, 100, arrow_schema(False))
