@@ -49,6 +49,11 @@ def test_a_failed_disk_moves_only_its_partitions_leadership(disks, cluster_facto
         meta = wait_until(lambda: (m := cluster.partition_meta(TOPIC, 1, via=2)) and m["offline_replicas"] and m,
                           "Metadata to name broker 1's replica offline")
         assert meta["offline_replicas"] == [1] and meta["leader_id"] in (2, 3)
+        # broker 1 names the new leader too: a client it bootstraps must not see leader -1 (librdkafka's
+        # get_watermark_offsets takes that as final: "Unknown partition")
+        via_1 = wait_until(lambda: (m := cluster.partition_meta(TOPIC, 1, via=1)) and m["leader_id"] != -1 and m,
+                           "broker 1's Metadata to name the new leader")
+        assert via_1["leader_id"] == meta["leader_id"] and via_1["offline_replicas"] == [1], via_1
         load.wait_acknowledged(400)
         # the partition on the healthy dir kept its leader, its ISR and its epoch
         assert cluster.partition_state(TOPIC, 0) == before

@@ -12,9 +12,14 @@ partitions: leader, leader epoch (v7+), replicas, ISR and offline replicas
 gets UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal
 name. Internal topics are never auto-created here.
 
-A partition whose replica on this broker is in a failed log dir (single
-node: it has no other replica) answers as Kafka's controller leaves it:
-leader -1, LEADER_NOT_AVAILABLE, this broker in ``offline_replicas``.
+A partition whose replica on this broker is in a failed log dir, while the
+cache still names this broker its leader (the controller has not acted on the
+failure yet; single node: it never finds another leader), answers as Kafka's
+controller leaves it: leader -1, LEADER_NOT_AVAILABLE, this broker in
+``offline_replicas``. Once the controller has moved the leadership, the
+cache's answer stands: this broker must not hide the new leader from a client
+it bootstraps (librdkafka takes a leader of -1 as final in
+``get_watermark_offsets``: "Unknown partition").
 """
 
 from __future__ import annotations
@@ -36,14 +41,18 @@ def broker_entries(ctx: RequestContext) -> list[dict]:
 
 
 def partition_entry(p, offline_here: bool, broker_id: int) -> dict:
+    leader = -1 if offline_here and p.leader == broker_id else p.leader
+    offline = list(p.offline_replicas)
+    if offline_here and broker_id not in offline:
+        offline.append(broker_id)
     return {
-        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if offline_here else ErrorCode.NONE,
+        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if offline_here and leader < 0 else ErrorCode.NONE,
         "partition_index": p.partition,
-        "leader_id": -1 if offline_here else p.leader,
+        "leader_id": leader,
         "leader_epoch": p.leader_epoch,
         "replica_nodes": list(p.replicas),
         "isr_nodes": list(p.isr),
-        "offline_replicas": [broker_id] if offline_here else p.offline_replicas,
+        "offline_replicas": offline,
     }
 
 
