@@ -13,6 +13,8 @@ coordinator: what it needs from them is injected (:meth:`attach`):
 * ``isr_writer(topic, partition, LeaderAndIsr, zk_version) -> new zk_version | None``:
   a conditional write of the partition state (None: the version did not match and
   what is stored is not what we meant to write; the controller will tell us the news);
+* ``partition_known(topic, partition) -> bool``: whether the cluster has the
+  partition (the metadata cache), for :meth:`missing_error`;
 * leadership listeners (:meth:`add_leadership_listener`, below).
 
 LeaderAndIsr follows Kafka: a request from an older controller epoch than the
@@ -45,6 +47,14 @@ coordinator) hear of every partition this broker starts leading, or leads in a
 new epoch (``on_become_leader(tp, leader_epoch)``), and of every one it stops
 leading or holding (``on_resign(tp, leader_epoch)``), on the thread that made
 the change.
+
+A partition this broker does not serve gets, from :meth:`missing_error`,
+Kafka's answer (its ``ReplicaManager.getPartitionOrError``): KAFKA_STORAGE_ERROR
+if its replica here is offline, NOT_LEADER_OR_FOLLOWER if the cluster has it
+(this broker is not a replica, or is one that has not heard its LeaderAndIsr
+yet: clients refresh their metadata and retry), UNKNOWN_TOPIC_OR_PARTITION
+only if the cluster does not have it at all (librdkafka gives up on a
+ListOffsets answered so).
 
 A partition whose log dir failed is offline (Kafka's ``HostedPartition.Offline``,
 :meth:`mark_offline`): it is no longer served (:meth:`partition` finds
@@ -107,6 +117,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         self._log_manager: "LogManager | None" = None
         self._log_config_for: Callable[[str], "LogConfig"] | None = None
+        self._partition_known: Callable[[str, int], bool] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()
         self._listeners: list[_Listener] = []
@@ -118,11 +129,13 @@ class ReplicaManager:
 
     def attach(self, log_manager: "LogManager", local_broker_id: int, *,
                log_config_for: Callable[[str], "LogConfig"] | None = None, isr_writer: IsrWriter | None = None,
-               fetcher_settings: FetcherSettings | None = None, replica_lag_time_max_ms: int = 30000) -> None:
+               fetcher_settings: FetcherSettings | None = None, replica_lag_time_max_ms: int = 30000,
+               partition_known: Callable[[str, int], bool] | None = None) -> None:
         """Serve ``log_manager``'s logs as broker ``local_broker_id``; it checkpoints our high watermarks."""
         self._log_manager = log_manager
         self.local_broker_id = local_broker_id
         self._log_config_for = log_config_for
+        self._partition_known = partition_known
         log_manager.high_watermark_of = self.high_watermark_of
         if fetcher_settings is not None:
             self.fetchers.settings = fetcher_settings
@@ -309,9 +322,12 @@ class ReplicaManager:
         return (topic, partition) in self._offline
 
     def missing_error(self, topic: str, partition: int) -> int:
-        """The error for a partition :meth:`partition` did not find: KAFKA_STORAGE_ERROR if offline, else unknown."""
-        return ErrorCode.KAFKA_STORAGE_ERROR if (topic, partition) in self._offline else \
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        """The error for a partition :meth:`partition` did not find (see the module docstring)."""
+        if (topic, partition) in self._offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self._partition_known is not None and self._partition_known(topic, partition):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def log_moved(self, tp: TopicPartition, log: "Log") -> None:
         """The partition's log moved to another log dir (AlterReplicaLogDirs' swap): serve that one.

@@ -152,3 +152,40 @@ def test_a_returning_leader_truncates_what_only_it_had(cluster_factory):
     report = check(acked + later, read_all(cluster, "div"), [v for _p, _o, v in lonely])
     assert report.valid(), str(report)
     assert new != old
+
+
+def test_a_broker_that_does_not_host_a_partition_answers_as_kafka(cluster_factory):
+    """Kafka's getPartitionOrError: NOT_LEADER_OR_FOLLOWER for a partition the cluster has elsewhere.
+
+    Clients refresh their metadata and retry on it; UNKNOWN_TOPIC_OR_PARTITION,
+    kept for a partition the cluster does not have, makes librdkafka give up on
+    a ListOffsets (a consumer with a stale leader, e.g. after a reassignment).
+    """
+    from broker.protocol import ApiKey, ErrorCode
+    from tests.server.wire import Wire
+
+    cluster = cluster_factory(2)
+    cluster.create_topic("elsewhere", assignment={0: [1]})
+    wait_until(lambda: cluster.partition_meta("elsewhere", 0, via=2), "broker 2 to know elsewhere-0")
+
+    def errors(w: Wire, topic: str) -> dict:
+        offsets = w.call(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]})
+        epochs = w.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+        fetch = w.call(ApiKey.FETCH, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+        return {"list_offsets": offsets["topics"][0]["partitions"][0]["error_code"],
+                "offset_for_leader_epoch": epochs["topics"][0]["partitions"][0]["error_code"],
+                "fetch": fetch["responses"][0]["partitions"][0]["error_code"]}
+
+    with Wire(cluster.broker(2).bootstrap) as w:
+        assert errors(w, "elsewhere") == dict.fromkeys(
+            ("list_offsets", "offset_for_leader_epoch", "fetch"), ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        assert errors(w, "nowhere") == dict.fromkeys(
+            ("list_offsets", "offset_for_leader_epoch", "fetch"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    with Wire(cluster.broker(1).bootstrap) as w:
+        assert errors(w, "elsewhere") == dict.fromkeys(("list_offsets", "offset_for_leader_epoch", "fetch"), 0)

@@ -7,8 +7,10 @@ below it are deleted, and the new log start offset survives a restart (the
 offset changes nothing. The answer's ``low_watermark`` is the log start
 offset afterwards.
 
-Per partition (the others carry on): UNKNOWN_TOPIC_OR_PARTITION for a
-partition that does not exist here, NOT_LEADER_OR_FOLLOWER on a follower,
+Per partition (the others carry on): for a partition this broker does not
+serve the replica manager's ``missing_error`` (KAFKA_STORAGE_ERROR offline,
+NOT_LEADER_OR_FOLLOWER if the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION),
+NOT_LEADER_OR_FOLLOWER on a follower,
 OFFSET_OUT_OF_RANGE for an offset above the high watermark or below -1;
 ``low_watermark`` is -1 on error. The answer comes once the leader's log start
 has moved (``timeout_ms`` never expires); followers move theirs when their
@@ -28,7 +30,7 @@ async def _delete(ctx: RequestContext, topic: str, partition: dict) -> dict:
     result = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
     partition = ctx.broker.replicas.partition(topic, index)
     if partition is None:
-        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result["error_code"] = ctx.broker.replicas.missing_error(topic, index)
         return result
     if not partition.is_leader:
         result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -18,9 +18,12 @@ UNSUPPORTED_VERSION and any other negative INVALID_REQUEST, never an offset
 that looks like a result. v0 answers in ``old_style_offsets`` (a list with that
 one offset, empty when none); v1+ in ``timestamp``/``offset``; v4+ adds
 ``leader_epoch`` and checks ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, and a
-replica that is not the leader NOT_LEADER_OR_FOLLOWER unless ``replica_id`` is
--2 (debugging); other partitions carry on.
+UNKNOWN_LEADER_EPOCH). A partition this broker does not serve gets the replica
+manager's ``missing_error`` (KAFKA_STORAGE_ERROR offline, NOT_LEADER_OR_FOLLOWER
+if the cluster has it, UNKNOWN_TOPIC_OR_PARTITION only if it does not: librdkafka
+gives up on that one instead of refreshing its metadata), and a replica that is
+not the leader NOT_LEADER_OR_FOLLOWER unless ``replica_id`` is -2 (debugging);
+other partitions carry on.
 
 Everything is read through the replica layer (:class:`~broker.replica.Partition`,
 which owns the high watermark). Lookups by timestamp and MAX_TIMESTAMP read
@@ -47,7 +50,7 @@ async def _partition(ctx: RequestContext, topic: str, p: dict, replica_id: int, 
               "timestamp": -1, "offset": -1, "leader_epoch": -1}
     partition = ctx.broker.replicas.partition(topic, index)
     if partition is None:
-        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result["error_code"] = ctx.broker.replicas.missing_error(topic, index)
         return result
     error = partition.check_leader(p["current_leader_epoch"], leader_only=replica_id != DEBUGGING_REPLICA_ID)
     if error:

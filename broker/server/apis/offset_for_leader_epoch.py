@@ -8,7 +8,9 @@ the latest) with the largest epoch at or below it, from
 (KIP-101/279); consumers (librdkafka) check their position with it after a
 leader change (KIP-320).
 
-Errors: a partition this broker does not hold UNKNOWN_TOPIC_OR_PARTITION; a
+Errors: a partition this broker does not hold the replica manager's
+``missing_error`` (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER if the cluster
+has it, else UNKNOWN_TOPIC_OR_PARTITION); a
 ``current_leader_epoch`` (v2+) older than ours FENCED_LEADER_EPOCH, newer
 UNKNOWN_LEADER_EPOCH; a replica that is not the leader NOT_LEADER_OR_FOLLOWER
 unless the request comes from ``replica_id`` -2 (debugging: any replica answers).
@@ -31,7 +33,7 @@ async def _partition(ctx: RequestContext, topic: str, p: dict, leader_only: bool
     result = {"partition": p["partition"], "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
     partition = ctx.broker.replicas.partition(topic, p["partition"])
     if partition is None:
-        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result["error_code"] = ctx.broker.replicas.missing_error(topic, p["partition"])
         return result
     error = partition.check_leader(p["current_leader_epoch"], leader_only=leader_only)
     if error:
