@@ -110,7 +110,10 @@ def test_reassign_a_topic_to_other_brokers_under_load(cluster_factory, tmp_path)
         wait_until(lambda p=p: not (cluster.broker(1).data_dir / f"{topic}-{p}").exists(),
                    f"broker 1 to delete its replica of {topic}-{p}")
     report = recorder.check(read_all(cluster.bootstrap, topic, (0, 1)))
-    assert report.valid(), str(report)
+    # duplicates allowed: the load is not idempotent, and moving moving-0's leadership from broker 1 answers its
+    # acks=all waits NOT_LEADER_OR_FOLLOWER (as Kafka does) though the records may already be on the new leader,
+    # so librdkafka's retry writes them twice (as in every test here whose leadership moves under load)
+    assert report.valid(allow_duplicates=True), str(report)
     res = ctl("partitions", "reassign", "--execute", "--reassignment-json-file", plan)
     assert res.returncode == 0  # moving to where it is: nothing to do
 
