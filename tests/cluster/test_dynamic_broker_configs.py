@@ -69,3 +69,19 @@ def test_broker_and_default_configs_apply_live(cluster_factory):
     res = one("configs", "set", "broker", "1", "--delete", "leader.replication.throttled.rate")
     assert res.returncode == 0, res.stderr
     assert entry(one, "1", "leader.replication.throttled.rate")["source"] == "DEFAULT_CONFIG"
+
+
+def test_a_topic_config_is_described_as_stored_by_every_broker(cluster_factory):
+    """DescribeConfigs reads a topic's overrides from the store, as Kafka does.
+
+    A broker shows an override as soon as it is stored, not once its change
+    notification arrives: what ``kafkactl partitions reassign --execute`` sets
+    (the throttled replicas) reads back at once through any broker.
+    """
+    cluster = cluster_factory(2)
+    cluster.create_topic("t", replication_factor=2)
+    two = Ctl(cluster.broker(2).bootstrap)
+    # Kafka 2.7's layout, written with no change notification: no broker has applied it
+    cluster.zk.set("/config/topics/t", json.dumps({"version": 1, "config": {"retention.ms": "1234"}}).encode())
+    rows = {row["name"]: row for row in two.json("configs", "get", "topic", "t")}
+    assert (rows["retention.ms"]["value"], rows["retention.ms"]["source"]) == ("1234", "DYNAMIC_TOPIC_CONFIG")

@@ -3,7 +3,9 @@
 Resources: TOPIC (2) and BROKER (4). BROKER_LOGGER (8) and other types get
 INVALID_REQUEST in their result; the other resources carry on.
 
-For a topic, every topic-level config is listed with its effective value:
+For a topic, every topic-level config is listed with its effective value, the
+overrides read from the store (as Kafka does: an alter made through another
+broker shows at once, not once this broker's change notification arrives):
 
 * ``config_source`` DYNAMIC_TOPIC_CONFIG (1) when the topic overrides it,
   STATIC_BROKER_CONFIG (4) when the broker's file sets the matching broker
@@ -191,7 +193,16 @@ def check_broker_resource(ctx: RequestContext, name: str) -> None:
                          f"unexpected broker id, expected {ctx.broker.broker_id} or empty string, but received {name}")
 
 
-def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> dict:
+async def _topic_overrides(ctx: RequestContext, name: str, cached: dict) -> dict:
+    """The topic's overrides as stored, as Kafka reads them (its ``fetchEntityConfig``): an answer right
+    after an alter made on another broker shows it, before this broker's change notification arrives."""
+    try:
+        return await ctx.broker.run_blocking(ctx.broker.metadata.topic_config, name)
+    except Exception:  # noqa: BLE001 - the store out of reach: what this broker last applied
+        return cached
+
+
+async def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> dict:
     rtype, name = resource["resource_type"], resource["resource_name"]
     keys = resource["configuration_keys"]
     result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
@@ -202,7 +213,8 @@ def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation
             info = ctx.broker.topics.get(name)
             if info is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            result["configs"] = topic_config_entries(ctx, info.config, keys, synonyms, documentation)
+            overrides = await _topic_overrides(ctx, name, info.config)
+            result["configs"] = topic_config_entries(ctx, overrides, keys, synonyms, documentation)
         elif rtype == BROKER:
             check_broker_resource(ctx, name)
             if name:
@@ -220,7 +232,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     synonyms = ctx.api_version >= 1 and request["include_synonyms"]
     documentation = ctx.api_version >= 3 and request["include_documentation"]
     return {"throttle_time_ms": 0,
-            "results": [_describe(ctx, r, synonyms, documentation) for r in request["resources"]]}
+            "results": [await _describe(ctx, r, synonyms, documentation) for r in request["resources"]]}
 
 
 def register(registry) -> None:
