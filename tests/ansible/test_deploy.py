@@ -32,22 +32,13 @@ from pathlib import Path
 import pytest
 
 from tests.ansible.conftest import ansible_playbook
+from tests.cluster.conftest import wait_until
 from tests.cluster.workload import LoadProducer, read_all
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = ["h1", "h2", "h3"]
 TOPIC, PARTITIONS = "orders", 6
 WAIT_S = 120  # a guard against a hang, not a performance assertion
-
-
-def wait_until(check, what: str, limit: float = WAIT_S, interval: float = 0.5):
-    deadline = time.monotonic() + limit
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {limit} s waiting for {what}"
-        time.sleep(interval)
 
 
 def build_wheelhouse(dest: Path) -> Path:
@@ -151,7 +142,7 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
     admin = AdminClient({"bootstrap.servers": bootstrap(hosts)})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
     wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
-                           .partitions.values()), "a leader for every partition")
+                           .partitions.values()), "a leader for every partition", limit=WAIT_S)
 
     # both disks of every broker hold replicas
     for name in NAMES:
@@ -190,7 +181,7 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
         targets = prometheus(hosts, "targets")["activeTargets"]
         return targets if targets and all(t["health"] == "up" for t in targets) else None
 
-    targets = wait_until(all_up, "every Prometheus target up")
+    targets = wait_until(all_up, "every Prometheus target up", limit=WAIT_S, interval=0.5)
     jobs = {}
     for t in targets:
         jobs.setdefault(t["labels"]["job"], set()).add(t["labels"]["instance"])
