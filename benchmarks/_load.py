@@ -9,7 +9,8 @@ Three measurements, each against one bootstrap address and one existing topic:
   the end of ``flush()``. Delivery reports are requested for errors only, so
   Python does no per-record work beyond ``produce()``.
 * :func:`produce_transactional_throughput` does the same from a transactional
-  producer committing every ``per_txn`` records (the commits are timed).
+  producer committing every ``per_txn`` records or every ``interval_s`` seconds
+  (the commits are timed).
 * :func:`consume_throughput` reads ``count`` records from offset 0 of the given
   partitions with ``assign()`` (no group, so no JoinGroup/SyncGroup is timed)
   and ``consume(num_messages=...)`` batches; time runs from ``assign()`` to the
@@ -93,6 +94,7 @@ class ProduceResult:
     elapsed_s: float
     errors: int = 0
     first_error: str = ""
+    transactions: int = 0  # commits timed (transactional producers only)
 
     @property
     def records_s(self) -> float:
@@ -175,10 +177,13 @@ def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, ack
 
 
 def produce_transactional_throughput(bootstrap: str, topic: str, *, size: int, count: int, per_txn: int = 1000,
-                                     linger_ms: float = 5, max_s: float = 60.0) -> ProduceResult:
+                                     interval_s: float | None = None, linger_ms: float = 5,
+                                     max_s: float = 60.0) -> ProduceResult:
     """As :func:`produce_throughput` with acks=all, from a librdkafka transactional producer that commits
-    every ``per_txn`` records; the time includes every commit. ``init_transactions`` and one committed
-    warm-up transaction of one record are not timed."""
+    every ``per_txn`` records, or, with ``interval_s``, once a transaction has been open that long (the
+    time is checked every 1,024 records, as in :func:`_send`); the time includes every commit, and
+    ``transactions`` counts them. ``init_transactions`` and one committed warm-up transaction of one
+    record are not timed."""
     errors = _Errors()
     producer = _producer(bootstrap, "all", "none", linger_ms, **{
         "delivery.report.only.error": True, "on_delivery": errors, "enable.idempotence": True,
@@ -189,16 +194,20 @@ def produce_transactional_throughput(bootstrap: str, topic: str, *, size: int, c
     producer.begin_transaction()
     producer.produce(topic, values[0])
     producer.commit_transaction(max_s)
-    sent = 0
+    sent = transactions = 0
     start = time.perf_counter()
     stop_at = start + max_s
     while sent < count and time.perf_counter() < stop_at:
         producer.begin_transaction()
-        sent = _send(producer, topic, values, sent, min(count, sent + per_txn), stop_at)
+        if interval_s is None:
+            sent = _send(producer, topic, values, sent, min(count, sent + per_txn), stop_at)
+        else:
+            sent = _send(producer, topic, values, sent, count, min(stop_at, time.perf_counter() + interval_s))
         producer.commit_transaction(max_s)
+        transactions += 1
     elapsed = time.perf_counter() - start
     ok = sent - errors.count
-    return ProduceResult(ok, ok * size, elapsed, errors.count, errors.first)
+    return ProduceResult(ok, ok * size, elapsed, errors.count, errors.first, transactions=transactions)
 
 
 @dataclass
