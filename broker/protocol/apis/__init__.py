@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..schema import Api
-from . import admin, cluster, controller, fetch, groups, offsets, produce, reassignment, transactions
+from . import acls, admin, cluster, controller, fetch, groups, offsets, produce, reassignment, transactions
 
 SCHEMAS: dict[int, Api] = {}
-for _module in (produce, fetch, offsets, cluster, controller, groups, admin, reassignment,
+for _module in (produce, fetch, offsets, cluster, controller, groups, admin, acls, reassignment,
                 transactions):
     for _api in _module.APIS:
         if _api.key in SCHEMAS:
