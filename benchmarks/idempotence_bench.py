@@ -13,6 +13,11 @@ open 100 ms, the commit interval at which KIP-98 measured Kafka's cost of
 transactions: 3 % for 1 KB records at full speed). The figure per mode is the
 median over the repetitions.
 
+Each mode's CPU per 100,000 records is printed too, the broker's (from
+/proc) and the client's (librdkafka's and Python's, from getrusage): on two
+cores the client's CPU is taken from the broker's, so a mode that costs the
+client more is slower against any broker.
+
 A transaction's cost is what 1,000 records take in a transaction beyond what
 they take idempotent: ``1000 / transactional - 1000 / idempotent`` seconds,
 from the two medians. It holds the client's fixed work per transaction and
@@ -45,6 +50,7 @@ before AddPartitionsToTxn among it.)
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 
 from benchmarks import _load
@@ -69,23 +75,49 @@ def _produce(broker, mode: str, topic: str, count: int):
                                     idempotence=mode == "idempotent", warmup=True)
 
 
-def _produce_modes(broker, modes: tuple[str, ...], count: int, reps: int) -> dict[str, float]:
-    """Median records/s per mode, the modes' order rotating each repetition."""
-    figures: dict[str, list[float]] = {m: [] for m in modes}
+def _produce_modes(broker, modes: tuple[str, ...], count: int, reps: int) -> dict[str, dict[str, float]]:
+    """Per mode, medians over the repetitions (the modes' order rotating each repetition): ``rate``
+    (records/s), and the CPU seconds per 100,000 records of the broker (``broker_cpu``, from /proc)
+    and of this process (``client_cpu``: librdkafka's threads and Python's, from getrusage)."""
+    figures: dict[str, dict[str, list[float]]] = {m: {"rate": [], "broker_cpu": [], "client_cpu": []} for m in modes}
     for rep in range(reps):
         for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:
             topic = f"{mode}-{rep}"
             _load.create_topic(broker.bootstrap, topic, 1)
+            broker_before, client_before = broker.stats.snapshot().cpu_s, _client_cpu_s()
             result = _produce(broker, mode, topic, count)
+            broker_cpu, client_cpu = broker.stats.snapshot().cpu_s - broker_before, _client_cpu_s() - client_before
             if result.errors:
                 raise SystemExit(f"{broker.name} {mode}: {result.errors} delivery errors ({result.first_error})")
-            figures[mode].append(result.records_s)
+            per = 100_000 / result.records
+            figures[mode]["rate"].append(result.records_s)
+            figures[mode]["broker_cpu"].append(broker_cpu * per)
+            figures[mode]["client_cpu"].append(client_cpu * per)
             if broker.deletes_topics:
                 _load.delete_topic(broker.bootstrap, topic)
             commits = f", {result.transactions} commits" if result.transactions else ""
             print(f"{broker.name} rep {rep}: {mode}: {result.records_s:,.0f} records/s ({result.mb_s:.1f} MB/s)"
-                  f"{commits}", flush=True)
-    return {m: statistics.median(f) for m, f in figures.items()}
+                  f"{commits}; CPU per 100,000 records: broker {broker_cpu * per:.3f} s, client {client_cpu * per:.3f} s",
+                  flush=True)
+    return {m: {k: statistics.median(v) for k, v in f.items()} for m, f in figures.items()}
+
+
+def _client_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _summary(name: str, figures: dict[str, dict[str, float]]) -> None:
+    """Rates, ratios and CPU per 100,000 records of one broker's medians."""
+    rate = {m: f["rate"] for m, f in figures.items()}
+    print(f"{name}: plain {rate['plain']:,.0f} records/s, idempotent {rate['idempotent']:,.0f} records/s, ratio "
+          f"{rate['idempotent'] / rate['plain']:.2f} (target >= 0.95); a commit every 100 ms "
+          f"{rate['transactional-100ms']:,.0f} records/s, ratio to idempotent "
+          f"{rate['transactional-100ms'] / rate['idempotent']:.2f} (target >= 0.8); 1,000 records per transaction "
+          f"{rate['transactional']:,.0f} records/s, ratio to idempotent {rate['transactional'] / rate['idempotent']:.2f}, "
+          f"cost of a transaction {_txn_cost_ms(rate):.2f} ms")
+    print(f"{name}: CPU seconds per 100,000 records, broker / client: "
+          + ", ".join(f"{m} {f['broker_cpu']:.3f} / {f['client_cpu']:.3f}" for m, f in figures.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,19 +150,10 @@ def main(argv: list[str] | None = None) -> int:
             tansu = _produce_modes(other, MODES, count, reps)
         finally:
             other.stop()
-    print(f"1 KB acks=all, {count:,} records x {reps}, ours: plain {ours['plain']:,.0f} records/s, idempotent "
-          f"{ours['idempotent']:,.0f} records/s, ratio {ours['idempotent'] / ours['plain']:.2f} (target >= 0.95)")
-    print(f"transactional, a commit every 100 ms {ours['transactional-100ms']:,.0f} records/s, ratio to idempotent "
-          f"{ours['transactional-100ms'] / ours['idempotent']:.2f} (target >= 0.8)")
-    print(f"transactional, 1,000 records per transaction {ours['transactional']:,.0f} records/s, ratio to idempotent "
-          f"{ours['transactional'] / ours['idempotent']:.2f}; cost of a transaction {_txn_cost_ms(ours):.2f} ms")
+    print(f"1 KB acks=all, {count:,} records x {reps}, medians:")
+    _summary("ours", ours)
     if tansu is not None:
-        print(f"tansu: plain {tansu['plain']:,.0f} records/s, idempotent {tansu['idempotent']:,.0f} records/s, "
-              f"ratio {tansu['idempotent'] / tansu['plain']:.2f}; a commit every 100 ms "
-              f"{tansu['transactional-100ms']:,.0f} records/s, ratio {tansu['transactional-100ms'] / tansu['idempotent']:.2f}; "
-              f"1,000 records per transaction {tansu['transactional']:,.0f} records/s, ratio "
-              f"{tansu['transactional'] / tansu['idempotent']:.2f}; cost of a transaction "
-              f"{_txn_cost_ms(tansu):.2f} ms")
+        _summary("tansu", tansu)
     uncommitted, committed = statistics.median(reads["read_uncommitted"]), statistics.median(reads["read_committed"])
     print(f"1 KB consume, {filled.records:,} records x {reps}: read_uncommitted {uncommitted:,.0f} records/s, "
           f"read_committed {committed:,.0f} records/s, ratio {committed / uncommitted:.2f} (target >= 0.95)")
