@@ -12,12 +12,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
 import subprocess
 import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
@@ -25,10 +21,8 @@ from confluent_kafka import Consumer, Producer
 
 from tests.cluster.conftest import wait_until
 from tests.mirror.conftest import mirror_config, mirror_factory  # noqa: F401 - the fixture
-from tests.zookeeper import free_port
+from tests.monitoring.conftest import MONITORING, RULES, api
 
-MONITORING = Path(__file__).resolve().parents[2] / "monitoring"
-RULES = sorted((MONITORING / "rules").glob("*.yml"))
 DASHBOARDS = sorted((MONITORING / "dashboards").glob("*.json"))
 RATE_INTERVAL = "10s"  # ten scrapes at the test's 1 s interval
 
@@ -78,45 +72,6 @@ def variables() -> list[tuple[str, str, str]]:
                 assert m, v["definition"]
                 out.append((path.stem, m.group(2), m.group(1)))
     return out
-
-
-@pytest.fixture
-def prometheus(tmp_path):
-    """``start(scrape_configs)`` runs a Prometheus with every rule file; returns its base URL."""
-    procs = []
-
-    def start(scrape_configs: list[dict]) -> str:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail("prometheus is not installed (./dev test installs Debian's prometheus)")
-        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                  "rule_files": [str(p) for p in RULES], "scrape_configs": scrape_configs}
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = open(tmp_path / "prometheus.log", "wb")
-        procs.append((subprocess.Popen(
-            [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT), log))
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: api(url, "/-/ready", raw=True), "Prometheus to be ready", limit=30, interval=0.2)
-        return url
-
-    yield start
-    for proc, log in procs:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def api(url: str, path: str, raw: bool = False, **params):
-    query = "?" + urllib.parse.urlencode(params) if params else ""
-    with urllib.request.urlopen(url + path + query, timeout=10) as response:
-        body = response.read()
-    return body if raw else json.loads(body)
 
 
 def _traffic(bootstrap: str) -> None:
