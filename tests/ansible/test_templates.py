@@ -4,8 +4,9 @@ A playbook on this machine loads each role's defaults and vars, as the role
 does, and renders its templates into a tmp dir per host: ``server.yaml`` must
 load with the broker's own configuration loader, ``mirror.yaml`` with the
 mirror's, ``prometheus.yml`` with ``promtool check config`` (the repository's
-alert rules included), and ``systemd-analyze verify`` must print nothing for
-every unit (it only warns about unknown keys, so any output fails).
+alert rules included), ``alertmanager.yml`` with ``amtool check-config``, and
+``systemd-analyze verify`` must print nothing for every unit (it only warns
+about unknown keys, so any output fails).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ TEMPLATES = [
     ("mirror", "kafkapy-mirror.service.j2", "kafkapy-mirror.service", "mirror_makers"),
     ("zookeeper", "zoo.cfg.j2", "zoo.cfg", "zookeeper"),
     ("zookeeper", "zookeeper.service.j2", "zookeeper.service", "zookeeper"),
+    ("zookeeper", "kafkapy-zookeeper-exporter.service.j2", "kafkapy-zookeeper-exporter.service", "zookeeper"),
     ("monitoring", "prometheus.yml.j2", "prometheus.yml", "monitoring"),
+    ("monitoring", "alertmanager.yml.j2", "alertmanager.yml", "monitoring"),
 ]
 
 
@@ -73,7 +76,9 @@ def rendered(tmp_path_factory) -> Path:
     (out / "render.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
     # Extra vars, as include_vars of the defaults would override the inventory's: ExecStart must
     # name a program that exists for systemd-analyze (this venv's), and promtool must find the rules.
-    overrides = {"kafkapy_venv": sys.prefix, "monitoring_rules_dir": str(REPO / "monitoring" / "rules")}
+    overrides = {"kafkapy_venv": sys.prefix, "monitoring_rules_dir": str(REPO / "monitoring" / "rules"),
+                 "monitoring_alertmanager": True, "monitoring_alertmanager_receivers": [
+                     {"name": "oncall", "webhook_configs": [{"url": "http://10.0.0.9:8080/alerts"}]}]}
     play = playbooks.run(out / "render.yml", "-e", json.dumps(overrides), inventory=str(out / "inventory.json"))
     assert play.returncode == 0, play.output[-3000:]
     return out
@@ -123,14 +128,29 @@ def test_prometheus_yml_passes_promtool_and_scrapes_the_inventory(rendered):
     assert jobs["kafka"] == ["10.0.0.1:9308", "10.0.0.2:9308", "10.0.0.3:9308"]
     assert jobs["kafka-mirror"] == ["10.0.0.3:9309"]
     assert jobs["node"] == ["10.0.0.1:9100", "10.0.0.2:9100", "10.0.0.3:9100"]
-    assert "zookeeper" not in jobs  # no metricsProvider.httpPort in zookeeper_config
+    # kafkapy's ZooKeeper exporter on every member (no metricsProvider.className in zookeeper_config)
+    assert jobs["zookeeper"] == ["10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"]
+    assert yaml.safe_load(path.read_text())["alerting"]["alertmanagers"][0]["static_configs"] == [
+        {"targets": ["localhost:9093"]}]
+
+
+def test_alertmanager_yml_passes_amtool_with_the_inventorys_receivers(rendered):
+    path = rendered / "kafka3" / "alertmanager.yml"
+    res = subprocess.run(["amtool", "check-config", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    config = yaml.safe_load(path.read_text())
+    assert config["route"]["receiver"] == "oncall"
+    assert config["receivers"] == [{"name": "oncall", "webhook_configs": [{"url": "http://10.0.0.9:8080/alerts"}]}]
 
 
 def test_systemd_units_verify_cleanly(rendered):
     units = [rendered / "kafka3" / name for name in ("kafkapy-broker.service", "kafkapy-mirror.service",
-                                                      "zookeeper.service")]
+                                                      "zookeeper.service", "kafkapy-zookeeper-exporter.service")]
     res = subprocess.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True)
     assert (res.returncode, res.stdout + res.stderr) == (0, "")
     broker_unit = units[0].read_text()
     assert "RequiresMountsFor=/data/disk0/kafka-logs /data/disk1/kafka-logs" in broker_unit
     assert f"ExecStart={sys.prefix}/bin/kafka-broker --config /etc/kafkapy/server.yaml" in broker_unit
+    exporter_unit = units[3].read_text()
+    assert (f"ExecStart={sys.prefix}/bin/kafkapy-zookeeper-exporter --zookeeper 127.0.0.1:2181 --host 0.0.0.0 "
+            "--port 7000") in exporter_unit
