@@ -187,6 +187,8 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
         jobs.setdefault(t["labels"]["job"], set()).add(t["labels"]["instance"])
     assert jobs["kafka"] == {f"{hosts[n].address}:9308" for n in NAMES}
     assert jobs["kafka-mirror"] == {f"{hosts['h3'].address}:9309"}
+    assert jobs["zookeeper"] == {f"{hosts[n].address}:7000" for n in NAMES}  # kafkapy-zookeeper-exporter
+    assert [r["value"][1] for r in prometheus(hosts, "query", query="synced_followers")["result"]] == ["2"]
 
 
 @pytest.mark.slow
