@@ -21,6 +21,10 @@ LeaderAndIsr (v3+) and in ListPartitionReassignments. The steps:
    ``/brokers/topics/<t>`` gets TRS with no adding or removing, and
    UpdateMetadata tells every broker.
 
+A target of the same replicas in another order completes at once: the
+partition gets the new order (its preferred leader is the first), as Kafka's
+controller writes it.
+
 Cancelling (a null target in AlterPartitionReassignments) is a reassignment
 back to ORS: the adding replicas are dropped, and the partition is complete.
 A new target for a partition being moved replaces the old one the same way.
@@ -213,8 +217,8 @@ class Reassignments:
         full = list(dict.fromkeys(target + origin))
         unneeded = [b for b in current if b not in full]
         moving = ([b for b in full if b not in origin], [b for b in full if b not in target])
-        if moving == ([], []) and not unneeded and tp not in self.in_progress:
-            return  # already there
+        if moving == ([], []) and not unneeded and tp not in self.in_progress and full == current:
+            return  # already there (the same replicas in another order is a move: the order is the preference)
         if moving == ([], []):
             self.in_progress.pop(tp, None)
         else:

@@ -155,6 +155,14 @@ def test_reassign_error_paths(cluster_factory, tmp_path):
     res = ctl("partitions", "reassign", "--cancel", "--reassignment-json-file",
               write_plan(tmp_path, "e.json", "t", {0: [2, 3]}))
     assert res.returncode == 0 and "None of the specified" in res.stdout, res.stderr
+    # the same replicas in another order: complete at once, the new order kept (its preferred leader first)
+    plan = write_plan(tmp_path, "f.json", "t", {0: [2, 1]})
+    res = ctl("partitions", "reassign", "--execute", "--reassignment-json-file", plan)
+    assert res.returncode == 0, res.stderr
+    assert "is complete" in wait_until(lambda: verified(ctl, plan), "the reorder to complete")
+    assert topic_znode(cluster, "t")["partitions"] == {"0": [2, 1]}
+    wait_until(lambda: (m := cluster.partition_meta("t", 0)) and m["replica_nodes"] == [2, 1],
+               "metadata with the new order")
 
 
 def test_cancel_a_throttled_move_restores_the_old_assignment(cluster_factory, tmp_path):
