@@ -1,5 +1,6 @@
 """End to end: ``site.yml`` deploys a cluster onto three bare Debian hosts (nspawn, two loop
-disks each) and the operations playbooks run against it.
+disks each) and the operations playbooks run against it; a fourth bare host, h4, booted with
+them but in no group of the first inventory, is the broker ``add-broker.yml`` adds.
 
 The deployment (once per module): ZooKeeper on all three hosts, a broker on each with both
 disks as JBOD log dirs, a mirror-maker on h3 (copying ``orders`` into ``self.orders`` of the
@@ -10,6 +11,13 @@ reach the brokers over the hosts' bridge.
 - the CI form: the deployment itself, both disks of each broker mounted by UUID and used as
   log dirs, librdkafka producing (acks=all) and consuming through the cluster, the mirror's
   copy, a second ``site.yml`` run that changes nothing, and Prometheus with every target up;
+  check mode on the deployed cluster: ``site.yml --check`` changes nothing,
+  ``rolling-restart.yml`` and ``replace-disk.yml`` with ``--check`` pass their real gates and
+  only report the restarts and the unmount (no broker restarted, the disk still mounted);
+  ``add-broker.yml`` adding h4 with ``reassign_onto_new_broker``: in check mode first (h4 left
+  bare), then for real: broker 4 registered, partitions of ``orders`` moved onto it (on its
+  disks), full ISR, every record still there, a client producing and consuming through four
+  brokers, Prometheus scraping it, and a second run that changes nothing;
 - the slow form adds ``rolling-restart.yml`` under a steady acks=all load (no partition ever
   offline, nothing acknowledged lost, the controller restarted last), the broker-down
   alert firing in Prometheus for a stopped broker (its rule waits 1 min), and
@@ -37,6 +45,7 @@ from tests.cluster.workload import LoadProducer, read_all
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = ["h1", "h2", "h3"]
+NEW = "h4"  # in no group of site.yml's inventory: the broker add-broker.yml adds
 TOPIC, PARTITIONS = "orders", 6
 WAIT_S = 120  # a guard against a hang, not a performance assertion
 
@@ -48,7 +57,8 @@ def build_wheelhouse(dest: Path) -> Path:
     return dest
 
 
-def write_inventory(path: Path, hosts, wheelhouse: Path) -> Path:
+def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NAMES) -> Path:
+    """The inventory of the deployment; ``brokers`` in kafka_brokers (a host left out is not touched)."""
     h = {host.name: host for host in hosts.hosts}
     inventory = {"all": {
         "vars": {
@@ -62,8 +72,9 @@ def write_inventory(path: Path, hosts, wheelhouse: Path) -> Path:
             "zookeeper": {"hosts": {n: {"ansible_host": h[n].address, "zookeeper_id": i}
                                     for i, n in enumerate(NAMES, start=1)}},
             "kafka_brokers": {
-                "hosts": {n: {"broker_id": i, "broker_rack": f"rack-{n}", "jbod_disks": h[n].disks}
-                          for i, n in enumerate(NAMES, start=1)},
+                "hosts": {n: {"ansible_host": h[n].address, "broker_id": i, "broker_rack": f"rack-{n}",
+                              "jbod_disks": h[n].disks}
+                          for i, n in enumerate(brokers, start=1)},
                 "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000}},
             },
             "mirror_makers": {"hosts": {"h3": {"kafka_mirror_config": {
@@ -78,8 +89,8 @@ def write_inventory(path: Path, hosts, wheelhouse: Path) -> Path:
     return path
 
 
-def bootstrap(hosts) -> str:
-    return ",".join(f"{host.address}:9092" for host in hosts.hosts)
+def bootstrap(hosts, brokers: list[str] = NAMES) -> str:
+    return ",".join(f"{hosts[n].address}:9092" for n in brokers)
 
 
 def prometheus(hosts, path: str, **params) -> dict:
@@ -113,7 +124,7 @@ def deployed(nspawn_hosts, tmp_path_factory):
     """Three hosts after one ``site.yml`` run: ``(hosts, inventory, first run's result)``."""
     work = tmp_path_factory.mktemp("deploy")
     wheelhouse = build_wheelhouse(work / "wheelhouse")
-    hosts = nspawn_hosts(NAMES, disks_each=2)
+    hosts = nspawn_hosts(NAMES + [NEW], disks_each=2)  # NEW waits, bare, for add-broker.yml
     inventory = write_inventory(work / "inventory.yml", hosts, wheelhouse)
     first = ansible_playbook(hosts, inventory, "site.yml")
     assert first.returncode == 0, first.output[-6000:]
@@ -189,6 +200,32 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
     assert jobs["kafka-mirror"] == {f"{hosts['h3'].address}:9309"}
     assert jobs["zookeeper"] == {f"{hosts[n].address}:7000" for n in NAMES}  # kafkapy-zookeeper-exporter
     assert [r["value"][1] for r in prometheus(hosts, "query", query="synced_followers")["result"]] == ["2"]
+
+
+def broker_pids(hosts, names: list[str]) -> dict[str, str]:
+    return {n: hosts.ssh(hosts[n], "systemctl show -p MainPID --value kafkapy-broker").strip() for n in names}
+
+
+def test_check_mode_on_the_deployed_cluster_changes_nothing(deployed):
+    hosts, inventory, _first = deployed
+    pids = broker_pids(hosts, NAMES)
+    fstab = hosts.ssh(hosts["h2"], "cat /etc/fstab")
+
+    site = ansible_playbook(hosts, inventory, "site.yml", "--check")
+    assert site.returncode == 0, site.output[-6000:]
+    assert {n: site.recap(n)["changed"] for n in NAMES} == {n: 0 for n in NAMES}, site.output[-6000:]
+
+    # the operations playbooks: their gates read the real cluster, the restarts and the
+    # unmount are only reported (changed), none is done
+    restart = ansible_playbook(hosts, inventory, "rolling-restart.yml", "--check")
+    assert restart.returncode == 0, restart.output[-6000:]
+    assert sorted(restarted_in_order(restart.output)) == NAMES, restart.output[-6000:]
+    replace = ansible_playbook(hosts, inventory, "replace-disk.yml", "--check", "-e", "replace_disk_host=h2",
+                               "-e", f"replace_disk_device={hosts['h2'].disks[1]}")
+    assert replace.returncode == 0, replace.output[-6000:]
+    assert broker_pids(hosts, NAMES) == pids
+    assert hosts.ssh(hosts["h2"], "cat /etc/fstab") == fstab
+    assert hosts.ssh(hosts["h2"], "findmnt -n -o SOURCE /data/disk1").strip() == hosts["h2"].disks[1]
 
 
 @pytest.mark.slow
@@ -275,3 +312,59 @@ def test_replace_disk_rebuilds_the_replicas_of_a_failed_disk(deployed):
     assert res.returncode == 0 and json.loads(res.stdout) == [], res.stdout + res.stderr
     after = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
     assert sorted(after) == sorted(before)
+
+
+def test_add_broker_joins_a_new_host_and_moves_partitions_onto_it(deployed):
+    import confluent_kafka as ck
+
+    hosts, inventory, _first = deployed
+    brokers = NAMES + [NEW]
+    before = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
+    inventory = write_inventory(inventory.with_name("inventory-add.yml"), hosts, inventory.parent / "wheelhouse",
+                                brokers)
+    args = ("-e", f"new_broker={NEW}", "-e", "reassign_onto_new_broker=true")
+    # check mode on the bare host: it tells what it would do and does none of it
+    check = ansible_playbook(hosts, inventory, "add-broker.yml", *args, "--check")
+    assert check.returncode == 0 and check.recap(NEW)["changed"] > 0, check.output[-6000:]
+    untouched = hosts.ssh(hosts[NEW], "ls -d /opt/kafkapy /data; findmnt -n -l -o TARGET | grep -c ^/data",
+                          check=False)
+    assert untouched.split() == ["0"], untouched
+
+    add = ansible_playbook(hosts, inventory, "add-broker.yml", *args)
+    assert add.returncode == 0, add.output[-6000:]
+
+    res = kafkactl(hosts, "cluster", "describe", "-o", "json")
+    assert sorted(b["node_id"] for b in json.loads(res.stdout)["brokers"]) == [1, 2, 3, 4], res.stdout
+    # the topics created before are spread over the four brokers: the new one holds replicas, on its disks
+    res = kafkactl(hosts, "topics", "describe", TOPIC, "-o", "json")
+    replicas = [p["replicas"] for t in json.loads(res.stdout) for p in t["partitions"]]
+    assert any(4 in r for r in replicas) and all(len(r) == 3 for r in replicas), replicas
+    held = hosts.ssh(hosts[NEW], "ls /data/disk0/kafka-logs /data/disk1/kafka-logs").split()
+    assert len([d for d in held if d.startswith(f"{TOPIC}-")]) == sum(4 in r for r in replicas), held
+    res = kafkactl(hosts, "cluster", "await-healthy", "--timeout", "60", "--brokers", "4")
+    assert res.returncode == 0, res.stderr
+
+    # nothing lost by the moves, and a client produces and consumes through the four brokers
+    assert sorted(read_all(bootstrap(hosts, brokers), TOPIC, range(PARTITIONS))) == sorted(before)
+    producer = ck.Producer({"bootstrap.servers": bootstrap(hosts, brokers), "acks": "all"})
+    values = [b"added-%04d" % i for i in range(300)]
+    failures = []
+    for v in values:
+        producer.produce(TOPIC, v, on_delivery=lambda err, _msg: err and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failures, failures
+    read = read_all(bootstrap(hosts, brokers), TOPIC, range(PARTITIONS))
+    assert sorted(v for _p, _o, v in read if v.startswith(b"added-")) == values
+
+    # Prometheus scrapes the new broker
+    target = f"{hosts[NEW].address}:9308"
+    wait_until(lambda: any(t["labels"]["instance"] == target and t["health"] == "up"
+                           for t in prometheus(hosts, "targets")["activeTargets"]),
+               f"Prometheus scraping {target}", limit=WAIT_S, interval=0.5)
+
+    # a second run changes nothing: the moves it made are not proposed again
+    again = ansible_playbook(hosts, inventory, "add-broker.yml", *args)
+    assert again.returncode == 0, again.output[-6000:]
+    assert {n: again.recap(n)["changed"] for n in (NEW, "h1")} == {NEW: 0, "h1": 0}, again.output[-6000:]
+    res = kafkactl(hosts, "topics", "describe", TOPIC, "-o", "json")
+    assert [p["replicas"] for t in json.loads(res.stdout) for p in t["partitions"]] == replicas
