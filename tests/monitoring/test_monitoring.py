@@ -1,8 +1,8 @@
 """``monitoring/``: promtool's checks and unit tests, and every query of the rules and dashboards against a
-real Prometheus scraping real brokers and a real mirror.
+real Prometheus scraping real brokers, a real mirror and a real ZooKeeper (through its exporter).
 
 A rule's query must parse and evaluate (its metrics may be absent: node_exporter
-and ZooKeeper are not scraped here); a dashboard's query must return data, with
+is not scraped here); a dashboard's query must return data, with
 its template variables set to "All" (``.+``) and ``$__rate_interval`` to a few
 scrapes.
 """
@@ -99,7 +99,8 @@ def _traffic(bootstrap: str) -> None:
         consumer.close()
 
 
-def test_every_rule_and_dashboard_query_on_a_real_prometheus(broker_factory, mirror_factory, prometheus):
+def test_every_rule_and_dashboard_query_on_a_real_prometheus(broker_factory, mirror_factory, prometheus, zookeeper,
+                                                             zk_exporter_factory):
     src, dst = broker_factory(), broker_factory()
     _traffic(src.bootstrap)
     mirror = mirror_factory(mirror_config({"a": src.bootstrap, "b": dst.bootstrap},
@@ -107,9 +108,10 @@ def test_every_rule_and_dashboard_query_on_a_real_prometheus(broker_factory, mir
     url = prometheus([
         {"job_name": "kafka", "static_configs": [{"targets": [f"127.0.0.1:{b.metrics_port}" for b in (src, dst)]}]},
         {"job_name": "kafka-mirror", "static_configs": [{"targets": [f"127.0.0.1:{mirror.metrics_port}"]}]},
+        {"job_name": "zookeeper", "static_configs": [{"targets": [zk_exporter_factory(zookeeper.port).target]}]},
     ])
     wait_until(lambda: len([t for t in api(url, "/api/v1/targets")["data"]["activeTargets"]
-                            if t["health"] == "up"]) == 3, "every target to be up")
+                            if t["health"] == "up"]) == 4, "every target to be up")
 
     def rules_evaluated():
         groups = api(url, "/api/v1/rules")["data"]["groups"]
@@ -122,7 +124,7 @@ def test_every_rule_and_dashboard_query_on_a_real_prometheus(broker_factory, mir
     for rule in rules:
         assert rule["health"] == "ok", (rule["name"], rule.get("lastError"))
         assert api(url, "/api/v1/query", query=rule["query"])["status"] == "success", rule["name"]
-    # no alert fires on a healthy cluster (the loader and ZooKeeper rules have nothing to look at here)
+    # no alert fires on a healthy cluster (the loader's rules have nothing to look at here)
     assert [r["name"] for r in rules if r["state"] == "firing"] == []
 
     time.sleep(int(RATE_INTERVAL[:-1]) + 2)  # every rate window holds scrapes
