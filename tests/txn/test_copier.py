@@ -89,4 +89,6 @@ def copy_with_kills(broker, tmp_path: Path, kills: int, total: int, seed: int) -
 @pytest.mark.slow
 def test_a_copier_killed_again_and_again_copies_every_record_exactly_once(broker, tmp_path):
     kills = 10 if LONG else 3
-    copy_with_kills(broker, tmp_path, kills=kills, total=1000 * kills, seed=random.randrange(1 << 30))
+    # A round lasts at most 2.5 s, plus 1.5 s after a broker restart: at one transaction of 100 records
+    # per PAUSE_S that is at most 2,000 records, so the input outlasts every round.
+    copy_with_kills(broker, tmp_path, kills=kills, total=2500 * kills, seed=random.randrange(1 << 30))
