@@ -93,6 +93,18 @@ def bootstrap(hosts, brokers: list[str] = NAMES) -> str:
     return ",".join(f"{hosts[n].address}:9092" for n in brokers)
 
 
+def produce_acknowledged(servers: str, values: list[bytes]) -> None:
+    """Produce ``values`` to TOPIC with acks=all; every one must be acknowledged."""
+    import confluent_kafka as ck
+
+    producer = ck.Producer({"bootstrap.servers": servers, "acks": "all"})
+    failures = []
+    for v in values:
+        producer.produce(TOPIC, v, on_delivery=lambda err, _msg: err and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failures, failures
+
+
 def prometheus(hosts, path: str, **params) -> dict:
     url = f"http://{hosts['h1'].address}:9090/api/v1/{path}"
     if params:
@@ -161,13 +173,8 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
         assert dirs.count(f"{TOPIC}-") >= 2 and all(
             f"{TOPIC}-" in part for part in dirs.split("\n\n")), dirs
 
-    producer = ck.Producer({"bootstrap.servers": bootstrap(hosts), "acks": "all"})
     values = [b"record-%04d" % i for i in range(1000)]
-    failures = []
-    for v in values:
-        producer.produce(TOPIC, v, on_delivery=lambda err, _msg: err and failures.append(err))
-        producer.poll(0)
-    assert producer.flush(60) == 0 and not failures, failures
+    produce_acknowledged(bootstrap(hosts), values)
     read = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
     assert sorted(v for _p, _o, v in read) == values
 
@@ -315,8 +322,6 @@ def test_replace_disk_rebuilds_the_replicas_of_a_failed_disk(deployed):
 
 
 def test_add_broker_joins_a_new_host_and_moves_partitions_onto_it(deployed):
-    import confluent_kafka as ck
-
     hosts, inventory, _first = deployed
     brokers = NAMES + [NEW]
     before = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
@@ -346,13 +351,8 @@ def test_add_broker_joins_a_new_host_and_moves_partitions_onto_it(deployed):
 
     # nothing lost by the moves, and a client produces and consumes through the four brokers
     assert sorted(read_all(bootstrap(hosts, brokers), TOPIC, range(PARTITIONS))) == sorted(before)
-    producer = ck.Producer({"bootstrap.servers": bootstrap(hosts, brokers), "acks": "all"})
     values = [b"added-%04d" % i for i in range(300)]
-    failures = []
-    for v in values:
-        producer.produce(TOPIC, v, on_delivery=lambda err, _msg: err and failures.append(err))
-        producer.poll(0)
-    assert producer.flush(60) == 0 and not failures, failures
+    produce_acknowledged(bootstrap(hosts, brokers), values)
     read = read_all(bootstrap(hosts, brokers), TOPIC, range(PARTITIONS))
     assert sorted(v for _p, _o, v in read if v.startswith(b"added-")) == values
 
