@@ -17,23 +17,12 @@ import logging
 import signal
 import sys
 import threading
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, start_http_server
 
 from . import ZooKeeperCollector
 
 PROG = "kafkapy-zookeeper-exporter"
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):
-        pass
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -70,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ZooKeeperCollector(zk_host, zk_port, args.timeout))
     try:
-        server = make_server(args.host, args.port, make_wsgi_app(registry), _Server, handler_class=_QuietHandler)
+        server, _thread = start_http_server(args.port, args.host, registry)  # a daemon thread, quiet per request
     except (OSError, OverflowError) as exc:
         print(f"{PROG}: cannot serve on {args.host}:{args.port}: {getattr(exc, 'strerror', None) or exc}",
               file=sys.stderr)
@@ -78,8 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="metrics-http",
-                     daemon=True).start()
     print(f"zookeeper exporter ready: zookeeper={zk_host}:{zk_port} metrics={args.host}:{server.server_port}",
           file=sys.stderr, flush=True)
     stopping.wait()
