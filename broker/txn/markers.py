@@ -46,6 +46,9 @@ async def write_marker(broker: "Broker", producer_id: int, producer_epoch: int, 
     replicas = broker.replicas
     partition = replicas.partition(topic, partition_index)
     if partition is None:
+        # Not the replica manager's missing_error: the topic manager knows the topic before the metadata
+        # cache's first UpdateMetadata, and UNKNOWN_TOPIC_OR_PARTITION makes the coordinator give up on the
+        # marker for good (a hanging transaction), where NOT_LEADER_OR_FOLLOWER only makes it retry.
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if broker.topics.get(topic) is not None
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:

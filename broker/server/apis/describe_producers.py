@@ -8,9 +8,10 @@ offset of its ongoing transaction (-1 when none is open). Operators find a
 hanging transaction by that first offset (``kafkactl transactions
 describe-producers``) and abort it with a WriteTxnMarkers to this partition.
 
-Per partition errors, as Kafka answers them: UNKNOWN_TOPIC_OR_PARTITION (no
-such topic or partition), NOT_LEADER_OR_FOLLOWER (a partition of the cluster not
-led here).
+Per partition errors, as Kafka answers them: for a partition this broker does
+not hold the replica manager's ``missing_error`` (KAFKA_STORAGE_ERROR offline,
+NOT_LEADER_OR_FOLLOWER if the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION),
+and NOT_LEADER_OR_FOLLOWER where it holds a follower.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from broker.server.context import RequestContext
 def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
     out = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}
     partition = ctx.broker.replicas.partition(topic, index)
-    if partition is None or not partition.is_leader:
-        info = ctx.broker.topics.get(topic)
-        known = info is not None and index in info.partitions
-        out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partition is None:
+        out["error_code"] = ctx.broker.replicas.missing_error(topic, index)
+        return out
+    if not partition.is_leader:
+        out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return out
     out["active_producers"] = [
         {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "last_sequence": p.last_sequence,
