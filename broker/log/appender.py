@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Any, Callable
 
@@ -70,12 +71,13 @@ class LogAppender:
         self._wake.acquire()
         self._closed = False
         self._idle = False  # set by the writer before it looks at the queue a last time and sleeps
+        self._slow_until = 0.0  # time.monotonic() before which no append is prompt (see submit)
         self.groups = 0  # groups written (one per log per wake-up); with ``appends``, the mean group size
         self.appends = 0
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, log, records, leader_epoch: int, done: Done, *, as_follower: bool = False) -> None:
+    def submit(self, log, records, leader_epoch: int, done: Done, *, as_follower: bool = False) -> bool:
         """Queue ``records`` (a buffer of whole v2 batches) for ``log``; ``done`` gets the result later.
 
         As a leader (the default) the batches get the next offsets and
@@ -93,16 +95,23 @@ class LogAppender:
         No lock on the way in: ``deque.append`` is atomic, and the writer only
         needs waking when it said it is idle (it re-checks the queue after
         saying so, so no append is missed).
+
+        Returns whether the append is *prompt*: the writer was idle and this is
+        the only append queued, so it is written at once and alone, and the
+        dir has not been slow lately (:meth:`mark_slow`). Only a prompt append
+        is worth a short wait on the caller's side (see
+        :mod:`broker.replica.handback`).
         """
         if self._closed:
             self._deliver([(done, LogClosedError(f"log appender {self.name} is closed"))])
-            return
+            return False
         try:
             check_single_batch(records)
         except CorruptRecordError as exc:
             self._deliver([(done, exc)])
-            return
-        self._queue.append((records, leader_epoch, done, log, not as_follower))
+            return False
+        queue = self._queue
+        queue.append((records, leader_epoch, done, log, not as_follower))
         if self._closed:
             # close() ran meanwhile (the CRC check released the GIL): the writer may be gone
             # already, so refuse what is left; each entry is popped by one side only.
@@ -111,6 +120,12 @@ class LogAppender:
             # Woken at once, the writer waits for the GIL this thread holds, but its wake-up
             # overlaps with the rest of this thread's work (waking it later was slower).
             self._wake_writer()
+            return len(queue) == 1 and time.monotonic() >= self._slow_until
+        return False
+
+    def mark_slow(self, seconds: float) -> None:
+        """Say no append of this dir is prompt for ``seconds`` (a wait for one ran out)."""
+        self._slow_until = time.monotonic() + seconds
 
     @property
     def queued(self) -> int:

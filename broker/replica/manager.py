@@ -33,9 +33,12 @@ reaches the high watermark is added back; every change goes through
 Appends:
 
 * :meth:`append_records` (a leader's produce): queued on the writer thread of
-  the partition's log dir; the event loop never waits on the disk. The
-  owner's delivery hands each written append to :meth:`appended` on the loop,
-  which moves the high watermark and wakes the purgatory;
+  the partition's log dir; the event loop never waits on the disk for long.
+  The writers' delivery (:attr:`handback`, :mod:`broker.replica.handback`)
+  hands each written append to :meth:`settle` and :meth:`appended` on the
+  loop, which move the high watermark and wake the purgatory. A produce may
+  wait a bounded moment for an append its idle writer takes alone, so that
+  it is answered in the pass of the loop that read it;
 * :meth:`append_records_as_follower`: the same with the leader's offsets and
   epochs kept (the fetchers);
 * :meth:`append_now`: on the calling thread, for the coordinator's small writes;
@@ -78,6 +81,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from broker.protocol import ErrorCode
 from broker.replica.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
+from broker.replica.handback import SLOW_BACKOFF_S, AppendHandback
 from broker.replica.isr import IsrManager, LeaderAndIsr
 from broker.replica.partition import Partition
 from broker.replica.purgatory import Purgatory
@@ -126,6 +130,8 @@ class ReplicaManager:
         self.leader_quota = ReplicationQuota()
         self.follower_quota = ReplicationQuota()
         self.isr = IsrManager(self)
+        #: how the writers' results reach the loop (the log manager's delivery; :mod:`broker.replica.handback`)
+        self.handback = AppendHandback(self.settle)
 
     def attach(self, log_manager: "LogManager", local_broker_id: int, *,
                log_config_for: Callable[[str], "LogConfig"] | None = None, isr_writer: IsrWriter | None = None,
@@ -348,24 +354,34 @@ class ReplicaManager:
             self._tell(lambda listener: listener.on_resign(p.key, p.leader_epoch))
 
     # -- appends ------------------------------------------------------------------------------
-    def append_records(self, partition: Partition, records, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+    def append_records(self, partition: Partition, records, loop: asyncio.AbstractEventLoop, *,
+                       wait_s: float = 0.0) -> asyncio.Future:
         """Queue a leader's append (offsets assigned) on its log dir's writer; see the module docstring.
 
         The future gets the ``AppendInfo`` or the log's error once the bytes
         are written (or failed). ``records`` must stay untouched until then.
+
+        ``wait_s`` (on the loop): if the writer takes
+        this append at once and alone, wait up to that long for it here, so
+        that the future is usually done on return and the caller answers
+        without another pass of the loop (:mod:`broker.replica.handback`). A
+        wait that runs out stops waits on that log dir for a while.
         """
-        return self._submit(partition, records, loop, as_follower=False)
+        fut = loop.create_future()
+        plog = partition._log
+        appender = self._log_manager.appender_for(plog)
+        prompt = appender.submit(plog, records, partition.leader_epoch, (fut, partition))
+        if prompt and wait_s > 0 and not self.handback.wait(fut, wait_s):
+            appender.mark_slow(SLOW_BACKOFF_S)
+        return fut
 
     def append_records_as_follower(self, partition: Partition, records,
                                    loop: asyncio.AbstractEventLoop) -> asyncio.Future:
         """Queue a follower's append: the batches keep the offsets and leader epochs the leader gave them."""
-        return self._submit(partition, records, loop, as_follower=True)
-
-    def _submit(self, partition: Partition, records, loop, *, as_follower: bool) -> asyncio.Future:
         fut = loop.create_future()
         plog = partition._log
         self._log_manager.appender_for(plog).submit(plog, records, partition.leader_epoch, (fut, partition),
-                                                    as_follower=as_follower)
+                                                    as_follower=True)
         return fut
 
     def append_now(self, partition: Partition, records) -> "AppendInfo":

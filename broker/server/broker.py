@@ -157,6 +157,7 @@ class Broker:
     async def start(self) -> None:
         """Start (see the module docstring); on failure undo it, write nothing, and raise."""
         self.loop = asyncio.get_running_loop()
+        self.replicas.handback.loop = self.loop
         try:
             await self._start()
         except BaseException:
@@ -220,7 +221,8 @@ class Broker:
             producer_id_expiration_ms=cfg.producer_id_expiration_ms,
             producer_id_expiration_check_interval_ms=cfg.producer_id_expiration_check_interval_ms,
         )
-        self.log_manager.append_deliver = self._deliver_appends
+        # results ``[((future, partition), result), ...]`` go to ReplicaManager.settle on the loop
+        self.log_manager.append_deliver = self.replicas.handback.deliver
         self.log_manager.on_log_dir_offline = self._on_log_dir_offline
         self.replicas.attach(self.log_manager, self.broker_id, log_config_for=self._log_config_of_topic,
                              isr_writer=self.metadata.write_isr, fetcher_settings=FetcherSettings(
@@ -235,16 +237,6 @@ class Broker:
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
         self.dynamic_config.load()
-
-    def _deliver_appends(self, results: list) -> None:
-        """Hand a log appender's results (``[((future, partition), result), ...]``) to the replica layer.
-
-        One wake-up of the loop per call; :meth:`ReplicaManager.settle` publishes them there.
-        """
-        try:
-            self.loop.call_soon_threadsafe(self.replicas.settle, results)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
 
     def _log_config_of_topic(self, topic: str) -> LogConfig:
         return self._topic_log_config(topic) or self.default_log_config

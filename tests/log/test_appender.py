@@ -342,3 +342,46 @@ def test_submit_racing_close_gets_exactly_one_result(tmp_path):
         assert sum(outcomes.values()) == 5
     finally:
         log.close()
+
+
+def test_submit_says_whether_the_append_is_prompt(tmp_path):
+    """Prompt: the writer was idle and this append is alone in the queue (and the dir not marked slow)."""
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    held = _HeldWriter()
+    appender = LogAppender("d0", deliver=held)
+    got: list = []
+    try:
+        # an idle writer takes the first append at once, alone
+        assert appender.submit(log, make_batch(1), 0, got.append) is True
+        held.entered.wait()
+        # held in its delivery: it says it is idle, so the next append is alone too; the one after is queued
+        assert appender.submit(log, make_batch(1, ts=1), 0, got.append) is True
+        assert appender.submit(log, make_batch(1, ts=2), 0, got.append) is False
+    finally:
+        held.release.set()
+
+    def delivered(n: int) -> None:  # wait (bounded) until n results are in and the writer sleeps again
+        for _ in range(200):
+            if len(got) == n and appender._idle and not appender.queued:
+                return
+            threading.Event().wait(0.01)
+        raise AssertionError(f"{len(got)} of {n} appends delivered")
+
+    try:
+        delivered(3)
+        assert [r.first_offset for r in got] == [0, 1, 2]
+        appender.mark_slow(60)
+        assert appender.submit(log, make_batch(1, ts=3), 0, got.append) is False
+        delivered(4)
+        appender.mark_slow(0)
+        assert appender.submit(log, make_batch(1, ts=4), 0, got.append) is True
+        delivered(5)
+        # an append refused at once (its CRC is wrong) is never prompt
+        corrupt = bytearray(make_batch(1, ts=5))
+        corrupt[-1] ^= 0xFF
+        assert appender.submit(log, corrupt, 0, got.append) is False
+    finally:
+        appender.close()
+        log.close()
+    assert [r.first_offset for r in got[:5]] == [0, 1, 2, 3, 4]
+    assert type(got[5]).__name__ == "CorruptRecordError"

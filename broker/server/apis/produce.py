@@ -4,7 +4,11 @@ Each partition's records are checked on the loop, then appended through the
 replica layer (:class:`~broker.replica.ReplicaManager`), which queues them for
 the writer thread of the partition's log dir (:class:`~broker.log.LogAppender`); the
 handler waits for all of them together, so the loop never waits on a disk and
-the partitions of one request are written in parallel across disks. The log
+the partitions of one request are written in parallel across disks. A request
+with a single small append (under ``PROMPT_MAX_BYTES``, acks 1 or all) whose
+writer was idle waits for it on the loop for at most ``PROMPT_WAIT_S`` and is
+then usually answered in the same pass of the loop
+(:mod:`broker.replica.handback`: the low-rate latency). The log
 verifies every batch's CRC-32C and size and patches ``baseOffset`` and
 ``partitionLeaderEpoch`` in place (no record is decoded on this path, except
 for compacted topics, whose records must all have keys). Errors are per
@@ -74,6 +78,7 @@ from broker.log import CorruptRecordError, LogError
 from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import BatchView, UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
 from broker.records.view import LOG_OVERHEAD, MAGIC_OFFSET
+from broker.replica.handback import PROMPT_MAX_BYTES, PROMPT_WAIT_S
 from broker.server.context import CloseConnection, RequestContext
 from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
 
@@ -225,7 +230,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     responses = []
     submitted = []  # (result dict, topic name, partition, future): every partition's append is queued first
     errors = []  # (result dict, _PartitionError)
-    for topic_data in request["topic_data"]:
+    topic_data_list = request["topic_data"]
+    # A lone small append may be waited for on the loop (broker.replica.handback): the answer then
+    # goes out in this pass. Not with acks=0 (nobody waits for it) nor for several appends.
+    wait_s = (PROMPT_WAIT_S if acks != 0 and len(topic_data_list) == 1
+              and len(topic_data_list[0]["partition_data"]) == 1 else 0.0)
+    for topic_data in topic_data_list:
         name = topic_data["name"]
         partitions = []
         topic_error = None
@@ -260,7 +270,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             except _PartitionError as exc:
                 errors.append((result, exc))
                 continue
-            submitted.append((result, name, partition, replicas.append_records(partition, batches, loop)))
+            fut = replicas.append_records(partition, batches, loop,
+                                          wait_s=wait_s if len(batches) <= PROMPT_MAX_BYTES else 0.0)
+            submitted.append((result, name, partition, fut))
         responses.append({"name": name, "partition_responses": partitions})
     ctx.appends_queued()
     timeout = max(request["timeout_ms"], 0) / 1000

@@ -1,0 +1,101 @@
+"""How written appends get back to the event loop, and the short wait that saves a pass of it.
+
+The log dirs' writer threads (:class:`~broker.log.appender.LogAppender`) hand
+their results to :meth:`AppendHandback.deliver`. Normally that is one
+``call_soon_threadsafe``: the loop wakes on its self-pipe, publishes the
+appends (:meth:`ReplicaManager.settle`) and resumes each waiting Produce in a
+later pass, so an append costs the loop two passes, a task and the pipe's
+write and read beyond the write itself.
+
+At low rates that hand-back is most of a produce's time in the broker (about
+a seventh of a 5 KB round trip here), and the loop has nothing else to do
+meanwhile. So a Produce whose only append went to a writer that was idle
+(nothing queued before it, see :meth:`LogAppender.submit`) may
+:meth:`wait` for it on the loop thread, for a bounded time
+(``PROMPT_WAIT_S``): the writer's result then comes straight back through
+this object and is settled right there, the handler finds its append done and
+answers in the same pass that read the request.
+
+Invariants:
+
+* every result is settled exactly once, on the loop thread, in the order its
+  writer delivered it: through the slot while the loop waits, through
+  ``call_soon_threadsafe`` otherwise (``_mutex`` decides which, so a result
+  arriving as a wait times out is not lost or settled twice);
+* the loop never waits longer than the bound, and never waits for a writer
+  that had work queued: a stalled or slow disk costs the loop at most one
+  bound, after which :meth:`LogAppender.mark_slow` stops waits on that dir for
+  ``SLOW_BACKOFF_S`` (the writer thread per log dir keeps its purpose: a stuck
+  write never holds up the loop);
+* results of other writers that arrive during a wait are settled in it too
+  (they would have been settled on the loop anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Callable
+
+PROMPT_WAIT_S = 0.001  # a small append's write takes 10-100 us; a millisecond means the disk or the CPU is busy
+PROMPT_MAX_BYTES = 128 * 1024  # larger appends are not waited for: their write would keep the loop from other work
+SLOW_BACKOFF_S = 1.0  # after a wait that ran out, that log dir is not waited for again for this long
+
+
+class AppendHandback:
+    """Moves writer results to the loop; see the module docstring."""
+
+    def __init__(self, settle: Callable[[list], Any]) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None  # set once the loop runs
+        self._settle = settle
+        self._mutex = threading.Lock()
+        self._waiting = False  # the loop is in wait(): deliveries go to _slot
+        self._slot: list[list] = []
+        self._arrived = threading.Lock()  # held while nothing is in the slot for a waiting loop
+        self._arrived.acquire()
+        self.waits = 0  # waits made, and those that ran out (for tests and metrics)
+        self.waits_timed_out = 0
+
+    def deliver(self, results: list) -> None:
+        """On a writer thread: hand ``results`` to the loop (through the slot while it waits)."""
+        with self._mutex:
+            if self._waiting:
+                self._slot.append(results)
+                if len(self._slot) == 1:
+                    self._arrived.release()
+                return
+        loop = self.loop
+        if loop is None:  # the broker appends only once its loop runs (and sets this)
+            raise RuntimeError("append results delivered before the event loop was set")
+        try:
+            loop.call_soon_threadsafe(self._settle, results)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def wait(self, fut: asyncio.Future, timeout: float) -> bool:
+        """On the loop: wait up to ``timeout`` s until ``fut``'s append is written and settled.
+
+        Returns whether ``fut`` is done. Whatever arrives meanwhile is settled
+        here, in order.
+        """
+        self.waits += 1
+        deadline = time.monotonic() + timeout
+        while not fut.done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with self._mutex:
+                self._waiting = True
+            got = self._arrived.acquire(timeout=remaining)
+            with self._mutex:
+                self._waiting = False
+                slot, self._slot = self._slot, []
+            if slot and not got:
+                self._arrived.acquire()  # released after the timeout and before the mutex: take it back
+            for results in slot:
+                self._settle(results)
+        if not fut.done():
+            self.waits_timed_out += 1
+            return False
+        return True
