@@ -29,14 +29,29 @@ Guarantees:
 
 Results are handed to ``deliver`` on the writer thread, one call per wake-up
 (covering every log's group from it) with ``[(done, result), ...]``: the
-broker passes a function that moves them to its event loop with a single
-``call_soon_threadsafe``, and its ``done`` tokens are futures. The default
-calls each ``done(result)`` right there.
+broker passes its :class:`~broker.replica.handback.AppendHandback`, which
+moves them to its event loop (a single ``call_soon_threadsafe``, or straight
+to a loop that waits for them), and its ``done`` tokens are futures. The
+default calls each ``done(result)`` right there.
+
+Co-location: when a caller will wait for a prompt append (``submit(...,
+will_wait=True)``: the writer idle, nothing else queued), the writer is pinned
+to the caller's CPU before it is woken, and unpinned (its own affinity back)
+once it has delivered. The caller blocks right after waking it, so the write
+runs on the CPU the caller leaves, with that CPU's caches warm, instead of
+waking an idle one (on a virtual machine an idle vCPU takes tens of
+microseconds to wake): measured here, a 5 KB acks=all round trip falls from
+0.26-0.28 ms to 0.19-0.22 ms. The two threads never need two CPUs at once
+(the caller sleeps until the write is done), and the writer's affinity is
+whatever it was for every other write. Where ``sched_getcpu`` or
+``sched_setaffinity`` is missing or refused, appends are simply not co-located.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -49,6 +64,19 @@ from broker.records.view import CorruptRecordError
 log = logging.getLogger(__name__)
 
 Done = Callable[[Any], None]
+
+def _find_sched_getcpu() -> Callable[[], int] | None:
+    """glibc's ``sched_getcpu`` (the CPU this thread runs on), or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sched_getcpu
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = []
+    return fn if fn() >= 0 else None
+
+
+_sched_getcpu = _find_sched_getcpu()
 
 MAX_GROUP = 128  # appends taken per wake-up: bounds how long the writer holds the GIL and a log's lock
 
@@ -72,12 +100,16 @@ class LogAppender:
         self._closed = False
         self._idle = False  # set by the writer before it looks at the queue a last time and sleeps
         self._slow_until = 0.0  # time.monotonic() before which no append is prompt (see submit)
+        self._colocate = _sched_getcpu is not None
+        self._pinned = False  # the writer is pinned to a submitter's CPU until it delivers
+        self._cpus: set[int] = set()  # the writer's own affinity, restored after a co-located write
         self.groups = 0  # groups written (one per log per wake-up); with ``appends``, the mean group size
         self.appends = 0
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, log, records, leader_epoch: int, done: Done, *, as_follower: bool = False) -> bool:
+    def submit(self, log, records, leader_epoch: int, done: Done, *, as_follower: bool = False,
+               will_wait: bool = False) -> bool:
         """Queue ``records`` (a buffer of whole v2 batches) for ``log``; ``done`` gets the result later.
 
         As a leader (the default) the batches get the next offsets and
@@ -100,7 +132,9 @@ class LogAppender:
         the only append queued, so it is written at once and alone, and the
         dir has not been slow lately (:meth:`mark_slow`). Only a prompt append
         is worth a short wait on the caller's side (see
-        :mod:`broker.replica.handback`).
+        :mod:`broker.replica.handback`). ``will_wait`` says the caller then
+        waits for it: the writer is woken on the caller's CPU for this one
+        write (see "Co-location" in the module docstring).
         """
         if self._closed:
             self._deliver([(done, LogClosedError(f"log appender {self.name} is closed"))])
@@ -117,11 +151,23 @@ class LogAppender:
             # already, so refuse what is left; each entry is popped by one side only.
             self._refuse_queued()
         elif self._idle:
+            prompt = len(queue) == 1 and time.monotonic() >= self._slow_until
+            if prompt and will_wait and self._colocate:
+                self._run_on_this_cpu()
             # Woken at once, the writer waits for the GIL this thread holds, but its wake-up
             # overlaps with the rest of this thread's work (waking it later was slower).
             self._wake_writer()
-            return len(queue) == 1 and time.monotonic() >= self._slow_until
+            return prompt
         return False
+
+    def _run_on_this_cpu(self) -> None:
+        """Pin the (sleeping) writer to the caller's CPU until its next delivery; see "Co-location"."""
+        try:
+            os.sched_setaffinity(self._thread.native_id, {_sched_getcpu()})
+            self._pinned = True
+        except (OSError, ValueError) as exc:  # a cpuset that changed under us, a CPU gone: stop trying
+            self._colocate = False
+            log.info("log appender %s: not co-locating the writer any more: %s", self.name, exc)
 
     def mark_slow(self, seconds: float) -> None:
         """Say no append of this dir is prompt for ``seconds`` (a wait for one ran out)."""
@@ -157,6 +203,10 @@ class LogAppender:
 
     def _run(self) -> None:
         queue, wake = self._queue, self._wake
+        try:
+            self._cpus = os.sched_getaffinity(0)
+        except OSError:
+            self._colocate = False
         self._idle = True
         while True:
             # _idle is set: said first, then looked, so a submitter either finds it set (and
@@ -185,6 +235,13 @@ class LogAppender:
                 self._deliver(delivered)
             except Exception:  # noqa: BLE001 - a failing callback must not stop the writer
                 log.exception("delivering append results of %s failed", self.name)
+            if self._pinned:
+                self._pinned = False
+                try:
+                    os.sched_setaffinity(0, self._cpus)
+                except OSError as exc:  # the cpuset shrank meanwhile: leave it to the kernel
+                    self._colocate = False
+                    log.info("log appender %s: could not restore the writer's CPUs: %s", self.name, exc)
 
     def _write(self, taken: list) -> list[tuple[Done, Any]]:
         """Append what was taken, one group per log and mode (each log's entries in order); the results."""

@@ -370,7 +370,7 @@ class ReplicaManager:
         fut = loop.create_future()
         plog = partition._log
         appender = self._log_manager.appender_for(plog)
-        prompt = appender.submit(plog, records, partition.leader_epoch, (fut, partition))
+        prompt = appender.submit(plog, records, partition.leader_epoch, (fut, partition), will_wait=wait_s > 0)
         if prompt and wait_s > 0 and not self.handback.wait(fut, wait_s):
             appender.mark_slow(SLOW_BACKOFF_S)
         return fut
