@@ -7,6 +7,7 @@ on the writer thread, so while it waits nothing else is taken from the queue.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 
@@ -385,3 +386,46 @@ def test_submit_says_whether_the_append_is_prompt(tmp_path):
         log.close()
     assert [r.first_offset for r in got[:5]] == [0, 1, 2, 3, 4]
     assert type(got[5]).__name__ == "CorruptRecordError"
+
+
+def test_a_waited_for_prompt_append_is_written_on_the_callers_cpu(tmp_path):
+    """Co-location: pinned to the submitter's CPU for that write only, then the writer's own CPUs again."""
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=_clock)
+    during: list[set[int]] = []  # the writer's affinity while it delivers each group
+
+    def deliver(pairs: list) -> None:
+        during.append(os.sched_getaffinity(0))
+        for done, result in pairs:
+            done(result)
+
+    appender = LogAppender("d0", deliver=deliver)
+    writer = appender._thread.native_id
+    own = os.sched_getaffinity(writer)
+    mine = os.sched_getaffinity(0)
+    cpu = max(mine)
+    got: list = []
+
+    def written(n: int) -> None:
+        for _ in range(500):
+            if len(got) == n and appender._idle and os.sched_getaffinity(writer) == own:
+                return
+            threading.Event().wait(0.01)
+        raise AssertionError(f"{len(got)} of {n} appends, writer on {os.sched_getaffinity(writer)} not {own}")
+
+    try:
+        written(0)
+        os.sched_setaffinity(0, {cpu})  # the submitting thread runs on one known CPU
+        try:
+            assert appender.submit(log, make_batch(1), 0, got.append, will_wait=True) is True
+            written(1)
+            assert during[0] == {cpu}
+            # not waited for: written wherever the kernel puts the writer
+            assert appender.submit(log, make_batch(1, ts=1), 0, got.append) is True
+            written(2)
+            assert during[1] == own
+        finally:
+            os.sched_setaffinity(0, mine)
+    finally:
+        appender.close()
+        log.close()
+    assert [r.first_offset for r in got] == [0, 1]
