@@ -36,14 +36,16 @@ default calls each ``done(result)`` right there.
 
 Co-location: when a caller will wait for a prompt append (``submit(...,
 will_wait=True)``: the writer idle, nothing else queued), the writer is pinned
-to the caller's CPU before it is woken, and unpinned (its own affinity back)
-once it has delivered. The caller blocks right after waking it, so the write
-runs on the CPU the caller leaves, with that CPU's caches warm, instead of
-waking an idle one (on a virtual machine an idle vCPU takes tens of
-microseconds to wake): measured here, a 5 KB acks=all round trip falls from
-0.26-0.28 ms to 0.19-0.22 ms. The two threads never need two CPUs at once
-(the caller sleeps until the write is done), and the writer's affinity is
-whatever it was for every other write. Where ``sched_getcpu`` or
+to the caller's CPU before it is woken. The caller blocks right after waking
+it, so the write runs on the CPU the caller leaves, with that CPU's caches
+warm, instead of waking an idle one (on a virtual machine an idle vCPU takes
+tens of microseconds to wake): measured here, a 5 KB acks=all round trip
+falls from 0.26-0.28 ms to 0.19-0.22 ms. The two threads never need two CPUs
+at once then (the caller sleeps until the write is done). The pin stays while
+appends keep coming that way (at low rates, every one: no system call per
+append) and follows the caller to another CPU; the first append that does not
+(one queued behind others, one nobody waits for) gives the writer its own
+affinity back before it is woken. Where ``sched_getcpu`` or
 ``sched_setaffinity`` is missing or refused, appends are simply not co-located.
 """
 
@@ -101,12 +103,16 @@ class LogAppender:
         self._idle = False  # set by the writer before it looks at the queue a last time and sleeps
         self._slow_until = 0.0  # time.monotonic() before which no append is prompt (see submit)
         self._colocate = _sched_getcpu is not None
-        self._pinned = False  # the writer is pinned to a submitter's CPU until it delivers
-        self._cpus: set[int] = set()  # the writer's own affinity, restored after a co-located write
+        self._pinned_to = -1  # the CPU the writer is pinned to (see "Co-location"), -1 when not
         self.groups = 0  # groups written (one per log per wake-up); with ``appends``, the mean group size
         self.appends = 0
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
+        self._cpus: set[int] = set()
         self._thread.start()
+        try:
+            self._cpus = os.sched_getaffinity(self._thread.native_id)  # the writer's own, given back after pins
+        except OSError:
+            self._colocate = False
 
     def submit(self, log, records, leader_epoch: int, done: Done, *, as_follower: bool = False,
                will_wait: bool = False) -> bool:
@@ -153,18 +159,24 @@ class LogAppender:
         elif self._idle:
             prompt = len(queue) == 1 and time.monotonic() >= self._slow_until
             if prompt and will_wait and self._colocate:
-                self._run_on_this_cpu()
+                cpu = _sched_getcpu()
+                if cpu != self._pinned_to:
+                    self._pin(cpu)
+            elif self._pinned_to >= 0:
+                self._pin(-1)
             # Woken at once, the writer waits for the GIL this thread holds, but its wake-up
             # overlaps with the rest of this thread's work (waking it later was slower).
             self._wake_writer()
             return prompt
+        elif self._pinned_to >= 0:  # appends queue up: the writer may need a CPU of its own again
+            self._pin(-1)
         return False
 
-    def _run_on_this_cpu(self) -> None:
-        """Pin the (sleeping) writer to the caller's CPU until its next delivery; see "Co-location"."""
+    def _pin(self, cpu: int) -> None:
+        """Pin the writer to ``cpu``, or give it its own CPUs back (-1); see "Co-location"."""
         try:
-            os.sched_setaffinity(self._thread.native_id, {_sched_getcpu()})
-            self._pinned = True
+            os.sched_setaffinity(self._thread.native_id, self._cpus if cpu < 0 else {cpu})
+            self._pinned_to = cpu
         except (OSError, ValueError) as exc:  # a cpuset that changed under us, a CPU gone: stop trying
             self._colocate = False
             log.info("log appender %s: not co-locating the writer any more: %s", self.name, exc)
@@ -203,10 +215,6 @@ class LogAppender:
 
     def _run(self) -> None:
         queue, wake = self._queue, self._wake
-        try:
-            self._cpus = os.sched_getaffinity(0)
-        except OSError:
-            self._colocate = False
         self._idle = True
         while True:
             # _idle is set: said first, then looked, so a submitter either finds it set (and
@@ -235,13 +243,6 @@ class LogAppender:
                 self._deliver(delivered)
             except Exception:  # noqa: BLE001 - a failing callback must not stop the writer
                 log.exception("delivering append results of %s failed", self.name)
-            if self._pinned:
-                self._pinned = False
-                try:
-                    os.sched_setaffinity(0, self._cpus)
-                except OSError as exc:  # the cpuset shrank meanwhile: leave it to the kernel
-                    self._colocate = False
-                    log.info("log appender %s: could not restore the writer's CPUs: %s", self.name, exc)
 
     def _write(self, taken: list) -> list[tuple[Done, Any]]:
         """Append what was taken, one group per log and mode (each log's entries in order); the results."""
