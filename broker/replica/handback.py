@@ -18,10 +18,13 @@ answers in the same pass that read the request.
 
 Invariants:
 
-* every result is settled exactly once, on the loop thread, in the order its
-  writer delivered it: through the slot while the loop waits, through
-  ``call_soon_threadsafe`` otherwise (``_mutex`` decides which, so a result
-  arriving as a wait times out is not lost or settled twice);
+* every result is settled exactly once, on the loop thread, in delivery
+  order across all writers: deliveries go into one list (under ``_mutex``),
+  and whoever settles (the drain scheduled with ``call_soon_threadsafe`` when
+  the list stops being empty, or a wait) takes the whole list. A wait first
+  settles what was delivered before it, so a result handed back through a
+  wait never overtakes one still queued for the drain, and a result arriving
+  as a wait times out is neither lost nor settled twice;
 * the loop never waits longer than the bound, and never waits for a writer
   that had work queued: a stalled or slow disk costs the loop at most one
   bound, after which :meth:`LogAppender.mark_slow` stops waits on that dir for
@@ -50,52 +53,64 @@ class AppendHandback:
         self.loop: asyncio.AbstractEventLoop | None = None  # set once the loop runs
         self._settle = settle
         self._mutex = threading.Lock()
-        self._waiting = False  # the loop is in wait(): deliveries go to _slot
-        self._slot: list[list] = []
-        self._arrived = threading.Lock()  # held while nothing is in the slot for a waiting loop
+        self._delivered: list[list] = []  # results not settled yet, in delivery order
+        self._waiting = False  # the loop is blocked in wait()
+        self._woken = False  # a delivery released _arrived during the current wait
+        self._arrived = threading.Lock()  # the loop blocks on it in wait(); a delivery releases it
         self._arrived.acquire()
         self.waits = 0  # waits made, and those that ran out (for tests and metrics)
         self.waits_timed_out = 0
 
     def deliver(self, results: list) -> None:
-        """On a writer thread: hand ``results`` to the loop (through the slot while it waits)."""
+        """On a writer thread: hand ``results`` to the loop (waking it if it waits)."""
         with self._mutex:
-            if self._waiting:
-                self._slot.append(results)
-                if len(self._slot) == 1:
+            delivered = self._delivered
+            delivered.append(results)
+            if self._waiting:  # the wait settles everything once it wakes
+                if not self._woken:
+                    self._woken = True
                     self._arrived.release()
+                return
+            if len(delivered) > 1:  # a drain is scheduled already (or a wait is about to take them)
                 return
         loop = self.loop
         if loop is None:  # the broker appends only once its loop runs (and sets this)
             raise RuntimeError("append results delivered before the event loop was set")
         try:
-            loop.call_soon_threadsafe(self._settle, results)
+            loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
+
+    def _drain(self) -> None:
+        """On the loop: settle everything delivered so far, in order."""
+        with self._mutex:
+            taken, self._delivered = self._delivered, []
+        for results in taken:
+            self._settle(results)
 
     def wait(self, fut: asyncio.Future, timeout: float) -> bool:
         """On the loop: wait up to ``timeout`` s until ``fut``'s append is written and settled.
 
-        Returns whether ``fut`` is done. Whatever arrives meanwhile is settled
-        here, in order.
+        Returns whether ``fut`` is done. Everything delivered before or
+        meanwhile is settled here, in delivery order (a drain scheduled for
+        some of it then finds nothing left).
         """
         self.waits += 1
         deadline = time.monotonic() + timeout
-        while not fut.done():
+        arrived = self._arrived
+        while True:
+            self._drain()
+            if fut.done():
+                return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                break
+                self.waits_timed_out += 1
+                return False
             with self._mutex:
-                self._waiting = True
-            got = self._arrived.acquire(timeout=remaining)
+                if self._delivered:  # arrived since the drain: settle it first
+                    continue
+                arrived.acquire(blocking=False)  # a release left over from a wait that ran out
+                self._waiting, self._woken = True, False
+            arrived.acquire(timeout=remaining)
             with self._mutex:
                 self._waiting = False
-                slot, self._slot = self._slot, []
-            if slot and not got:
-                self._arrived.acquire()  # released after the timeout and before the mutex: take it back
-            for results in slot:
-                self._settle(results)
-        if not fut.done():
-            self.waits_timed_out += 1
-            return False
-        return True
