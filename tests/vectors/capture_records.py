@@ -2,16 +2,19 @@
 
 Usage::
 
-    python tests/vectors/capture_records.py --tansu PATH_TO_TANSU_BINARY [--out DIR]
+    python -m tests.vectors.capture_records --tansu PATH_TO_TANSU_BINARY [--out DIR]
+
+(from the repository's root, so that ``tests`` is importable).
 
 Starts a tansu broker (a Kafka-compatible broker, memory storage) on an
-ephemeral 127.0.0.1 port, puts a small TCP proxy in front of it (tansu
-advertises the proxy's address, so every client connection goes through it),
-and has each client produce a fixed set of records. The proxy parses the
-client-to-broker stream just enough to pull out the ``records`` field of
-every Produce request; each scenario's records are written to
-``DIR/<scenario>.bin`` and described in ``DIR/vectors.json`` together with the
-records the client was asked to send, so the tests can check both.
+ephemeral 127.0.0.1 port, puts a small TCP proxy in front of it
+(``tests/tcp_gate.py``; tansu advertises the proxy's address, so every client
+connection goes through it), and has each client produce a fixed set of
+records. A recorder parses the client-to-broker stream just enough to pull
+out the ``records`` field of every Produce request; each scenario's records
+are written to ``DIR/<scenario>.bin`` and described in ``DIR/vectors.json``
+together with the records the client was asked to send, so the tests can
+check both.
 
 Scenarios: confluent-kafka (librdkafka, RecordBatch v2) with every codec, and
 kafka-python with ``api_version=(0, 9)`` (message format v0) and
@@ -30,6 +33,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from tests.tcp_gate import TcpGate
 
 TOPIC = "vectors"
 BASE_TS = 1_700_000_000_000
@@ -126,61 +131,34 @@ def produce_records(frame: bytes) -> list[bytes]:
     return out
 
 
-class Proxy:
-    """Forwards 127.0.0.1:port to the broker, recording Produce records."""
+class Recorder:
+    """The records of every Produce request the clients send, parsed from each connection's stream."""
 
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
+    def __init__(self) -> None:
         self.captured: list[tuple[int, bytes]] = []  # (produce version, records)
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
 
     def take(self) -> list[tuple[int, bytes]]:
         with self.lock:
             out, self.captured = self.captured, []
         return out
 
-    def _accept(self) -> None:
-        while True:
-            client, _ = self.listener.accept()
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            except OSError:  # the broker is gone (shutting down)
-                client.close()
-                continue
-            threading.Thread(target=self._client_to_broker, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+    def stream(self):
+        """A function for one client connection, given its bytes in order (a ``TcpGate`` tap)."""
+        buf = bytearray()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        def feed(data: bytes) -> None:
+            buf.extend(data)
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                size = struct.unpack_from(">i", buf)[0]
+                frame = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
+                if frame[:2] == b"\x00\x00":
+                    version = struct.unpack_from(">h", frame, 2)[0]
+                    with self.lock:
+                        self.captured += [(version, rec) for rec in produce_records(frame)]
 
-    def _client_to_broker(self, src: socket.socket, dst: socket.socket) -> None:
-        buf = b""
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-                buf += data
-                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-                    size = struct.unpack_from(">i", buf)[0]
-                    frame, buf = buf[4 : 4 + size], buf[4 + size :]
-                    if frame[:2] == b"\x00\x00":
-                        version = struct.unpack_from(">h", frame, 2)[0]
-                        with self.lock:
-                            self.captured += [(version, rec) for rec in produce_records(frame)]
-        except OSError:
-            pass
+        return feed
 
 
 # -- clients ------------------------------------------------------------------
@@ -229,7 +207,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     broker_port = _free_port()
-    proxy = Proxy(broker_port)
+    recorder = Recorder()
+    proxy = TcpGate(broker_port, tap=recorder.stream)
     tansu = subprocess.Popen(
         [args.tansu, "broker", "--listener-url", f"tcp://127.0.0.1:{broker_port}",
          "--advertised-listener-url", f"tcp://127.0.0.1:{proxy.port}", "--storage-engine", "memory://tansu/"],
@@ -262,13 +241,13 @@ def main() -> int:
                 scenarios.append((f"kafka_python_v{magic}_{codec}", "kafka-python", magic, codec,
                                   lambda c=codec, a=api: kafka_python_scenario(bootstrap, c, a)))
         for name, client, magic, codec, run in scenarios:
-            proxy.take()
+            recorder.take()
             try:
                 run()
             except Exception as exc:
                 print(f"{name}: client error {exc!r}", file=sys.stderr)
             time.sleep(0.3)
-            captured = proxy.take()
+            captured = recorder.take()
             if not captured:
                 print(f"{name}: nothing captured", file=sys.stderr)
                 continue
@@ -291,6 +270,7 @@ def main() -> int:
     finally:
         tansu.terminate()
         tansu.wait(10)
+        proxy.close()
     (out / "vectors.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0
 
