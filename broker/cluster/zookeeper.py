@@ -31,12 +31,14 @@ Mapping onto ZooKeeper (and what differs from a plain kazoo call):
 ``zookeeper.session.timeout.ms`` is the session timeout asked of the server
 (which bounds it by its own min and max); ``zookeeper.connection.timeout.ms``
 (default: the session timeout) bounds the wait for the first connection.
-Reconnection attempts back off to at most one second apart. While the session
-is not CONNECTED (SUSPENDED, or LOST until kazoo has a new session) every
-operation fails at once with :class:`StoreUnavailableError`: the broker
-decides nothing that needs ZooKeeper until it is back, and no request waits
-for it (one would hold up every later response on its connection). A request
-sent while connected waits at most the session timeout for its answer.
+Reconnection attempts back off to at most one second apart, and no attempt
+waits more than a third of the session timeout for the server's answer
+(:func:`kazoo_hosts` says why). While the session is not CONNECTED
+(SUSPENDED, or LOST until kazoo has a new session) every operation fails at
+once with :class:`StoreUnavailableError`: the broker decides nothing that
+needs ZooKeeper until it is back, and no request waits for it (one would hold
+up every later response on its connection). A request sent while connected
+waits at most the session timeout for its answer.
 
 Thread-safe: kazoo serialises requests on one connection.
 """
@@ -119,6 +121,38 @@ _SESSION_STATES = {
 # How many times a recursive delete lists the subtree again when a child appeared meanwhile.
 _RECURSIVE_DELETE_TRIES = 5
 
+# The fewest entries kazoo's host list gets (see kazoo_hosts).
+_MIN_HOST_ENTRIES = 3
+
+
+def kazoo_hosts(hosts: str, chroot: str = "") -> str:
+    """kazoo's ``hosts`` argument: ``hosts`` repeated until there are at least 3 entries, then ``chroot``.
+
+    ``hosts`` is ``host:port[,host:port...]`` and ``chroot`` is ``""`` or ``/path``, as
+    :func:`broker.config.split_zookeeper_connect` returns them; kazoo reads the chroot
+    after the last host. ``"a:1"`` gives ``"a:1,a:1,a:1"``, ``("a:1,b:2", "/kafka")``
+    gives ``"a:1,b:2,a:1,b:2/kafka"``, three hosts or more are left as they are.
+
+    Why: kazoo (like ZooKeeper's Java client) waits for the answer to a connection
+    attempt at most the session timeout divided by the number of entries in its host
+    list, then tries the next entry. With one host that is the whole session timeout,
+    and ZooKeeper 3.8 binds its port before it serves: a connection made in between is
+    never answered nor closed. One such connection after a ZooKeeper restart would
+    outlast the session, which then expires although ZooKeeper came back well within
+    it. With at least 3 entries no attempt waits more than a third of the session
+    timeout, so the client moves on while its session is alive. What else changes is
+    what a 3-server ensemble has anyway: kazoo also uses that quotient as the write and
+    ping timeout of an established connection, and it backs off only after a whole
+    pass over the list, so with one host up to three attempts follow each other at once.
+
+    Invariants: the entries are the configured list repeated whole, so every host
+    appears equally often and none is favoured; the chroot, when there is one, comes
+    once and last.
+    """
+    servers = [server.strip() for server in hosts.split(",")]
+    repeats = -(-_MIN_HOST_ENTRIES // len(servers))
+    return ",".join(servers * repeats) + chroot
+
 
 def _translate(exc: BaseException, path: str) -> StoreError:
     for kazoo_type, ours in _ERRORS:
@@ -150,9 +184,9 @@ class ZooKeeperStore(MetadataStore):
         self._connected = threading.Event()
 
     # -- lifecycle -------------------------------------------------------------------
-    def _new_client(self, hosts: str) -> KazooClient:
+    def _new_client(self, chroot: str) -> KazooClient:
         return KazooClient(
-            hosts=hosts,
+            hosts=kazoo_hosts(self.hosts, chroot),
             timeout=self.session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
         )
@@ -171,7 +205,7 @@ class ZooKeeperStore(MetadataStore):
         """Connect (creating the chroot when missing) and open the session."""
         if self.chroot:
             # A client of the whole tree makes the chroot: a chrooted client cannot.
-            root = self._new_client(self.hosts)
+            root = self._new_client("")
             self._start_client(root)
             try:
                 root.ensure_path(self.chroot)
@@ -180,7 +214,7 @@ class ZooKeeperStore(MetadataStore):
             finally:
                 root.stop()
                 root.close()
-        client = self._new_client(self.hosts + self.chroot)
+        client = self._new_client(self.chroot)
         client.add_listener(self._on_state)
         self._start_client(client)
         self._client = client

@@ -2,8 +2,11 @@
 
 Real servers throughout: the shared ``zookeeper`` fixture, and a private
 server (tests/zookeeper.py) where a test kills and restarts ZooKeeper itself.
-A session is expired on purpose with the classic trick: a second client opens
-the same session (its id and password) and closes it.
+Where a test cuts the store off, or has its connections left unanswered as
+ZooKeeper 3.8 leaves them while it starts, the store reaches the server
+through a forwarder the test controls (tests/tcp_gate.py). A session is
+expired on purpose with the classic trick: while the store is cut off, a
+second client opens the same session (its id and password) and closes it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker.cluster import SessionState, StoreUnavailableError
-from broker.cluster.zookeeper import ZooKeeperStore
+from broker.cluster.zookeeper import ZooKeeperStore, kazoo_hosts
 from broker.config import split_zookeeper_connect as split_connect
 from tests.cluster.test_store_contract import Events
+from tests.tcp_gate import TcpGate
 from tests.zookeeper import ZooKeeperServer, free_port
 
 WAIT_S = 30  # a guard for state changes to arrive, not a performance assertion
@@ -46,13 +50,21 @@ def _raw(hosts: str) -> KazooClient:
     return zk
 
 
-def expire(store: ZooKeeperStore) -> None:
-    """Close the store's session from another client (ZooKeeper's documented way to expire a session)."""
+def expire(store: ZooKeeperStore, gate: TcpGate, zookeeper_hosts: str) -> None:
+    """Close the store's session from another client (ZooKeeper's documented way to expire a session).
+
+    The store reaches ZooKeeper through ``gate``, shut meanwhile: a store that could reconnect
+    would take its session back at once, and cut the other client off before it closes it.
+    """
     session_id, password = store.client_id
-    other = KazooClient(hosts=store.hosts, client_id=(session_id, password), timeout=10)
-    other.start(timeout=30)
-    other.stop()
-    other.close()
+    gate.shut()
+    try:
+        other = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=10)
+        other.start(timeout=30)
+        other.stop()
+        other.close()
+    finally:
+        gate.open()
 
 
 def test_connect_strings():
@@ -62,6 +74,14 @@ def test_connect_strings():
     for bad in ("", "/kafka", "host", "host:port", "host:0", "a:1,:2"):
         with pytest.raises(ValueError):
             split_connect(bad)
+
+
+def test_kazoo_gets_each_host_often_enough_for_three_attempts_per_session():
+    assert kazoo_hosts("a:1") == "a:1,a:1,a:1"
+    assert kazoo_hosts("a:1", "/kafka/x") == "a:1,a:1,a:1/kafka/x"
+    assert kazoo_hosts("a:1,b:2", "/kafka") == "a:1,b:2,a:1,b:2/kafka"
+    assert kazoo_hosts("a:1,b:2,c:3") == "a:1,b:2,c:3"
+    assert kazoo_hosts("a:1,b:2,c:3,d:4", "/k") == "a:1,b:2,c:3,d:4/k"
 
 
 def test_chroot_is_created_and_holds_everything(zookeeper, zk_connect):
@@ -107,8 +127,9 @@ def test_other_sessions_see_ephemeral_nodes_go_when_the_store_closes(zk_connect)
         other.close()
 
 
-def test_expired_session_is_reported_lost_then_connected_anew(zk_connect):
-    store = ZooKeeperStore(zk_connect, session_timeout_ms=6000)
+def test_expired_session_is_reported_lost_then_connected_anew(zookeeper, zk_connect):
+    gate = TcpGate(zookeeper.port)
+    store = ZooKeeperStore(gate.address + split_connect(zk_connect)[1], session_timeout_ms=6000)
     states = States()
     store.add_session_listener(states)
     store.start()
@@ -117,7 +138,7 @@ def test_expired_session_is_reported_lost_then_connected_anew(zk_connect):
         watch = Events()
         store.get("/e", watch=watch)
         old_session = store.client_id[0]
-        expire(store)
+        expire(store, gate, zookeeper.connect)
         states.wait_for(SessionState.LOST, SessionState.CONNECTED)
         assert watch.wait_for(1)[0][0] == "session"  # kazoo drops watches with the connection
         assert store.session_state is SessionState.CONNECTED
@@ -127,6 +148,7 @@ def test_expired_session_is_reported_lost_then_connected_anew(zk_connect):
         assert store.get("/e")[0] == b"again"
     finally:
         store.close()
+        gate.close()
 
 
 def test_suspended_while_zookeeper_is_down_then_the_same_session_resumes(tmp_path):
@@ -150,3 +172,39 @@ def test_suspended_while_zookeeper_is_down_then_the_same_session_resumes(tmp_pat
     finally:
         store.close()
         server.stop()
+
+
+def test_a_connection_zookeeper_never_answers_does_not_cost_the_session(zookeeper, zk_connect):
+    """ZooKeeper 3.8 leaves a connection made between binding its port and serving unanswered and
+    open; the store must give up on such a connection well before its session would expire."""
+    session_timeout_s = 6
+    chroot = split_connect(zk_connect)[1]
+    gate = TcpGate(zookeeper.port)
+    store = ZooKeeperStore(gate.address + chroot, session_timeout_ms=session_timeout_s * 1000)
+    states = States()
+    store.add_session_listener(states)
+    try:
+        store.start()
+        session = store.client_id[0]
+        store.create("/alive", b"", ephemeral=True)
+        store.exists("/")  # the server hears from the session now: it expires 6 s from here at the soonest
+        silenced = time.monotonic()
+        gate.silence()  # cuts the store's connection; its next ones are accepted and never answered
+        states.wait_for(SessionState.SUSPENDED)
+        deadline = time.monotonic() + WAIT_S
+        while gate.held == 0:
+            assert time.monotonic() < deadline, "the store did not connect again"
+            time.sleep(0.01)
+        time.sleep(max(0.0, silenced + 1 - time.monotonic()))  # silent for a second
+        gate.open()
+        states.wait_for(SessionState.CONNECTED)
+        took = time.monotonic() - silenced
+        # One silent attempt waits a third of the session timeout (2 s), then the next one is
+        # answered; before, the store waited on the silent connection for the whole 6 s.
+        assert took < session_timeout_s * 2 / 3, (took, states.items)
+        assert SessionState.LOST not in states.items
+        assert store.client_id[0] == session
+        assert store.exists("/alive").ephemeral
+    finally:
+        store.close()
+        gate.close()
