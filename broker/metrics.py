@@ -164,7 +164,8 @@ class _LogCollector(Collector):
 
 
 class _AppenderCollector(Collector):
-    """Per log dir appender figures from ``stats()`` -> {log dir: (queued, groups, appends)} at scrape time."""
+    """Per log dir appender figures at scrape time, from ``stats()`` ->
+    {log dir: (queued, groups, appends, waits, waits timed out)}."""
 
     def __init__(self, stats: Callable[[], dict]) -> None:
         self._stats = stats
@@ -172,21 +173,26 @@ class _AppenderCollector(Collector):
     def collect(self):
         queued = GaugeMetricFamily(PREFIX + "log_appender_queued", "Appends waiting for the log dir's writer.",
                                    labels=["log_dir"])
-        groups = CounterMetricFamily(PREFIX + "log_appender_groups", "Group writes by the log dir's writer.",
-                                     labels=["log_dir"])
-        appends = CounterMetricFamily(PREFIX + "log_appender_appends", "Appends written by the log dir's writer.",
-                                      labels=["log_dir"])
+        counters = [CounterMetricFamily(PREFIX + name, doc, labels=["log_dir"]) for name, doc in (
+            ("log_appender_groups", "Group writes by the log dir's writer."),
+            ("log_appender_appends", "Appends written by the log dir's writer."),
+            ("log_appender_prompt_waits", "Produce requests that waited on the event loop for their append "
+                                          "(taken at once by an idle writer)."),
+            ("log_appender_prompt_waits_timed_out", "Such waits that ran out (the disk or the CPU was slow): "
+                                                    "the log dir is not waited for during a second after each."),
+        )]
         try:
             stats = self._stats()
         except Exception:  # a scrape must never take anything down
             log.exception("collecting appender metrics failed")
             stats = {}
-        for log_dir, (q, g, a) in stats.items():
+        for log_dir, (q, *figures) in stats.items():
             labels = [str(log_dir)]
             queued.add_metric(labels, q)
-            groups.add_metric(labels, g)
-            appends.add_metric(labels, a)
-        yield from (queued, groups, appends)
+            for family, value in zip(counters, figures):
+                family.add_metric(labels, value)
+        yield queued
+        yield from counters
 
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")

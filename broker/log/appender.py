@@ -106,6 +106,8 @@ class LogAppender:
         self._pinned_to = -1  # the CPU the writer is pinned to (see "Co-location"), -1 when not
         self.groups = 0  # groups written (one per log per wake-up); with ``appends``, the mean group size
         self.appends = 0
+        self.waits = 0  # prompt appends a caller waited for (counted by the caller), and waits that ran out
+        self.waits_timed_out = 0
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
         self._cpus: set[int] = set()
         self._thread.start()
@@ -183,6 +185,7 @@ class LogAppender:
 
     def mark_slow(self, seconds: float) -> None:
         """Say no append of this dir is prompt for ``seconds`` (a wait for one ran out)."""
+        self.waits_timed_out += 1
         self._slow_until = time.monotonic() + seconds
 
     @property
@@ -247,7 +250,10 @@ class LogAppender:
     def _write(self, taken: list) -> list[tuple[Done, Any]]:
         """Append what was taken, one group per log and mode (each log's entries in order); the results."""
         first, mode = taken[0][3], taken[0][4]
-        groups = [taken] if all(entry[3] is first and entry[4] is mode for entry in taken) else self._by_log(taken)
+        if len(taken) == 1 or all(entry[3] is first and entry[4] is mode for entry in taken):
+            groups = [taken]
+        else:
+            groups = self._by_log(taken)
         delivered: list[tuple[Done, Any]] = []
         for entries in groups:
             target = entries[0][3]

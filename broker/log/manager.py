@@ -672,9 +672,11 @@ class LogManager:
         else:
             deliver(results)
 
-    def appender_stats(self) -> dict[Path, tuple[int, int, int]]:
-        """Per log dir: (appends queued now, groups written, appends written)."""
-        return {d: (a.queued, a.groups, a.appends) for d, a in list(self._appenders.items())}
+    def appender_stats(self) -> dict[Path, tuple[int, int, int, int, int]]:
+        """Per log dir: (appends queued now, groups written, appends written, waits for a prompt append,
+        those that ran out)."""
+        return {d: (a.queued, a.groups, a.appends, a.waits, a.waits_timed_out)
+                for d, a in list(self._appenders.items())}
 
     # -- shutdown ---------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -58,8 +58,6 @@ class AppendHandback:
         self._woken = False  # a delivery released _arrived during the current wait
         self._arrived = threading.Lock()  # the loop blocks on it in wait(); a delivery releases it
         self._arrived.acquire()
-        self.waits = 0  # waits made, and those that ran out (for tests and metrics)
-        self.waits_timed_out = 0
 
     def deliver(self, results: list) -> None:
         """On a writer thread: hand ``results`` to the loop (waking it if it waits)."""
@@ -95,7 +93,6 @@ class AppendHandback:
         meanwhile is settled here, in delivery order (a drain scheduled for
         some of it then finds nothing left).
         """
-        self.waits += 1
         deadline = time.monotonic() + timeout
         arrived = self._arrived
         while True:
@@ -104,7 +101,6 @@ class AppendHandback:
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.waits_timed_out += 1
                 return False
             with self._mutex:
                 if self._delivered:  # arrived since the drain: settle it first

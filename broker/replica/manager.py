@@ -367,22 +367,24 @@ class ReplicaManager:
         without another pass of the loop (:mod:`broker.replica.handback`). A
         wait that runs out stops waits on that log dir for a while.
         """
-        fut = loop.create_future()
-        plog = partition._log
-        appender = self._log_manager.appender_for(plog)
-        prompt = appender.submit(plog, records, partition.leader_epoch, (fut, partition), will_wait=wait_s > 0)
-        if prompt and wait_s > 0 and not self.handback.wait(fut, wait_s):
-            appender.mark_slow(SLOW_BACKOFF_S)
+        fut, appender, prompt = self._submit(partition, records, loop, will_wait=wait_s > 0)
+        if prompt and wait_s > 0:
+            appender.waits += 1
+            if not self.handback.wait(fut, wait_s):
+                appender.mark_slow(SLOW_BACKOFF_S)
         return fut
 
     def append_records_as_follower(self, partition: Partition, records,
                                    loop: asyncio.AbstractEventLoop) -> asyncio.Future:
         """Queue a follower's append: the batches keep the offsets and leader epochs the leader gave them."""
+        return self._submit(partition, records, loop, as_follower=True)[0]
+
+    def _submit(self, partition: Partition, records, loop: asyncio.AbstractEventLoop, **how) -> tuple:
+        """Queue an append on the partition's log dir writer: ``(its future, the LogAppender, prompt?)``."""
         fut = loop.create_future()
         plog = partition._log
-        self._log_manager.appender_for(plog).submit(plog, records, partition.leader_epoch, (fut, partition),
-                                                    as_follower=True)
-        return fut
+        appender = self._log_manager.appender_for(plog)
+        return fut, appender, appender.submit(plog, records, partition.leader_epoch, (fut, partition), **how)
 
     def append_now(self, partition: Partition, records) -> "AppendInfo":
         """Append a leader's batches on this thread, then publish them (the coordinator's small writes).

@@ -55,7 +55,6 @@ def test_a_wait_settles_the_result_on_the_loop_in_the_same_pass():
         writer.join()
         await asyncio.sleep(0)
         assert len(settled.calls) == 1
-        assert (handback.waits, handback.waits_timed_out) == (1, 0)
 
     asyncio.run(main())
 
@@ -69,7 +68,7 @@ def test_a_wait_that_runs_out_leaves_the_result_to_the_loop_once():
         started = time.monotonic()
         assert handback.wait(fut, 0.05) is False
         assert time.monotonic() - started < 5  # bounded: a stuck writer never holds the loop
-        assert not fut.done() and handback.waits_timed_out == 1
+        assert not fut.done()
         writer = _deliver_later(handback, [(fut, "late")], 0.0)
         assert await asyncio.wait_for(fut, 10) == "late"  # through call_soon_threadsafe
         writer.join()
@@ -135,6 +134,5 @@ def test_results_racing_waits_are_settled_exactly_once_and_in_order():
         await asyncio.sleep(0.05)
         assert settled.values() == list(range(rounds))
         assert all(thread == threading.current_thread().name for thread, _ in settled.calls)
-        assert handback.waits == rounds
 
     asyncio.run(main())

@@ -37,6 +37,7 @@ from broker.protocol import ApiKey, ErrorCode
 from .test_admin_wire import create, new_topic
 from .test_api import produce
 from .test_durability import read_all
+from .test_metrics import scrape, value
 from .wire import Wire, make_batch
 from ..mounts import tmpfs, umount
 
@@ -172,6 +173,9 @@ def test_a_stalled_disk_holds_up_only_its_own_partitions(ext4_mount, broker_fact
             # everything above was answered, yet the stalled produces were not: their write is blocked
             assert not answered(stalled)
             assert b.running()
+            # the first stalled produce found the writer idle and waited for it on the loop, once, in vain
+            frozen_dir = os.path.abspath(dirs[1])
+            assert value(scrape(b), "kafkapy_log_appender_prompt_waits_timed_out_total", log_dir=frozen_dir) == 1
         # thawed: the stalled appends complete, in order, at the offsets after the earlier data
         for expected_offset in (3, 5):
             _cid, body = stalled.receive(ApiKey.PRODUCE, 8)

@@ -65,6 +65,11 @@ def test_metrics_after_produce_fetch_and_errors(broker_factory):
     assert value(s, "kafkapy_log_appender_appends_total", log_dir=log_dir) == 3
     assert 1 <= value(s, "kafkapy_log_appender_groups_total", log_dir=log_dir) <= 3
     assert value(s, "kafkapy_log_appender_queued", log_dir=log_dir) == 0
+    # each produce found the writer idle and waited for its append on the loop (unless the machine was so
+    # busy that a wait ran out: the dir is then not waited for during a second)
+    waits = value(s, "kafkapy_log_appender_prompt_waits_total", log_dir=log_dir)
+    assert 1 <= waits <= 3
+    assert value(s, "kafkapy_log_appender_prompt_waits_timed_out_total", log_dir=log_dir) <= waits
 
 
 def test_metrics_port_off(broker_factory):

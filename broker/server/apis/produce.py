@@ -77,7 +77,8 @@ import time
 from broker.log import CorruptRecordError, LogError
 from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import BatchView, UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
-from broker.records.view import LOG_OVERHEAD, MAGIC_OFFSET
+from broker.records.view import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MAGIC_OFFSET, V2_APPEND_FIELDS,
+                                 V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET, V2_HEADER_SIZE)
 from broker.replica.handback import PROMPT_MAX_BYTES, PROMPT_WAIT_S
 from broker.server.context import CloseConnection, RequestContext
 from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
@@ -115,6 +116,20 @@ def _prepare(version: int, records, config, topic: str, partition: int) -> memor
     if records is None or len(records) == 0:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "no records")
     mv = records if isinstance(records, memoryview) else memoryview(records)
+    n = len(mv)
+    if version >= 3 and n >= V2_HEADER_SIZE:
+        # What every current client sends: one v2 batch filling the buffer. Its header is read
+        # once; the checks are those of the general path below.
+        _bo, length, _ple, magic, _crc, _lod, _mts, _count = V2_APPEND_FIELDS.unpack_from(mv)
+        if LOG_OVERHEAD + length == n and magic == 2:
+            attributes, producer_id, _epoch, base_sequence = V2_APPEND_PRODUCER_FIELDS.unpack_from(
+                mv, V2_ATTRIBUTES_OFFSET)
+            _check_batch(version, attributes, producer_id, base_sequence, topic, partition)
+            check_ts = (config.message_timestamp_type == "CreateTime"
+                        and config.message_timestamp_difference_max_ms < LONG_MAX)
+            if config.compact or check_ts:
+                _check_records(mv, config, check_ts, f"{topic}-{partition}")
+            return mv
     entries = _entries(mv)
     magics = {magic for _p, _s, magic in entries}
     if version >= 3:
@@ -140,17 +155,24 @@ def _prepare(version: int, records, config, topic: str, partition: int) -> memor
         if size < 61:
             raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than its header")
         view = BatchView(mv, pos, size)
-        if view.is_control:
-            raise _PartitionError(ErrorCode.INVALID_RECORD,
-                                  f"Clients are not allowed to write control records in {topic}-{partition}")
-        if view.producer_id >= 0 and view.base_sequence < 0:
-            raise _PartitionError(ErrorCode.INVALID_RECORD, f"Invalid sequence number {view.base_sequence} in "
-                                                            f"record batch with producerId {view.producer_id}")
-        if view.compression == ZSTD and version < 7:
-            raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
+        _check_batch(version, view.attributes, view.producer_id, view.base_sequence, topic, partition)
         if config.compact or check_ts:
             _check_records(mv[pos:pos + size], config, check_ts, f"{topic}-{partition}")
     return mv
+
+
+def _check_batch(version: int, attributes: int, producer_id: int, base_sequence: int, topic: str,
+                 partition: int) -> None:
+    """The checks of one batch's header (Kafka's LogValidator): no control batch, a sequence with a
+    producer id, no zstd before v7."""
+    if attributes & CONTROL_MASK:
+        raise _PartitionError(ErrorCode.INVALID_RECORD,
+                              f"Clients are not allowed to write control records in {topic}-{partition}")
+    if producer_id >= 0 and base_sequence < 0:
+        raise _PartitionError(ErrorCode.INVALID_RECORD, f"Invalid sequence number {base_sequence} in "
+                                                        f"record batch with producerId {producer_id}")
+    if attributes & COMPRESSION_MASK == ZSTD and version < 7:
+        raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
 
 
 def _check_records(entry: memoryview, config, check_ts: bool, tp: str) -> None:
@@ -225,6 +247,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     replicas = broker.replicas
     loop = broker.loop
     metrics = broker.metrics
+    topics = broker.topics
     version = ctx.api_version
     acks = request["acks"]
     responses = []
@@ -242,10 +265,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         if acks not in (0, 1, -1):
             topic_error = TopicError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
         else:
-            try:
-                await _topic(ctx, name)
-            except TopicError as exc:
-                topic_error = exc
+            info = topics.get(name)
+            if info is None or info.is_internal:  # auto-create it, or the error (the topic's usual case inline)
+                try:
+                    await _topic(ctx, name)
+                except TopicError as exc:
+                    topic_error = exc
         for pd in topic_data["partition_data"]:
             index = pd["index"]
             result = {"index": index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1,
@@ -286,7 +311,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             except Exception as exc:  # noqa: BLE001 - a bug in the append path: this partition fails, not the request
                 errors.append((result, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"append failed: {exc!r}")))
                 continue
-            if acks == -1:
+            if acks == -1 and not (partition.high_watermark > appended.last_offset and partition.is_leader
+                                   and len(partition.isr) >= partition.config.min_insync_replicas):
                 error = await _replicated(replicas, partition, appended.last_offset, timeout)
                 if error is not None:
                     errors.append((result, error))
