@@ -166,3 +166,23 @@ class ZooKeeperEnsemble:
         for s in self.servers:
             s.stop()
 
+
+
+def expire_session(client_id: tuple[int, bytes], gate, hosts: str) -> None:
+    """Expire the session ``client_id`` (``(id, password)``) the documented ZooKeeper way: another
+    client opens it and closes it.
+
+    Its owner reaches ZooKeeper through ``gate`` (a :class:`tests.tcp_gate.TcpGate`), shut
+    meanwhile: an owner that could reconnect would take its session back at once (kazoo retries
+    its hosts without a pause) and cut the other client off before it closes it.
+    """
+    from kazoo.client import KazooClient
+
+    gate.shut()
+    try:
+        other = KazooClient(hosts=hosts, client_id=client_id, timeout=10)
+        other.start(timeout=30)
+        other.stop()
+        other.close()
+    finally:
+        gate.open()

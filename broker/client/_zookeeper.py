@@ -138,8 +138,13 @@ def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_t
     # kazoo's default backoff grows to an hour; try at least every third of the session timeout
     # so that an outage shorter than the session never costs the session
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=session_timeout_ms / 3000)
+    from broker.cluster.zookeeper import kazoo_hosts
+    from broker.config import split_zookeeper_connect
+
     try:
-        client = KazooClient(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        # each host listed at least thrice, so that no attempt waits out the session (see kazoo_hosts)
+        hosts = kazoo_hosts(*split_zookeeper_connect(zookeeper_connect))
+        client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
     except (ValueError, KazooException) as exc:
         raise ZooKeeperError(f"bad zookeeper connect string {zookeeper_connect!r}: {exc}") from None
     try:

@@ -25,6 +25,8 @@ from kazoo.exceptions import NoNodeError
 from broker.client import Admin, NewTopic, Producer, TopicPartition
 from broker.client._zk_group import range_assignment
 from broker.client._zookeeper import Registration
+from tests.tcp_gate import TcpGate
+from tests.zookeeper import expire_session
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION_MS = 3000
@@ -336,7 +338,7 @@ def poll_until(consumer, condition, what: str) -> None:
         consumer.poll(100)
 
 
-def test_expired_session_loses_partitions_then_registers_anew(broker, zk, zk_connect):
+def test_expired_session_loses_partitions_then_registers_anew(broker, zookeeper, zk, zk_connect):
     """LOST (session expired: our ephemeral znodes are gone) is reported as lost partitions; the
     consumer registers with its new session and claims its partitions again."""
     from broker.client import Consumer
@@ -344,9 +346,10 @@ def test_expired_session_loses_partitions_then_registers_anew(broker, zk, zk_con
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topics([NewTopic("clicks", 2, 1)])
     events = []
+    gate = TcpGate(zookeeper.port)  # the consumer's way to ZooKeeper, shut while its session is expired
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "legacy", "group.protocol": "zookeeper",
-                         "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_MS,
-                         "rebalance.backoff.ms": 200})
+                         "zookeeper.connect": gate.address + "/" + zk_connect.partition("/")[2],
+                         "zookeeper.session.timeout.ms": SESSION_MS, "rebalance.backoff.ms": 200})
     try:
         consumer.subscribe(["clicks"], on_assign=lambda ps: events.append(("assign", sorted(ps))),
                            on_lost=lambda ps: events.append(("lost", sorted(ps))))
@@ -354,12 +357,8 @@ def test_expired_session_loses_partitions_then_registers_anew(broker, zk, zk_con
         owner = consumer.member_id + "-0"
         assert zk.get("/consumers/legacy/owners/clicks/0")[0].decode() == owner
 
-        # expire the session the ZooKeeper way: another client takes it over and closes it
         session = consumer._core._zookeeper.client.client_id
-        thief = KazooClient(hosts=zk_connect, client_id=session, timeout=SESSION_MS / 1000)
-        thief.start(timeout=30)
-        thief.stop()
-        thief.close()
+        expire_session(session, gate, zookeeper.connect)
 
         poll_until(consumer, lambda: ("lost", [TopicPartition("clicks", 0), TopicPartition("clicks", 1)]) in events,
                    "the partitions to be reported lost")
@@ -370,6 +369,7 @@ def test_expired_session_loses_partitions_then_registers_anew(broker, zk, zk_con
         assert zk.get("/consumers/legacy/owners/clicks/1")[0].decode() == owner
     finally:
         consumer.close()
+        gate.close()
     assert zk.get_children("/consumers/legacy/ids") == []
 
 

@@ -22,7 +22,7 @@ from broker.cluster.zookeeper import ZooKeeperStore, kazoo_hosts
 from broker.config import split_zookeeper_connect as split_connect
 from tests.cluster.test_store_contract import Events
 from tests.tcp_gate import TcpGate
-from tests.zookeeper import ZooKeeperServer, free_port
+from tests.zookeeper import ZooKeeperServer, expire_session, free_port
 
 WAIT_S = 30  # a guard for state changes to arrive, not a performance assertion
 
@@ -48,23 +48,6 @@ def _raw(hosts: str) -> KazooClient:
     zk = KazooClient(hosts=hosts, timeout=10)
     zk.start(timeout=30)
     return zk
-
-
-def expire(store: ZooKeeperStore, gate: TcpGate, zookeeper_hosts: str) -> None:
-    """Close the store's session from another client (ZooKeeper's documented way to expire a session).
-
-    The store reaches ZooKeeper through ``gate``, shut meanwhile: a store that could reconnect
-    would take its session back at once, and cut the other client off before it closes it.
-    """
-    session_id, password = store.client_id
-    gate.shut()
-    try:
-        other = KazooClient(hosts=zookeeper_hosts, client_id=(session_id, password), timeout=10)
-        other.start(timeout=30)
-        other.stop()
-        other.close()
-    finally:
-        gate.open()
 
 
 def test_connect_strings():
@@ -138,7 +121,7 @@ def test_expired_session_is_reported_lost_then_connected_anew(zookeeper, zk_conn
         watch = Events()
         store.get("/e", watch=watch)
         old_session = store.client_id[0]
-        expire(store, gate, zookeeper.connect)
+        expire_session(store.client_id, gate, zookeeper.connect)
         states.wait_for(SessionState.LOST, SessionState.CONNECTED)
         assert watch.wait_for(1)[0][0] == "session"  # kazoo drops watches with the connection
         assert store.session_state is SessionState.CONNECTED
