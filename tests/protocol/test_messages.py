@@ -197,3 +197,27 @@ def test_encode_errors_are_our_misuse():
         encode_request(ApiKey.HEARTBEAT, 99, 1, "c", {})
     with pytest.raises(EncodeError):
         encode_response(RequestHeader(ApiKey.PRODUCE, 3, 1, "c"), {"responses": [1]})
+    with pytest.raises(EncodeError):  # a non-nullable array, plain and compact
+        encode_request(ApiKey.PRODUCE, 8, 1, "c", {"acks": 1, "timeout_ms": 1, "topic_data": None})
+    with pytest.raises(EncodeError):
+        encode_request(ApiKey.PRODUCE, 9, 1, "c", {"acks": 1, "timeout_ms": 1, "topic_data": None})
+    with pytest.raises(EncodeError):  # int16 length
+        encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"group_id": "g" * 32768})
+    encode_request(ApiKey.HEARTBEAT, 4, 1, "c", {"group_id": "g" * 32768})  # compact: a varint length
+
+
+def test_null_and_empty_are_told_apart():
+    """Nullable strings, arrays and records: null and empty each survive encoding, plain and compact."""
+    for version in (3, 9):
+        for txn_id in (None, "", "t"):
+            for records in (None, b"", b"abc"):
+                body = {"transactional_id": txn_id, "acks": -1, "timeout_ms": 5,
+                        "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": records}]}]}
+                _, got = decode_request(encode_request(ApiKey.PRODUCE, version, 1, "c", body)[4:])
+                got_records = got["topic_data"][0]["partition_data"][0]["records"]
+                assert got["transactional_id"] == txn_id
+                assert (None if got_records is None else bytes(got_records)) == records
+    for version in (1, 9):  # Metadata: a null topic list (all topics) is not an empty one (none)
+        for topics in (None, []):
+            _, got = decode_request(encode_request(ApiKey.METADATA, version, 1, "c", {"topics": topics})[4:])
+            assert got["topics"] == topics
