@@ -106,7 +106,7 @@ class LogAppender:
         self._pinned_to = -1  # the CPU the writer is pinned to (see "Co-location"), -1 when not
         self.groups = 0  # groups written (one per log per wake-up); with ``appends``, the mean group size
         self.appends = 0
-        self.waits = 0  # prompt appends a caller waited for (counted by the caller), and waits that ran out
+        self.waits = 0  # prompt appends submitted with will_wait, and waits that ran out (mark_slow)
         self.waits_timed_out = 0
         self._thread = threading.Thread(target=self._run, name=f"log-appender-{name}", daemon=True)
         self._cpus: set[int] = set()
@@ -160,10 +160,12 @@ class LogAppender:
             self._refuse_queued()
         elif self._idle:
             prompt = len(queue) == 1 and time.monotonic() >= self._slow_until
-            if prompt and will_wait and self._colocate:
-                cpu = _sched_getcpu()
-                if cpu != self._pinned_to:
-                    self._pin(cpu)
+            if prompt and will_wait:
+                self.waits += 1
+                if self._colocate:
+                    cpu = _sched_getcpu()
+                    if cpu != self._pinned_to:
+                        self._pin(cpu)
             elif self._pinned_to >= 0:
                 self._pin(-1)
             # Woken at once, the writer waits for the GIL this thread holds, but its wake-up

@@ -22,10 +22,7 @@ import uuid
 from functools import lru_cache
 
 from .schema import Field
-from .types import array_codec, encode_uvarint, primitive_codec, read_uvarint, Truncated
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+from .types import _I16, _I32, array_codec, encode_uvarint, primitive_codec, read_uvarint, Truncated
 
 _MISSING = object()
 _IMMUTABLE = (int, float, str, bytes, bool, type(None), uuid.UUID)
@@ -110,9 +107,9 @@ def struct_codec(fields: tuple[Field, ...], version: int, flexible: bool):
         fld, r, w = regular[i]
         fmt = _FIXED_FORMATS.get(fld.type)
         if fmt is None:
-            env[f"_r{i}"], env[f"_w{i}"], env[f"_d{i}"] = r, w, fld.default_value()
-            read_lines += _inline_read(fld, version, flexible, i, env)
-            write_lines += _inline_write(fld, version, flexible, i, env)
+            env[f"_d{i}"] = fld.default_value()
+            read_lines += _inline_read(fld, version, flexible, i, env, r)
+            write_lines += _inline_write(fld, version, flexible, i, env, w)
             entries.append(f"{fld.name!r}: v{i}")
             i += 1
             continue
@@ -155,7 +152,6 @@ def _tags_codec(tag_order: tuple):
 
     def read(buf, pos, out):
         count, pos = read_uvarint(buf, pos)
-        seen = set()
         for _ in range(count):
             tag, pos = read_uvarint(buf, pos)
             size, pos = read_uvarint(buf, pos)
@@ -168,10 +164,9 @@ def _tags_codec(tag_order: tuple):
                 if stop != end:
                     raise ValueError(f"tagged field {entry[0]} has size {size}, read {stop - pos}")
                 out[entry[0]] = value
-                seen.add(tag)
             pos = end
-        for tag, (name, _r, _w, _d, make) in tag_order:
-            if tag not in seen:
+        for _tag, (name, _r, _w, _d, make) in tag_order:
+            if name not in out:  # the regular fields' names are never tagged ones
                 out[name] = make()
         return pos
 
@@ -191,12 +186,12 @@ def _tags_codec(tag_order: tuple):
     return read, write
 
 
-def _inline_read(fld: Field, version: int, flexible: bool, i: int, env: dict) -> list[str]:
+def _inline_read(fld: Field, version: int, flexible: bool, i: int, env: dict, read) -> list[str]:
     """Source lines that read field ``i`` into ``v{i}`` and move ``pos``, for :func:`struct_codec`.
 
     Strings, bytes, records and arrays of structs are read inline (the length, its
     checks, the value), as their codecs in :mod:`.types` do; any other field calls
-    its codec ``_r{i}``.
+    its codec ``read`` (as ``_r{i}``).
     """
     nullable = version in fld.nullable
     kind = fld.type
@@ -236,14 +231,15 @@ def _inline_read(fld: Field, version: int, flexible: bool, i: int, env: dict) ->
             f"        v{i} = {value}",
             "        pos = end",
         ]
+    env[f"_r{i}"] = read
     return [f"    v{i}, pos = _r{i}(buf, pos)"]
 
 
-def _inline_write(fld: Field, version: int, flexible: bool, i: int, env: dict) -> list[str]:
+def _inline_write(fld: Field, version: int, flexible: bool, i: int, env: dict, write) -> list[str]:
     """Source lines that write field ``i`` (from ``body``) to ``out``, for :func:`struct_codec`.
 
     Strings and arrays of structs are written inline, as their codecs in :mod:`.types`
-    do; any other field calls its codec ``_w{i}``.
+    do; any other field calls its codec ``write`` (as ``_w{i}``).
     """
     nullable = version in fld.nullable
     lines = [f"    x = get({fld.name!r}, _d{i})"]
@@ -268,4 +264,5 @@ def _inline_write(fld: Field, version: int, flexible: bool, i: int, env: dict) -
         env[f"_ew{i}"] = struct_codec(fld.fields, version, flexible)[1]
         return lines + ["    else:", f"        out.append({size.format('x')})", "        for item in x:",
                         f"            _ew{i}(out, item)"]
+    env[f"_w{i}"] = write
     return lines + [f"    _w{i}(out, x)"]

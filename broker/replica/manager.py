@@ -368,10 +368,8 @@ class ReplicaManager:
         wait that runs out stops waits on that log dir for a while.
         """
         fut, appender, prompt = self._submit(partition, records, loop, will_wait=wait_s > 0)
-        if prompt and wait_s > 0:
-            appender.waits += 1
-            if not self.handback.wait(fut, wait_s):
-                appender.mark_slow(SLOW_BACKOFF_S)
+        if prompt and wait_s > 0 and not self.handback.wait(fut, wait_s):
+            appender.mark_slow(SLOW_BACKOFF_S)
         return fut
 
     def append_records_as_follower(self, partition: Partition, records,

@@ -76,7 +76,7 @@ import time
 
 from broker.log import CorruptRecordError, LogError
 from broker.protocol import ApiKey, ErrorCode, error_name
-from broker.records import BatchView, UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
+from broker.records import UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
 from broker.records.view import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MAGIC_OFFSET, V2_APPEND_FIELDS,
                                  V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET, V2_HEADER_SIZE)
 from broker.replica.handback import PROMPT_MAX_BYTES, PROMPT_WAIT_S
@@ -116,19 +116,14 @@ def _prepare(version: int, records, config, topic: str, partition: int) -> memor
     if records is None or len(records) == 0:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "no records")
     mv = records if isinstance(records, memoryview) else memoryview(records)
+    check_ts = config.message_timestamp_type == "CreateTime" and config.message_timestamp_difference_max_ms < LONG_MAX
     n = len(mv)
     if version >= 3 and n >= V2_HEADER_SIZE:
-        # What every current client sends: one v2 batch filling the buffer. Its header is read
-        # once; the checks are those of the general path below.
+        # What every current client sends: one v2 batch filling the buffer, told from its header
+        # alone; everything else takes the general path below.
         _bo, length, _ple, magic, _crc, _lod, _mts, _count = V2_APPEND_FIELDS.unpack_from(mv)
         if LOG_OVERHEAD + length == n and magic == 2:
-            attributes, producer_id, _epoch, base_sequence = V2_APPEND_PRODUCER_FIELDS.unpack_from(
-                mv, V2_ATTRIBUTES_OFFSET)
-            _check_batch(version, attributes, producer_id, base_sequence, topic, partition)
-            check_ts = (config.message_timestamp_type == "CreateTime"
-                        and config.message_timestamp_difference_max_ms < LONG_MAX)
-            if config.compact or check_ts:
-                _check_records(mv, config, check_ts, f"{topic}-{partition}")
+            _check_batch(version, mv, 0, n, config, check_ts, topic, partition)
             return mv
     entries = _entries(mv)
     magics = {magic for _p, _s, magic in entries}
@@ -150,21 +145,20 @@ def _prepare(version: int, records, config, topic: str, partition: int) -> memor
         entries = _entries(mv)
     elif magics != {2}:
         raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, "mixed message formats in one request")
-    check_ts = config.message_timestamp_type == "CreateTime" and config.message_timestamp_difference_max_ms < LONG_MAX
     for pos, size, _magic in entries:
-        if size < 61:
+        if size < V2_HEADER_SIZE:
             raise _PartitionError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than its header")
-        view = BatchView(mv, pos, size)
-        _check_batch(version, view.attributes, view.producer_id, view.base_sequence, topic, partition)
-        if config.compact or check_ts:
-            _check_records(mv[pos:pos + size], config, check_ts, f"{topic}-{partition}")
+        _check_batch(version, mv, pos, size, config, check_ts, topic, partition)
     return mv
 
 
-def _check_batch(version: int, attributes: int, producer_id: int, base_sequence: int, topic: str,
+def _check_batch(version: int, mv: memoryview, pos: int, size: int, config, check_ts: bool, topic: str,
                  partition: int) -> None:
-    """The checks of one batch's header (Kafka's LogValidator): no control batch, a sequence with a
-    producer id, no zstd before v7."""
+    """Kafka's LogValidator checks of the v2 batch at ``mv[pos:pos + size]``: no control batch, a
+    sequence with a producer id, no zstd before v7 (from its header), then the per-record checks
+    where the topic's config asks for them."""
+    attributes, producer_id, _epoch, base_sequence = V2_APPEND_PRODUCER_FIELDS.unpack_from(
+        mv, pos + V2_ATTRIBUTES_OFFSET)
     if attributes & CONTROL_MASK:
         raise _PartitionError(ErrorCode.INVALID_RECORD,
                               f"Clients are not allowed to write control records in {topic}-{partition}")
@@ -173,6 +167,8 @@ def _check_batch(version: int, attributes: int, producer_id: int, base_sequence:
                                                         f"record batch with producerId {producer_id}")
     if attributes & COMPRESSION_MASK == ZSTD and version < 7:
         raise _PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7+")
+    if config.compact or check_ts:
+        _check_records(mv[pos:pos + size], config, check_ts, f"{topic}-{partition}")
 
 
 def _check_records(entry: memoryview, config, check_ts: bool, tp: str) -> None:
@@ -213,26 +209,19 @@ def _check_records(entry: memoryview, config, check_ts: bool, tp: str) -> None:
         raise _PartitionError(ErrorCode.INVALID_RECORD, "One or more records have been rejected", errors)
 
 
-async def _topic(ctx: RequestContext, name: str) -> TopicInfo:
-    """The topic to append to (auto-created if allowed); TopicError if there is none or it is internal."""
-    topics = ctx.broker.topics
-    info = topics.get(name)
+async def _unusable_topic(ctx: RequestContext, name: str, info: TopicInfo | None) -> TopicInfo:
+    """A topic not found (``info`` None: auto-created if allowed) or internal: the topic, or TopicError."""
     if info is not None:
-        if info.is_internal:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
-        return info
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
     validate_topic_name(name)
     if not ctx.broker.config.auto_create_topics_enable or name in INTERNAL_TOPICS:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
-    return await topics.auto_create(name)
+    return await ctx.broker.topics.auto_create(name)
 
 
-async def _replicated(replicas, partition, last_offset: int, timeout: float) -> _PartitionError | None:
-    """acks=all: wait until the high watermark passes ``last_offset``; the error if that failed (Kafka's
-    ``checkEnoughReplicasReachOffset``)."""
-    if (partition.high_watermark <= last_offset
-            and not await replicas.wait_for_high_watermark(partition, last_offset, timeout)):
-        return _PartitionError(ErrorCode.REQUEST_TIMED_OUT, "the high watermark did not reach the append in time")
+def _replication_error(partition) -> _PartitionError | None:
+    """acks=all once the high watermark passed the append: the error if the ISR no longer vouches for it
+    (Kafka's ``checkEnoughReplicasReachOffset``)."""
     if not partition.is_leader:
         return _PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                f"this broker stopped leading {partition.topic}-{partition.partition}")
@@ -266,9 +255,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             topic_error = TopicError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
         else:
             info = topics.get(name)
-            if info is None or info.is_internal:  # auto-create it, or the error (the topic's usual case inline)
+            if info is None or info.is_internal:
                 try:
-                    await _topic(ctx, name)
+                    await _unusable_topic(ctx, name, info)
                 except TopicError as exc:
                     topic_error = exc
         for pd in topic_data["partition_data"]:
@@ -311,9 +300,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             except Exception as exc:  # noqa: BLE001 - a bug in the append path: this partition fails, not the request
                 errors.append((result, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"append failed: {exc!r}")))
                 continue
-            if acks == -1 and not (partition.high_watermark > appended.last_offset and partition.is_leader
-                                   and len(partition.isr) >= partition.config.min_insync_replicas):
-                error = await _replicated(replicas, partition, appended.last_offset, timeout)
+            if acks == -1:
+                # a coroutine only when there is something to wait for (at low rates there rarely is)
+                if (partition.high_watermark <= appended.last_offset and not await
+                        replicas.wait_for_high_watermark(partition, appended.last_offset, timeout)):
+                    error = _PartitionError(ErrorCode.REQUEST_TIMED_OUT,
+                                            "the high watermark did not reach the append in time")
+                else:
+                    error = _replication_error(partition)
                 if error is not None:
                     errors.append((result, error))
                     continue
