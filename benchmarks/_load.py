@@ -23,7 +23,11 @@ Three measurements, each against one bootstrap address and one existing topic:
   (``Message.latency()``: from the ``produce()`` call to the delivery report).
   Because the sender never waits for acknowledgements, a slow broker shows up as
   growing latency, not as a silently lower rate; the achieved send rate is
-  reported too.
+  reported too. librdkafka's own statistics (``statistics.interval.ms``, one
+  window a second) give the request round trip it measured to the partition's
+  broker (``brokers.*.rtt``: from a request's send to its response, no linger
+  or queueing): the median over the windows of their p50 and p99, the part of
+  the latency the broker decides.
 * :func:`produce_round_trips` times the broker alone: one Produce request
   (acks=all, one v2 batch of ``records`` records) at a time over a plain
   socket, sent at a fixed request rate, each timed from the send to the whole
@@ -35,8 +39,10 @@ perf tool makes them), a pool of 64 distinct values drawn from a fixed seed.
 
 from __future__ import annotations
 
+import json
 import random
 import socket
+import statistics
 import string
 import time
 from dataclasses import dataclass, field
@@ -266,6 +272,7 @@ class LatencyResult:
     send_rate: float  # achieved records/s of produce() calls
     latencies_s: list = field(repr=False, default_factory=list)
     errors: int = 0
+    rtt_s: tuple[float, float] | None = None  # librdkafka's request round trip, (p50, p99); see the module docstring
 
     def percentile(self, q: float) -> float:
         if not self.latencies_s:
@@ -286,7 +293,15 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
         else:
             errors[0] += 1
 
-    producer = _producer(bootstrap, acks, "none", linger_ms, on_delivery=on_delivery)
+    rtt_windows: list[tuple[int, int]] = []  # (p50, p99) in microseconds, one per statistics window
+
+    def on_stats(text: str) -> None:
+        for broker in json.loads(text)["brokers"].values():
+            if broker["nodeid"] >= 0 and broker["rtt"]["cnt"]:
+                rtt_windows.append((broker["rtt"]["p50"], broker["rtt"]["p99"]))
+
+    producer = _producer(bootstrap, acks, "none", linger_ms, on_delivery=on_delivery,
+                         **{"statistics.interval.ms": 1000, "stats_cb": on_stats})
     producer.list_topics(topic, timeout=30)
     value = payloads(size)[0]
     produce, poll, clock = producer.produce, producer.poll, time.perf_counter
@@ -295,6 +310,7 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
     producer.flush(30)
     samples.clear()
     errors[0] = 0
+    rtt_windows.clear()
 
     count = int(rate * duration_s)
     interval = 1.0 / rate
@@ -313,7 +329,10 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
         poll(max(0.0, due - clock()))
     send_elapsed = clock() - start
     producer.flush(60)
-    return LatencyResult(rate, sent, sent / send_elapsed, samples, errors[0])
+    windows = rtt_windows[1:] or rtt_windows  # the first window may still hold the warm-up's requests
+    rtt = (statistics.median(w[0] for w in windows) / 1e6, statistics.median(w[1] for w in windows) / 1e6) \
+        if windows else None
+    return LatencyResult(rate, sent, sent / send_elapsed, samples, errors[0], rtt)
 
 
 def produce_round_trips(bootstrap: str, topic: str, *, rate: float, count: int, records: int = 5,

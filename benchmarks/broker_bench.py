@@ -23,7 +23,8 @@ runs each latency rate for 2 s):
 * consume: 1 KB (one and six partitions) and 100 B records, read from offset 0
   with ``assign()`` after an untimed fill.
 * latency: 1 KB records, acks=all, linger.ms=5, at 1k/s, 10k/s and 50k/s for
-  10 s each; p50 and p99 of the per-record delivery-report latency. Then the
+  10 s each; p50 and p99 of the per-record delivery-report latency, and of
+  the request round trip librdkafka measured (its statistics). Then the
   broker alone: Produce requests of five 1 KB records (acks=all) one at a time
   over a plain socket, 200 a second, 2,000 of them (short: 400): p50 and p99
   of the round trip and the broker's context switches per request.
@@ -133,8 +134,11 @@ def build_cases(short: bool) -> list[Case]:
     for rate in (1_000, 10_000, 50_000):
         def run(b, topic, _meter, rate=rate):
             r = _load.produce_latency(b.bootstrap, topic, rate=rate, duration_s=duration)
-            return {"p50_ms": r.percentile(0.5) * 1e3, "p99_ms": r.percentile(0.99) * 1e3,
-                    "send_rate": r.send_rate, "errors": r.errors, "records": len(r.latencies_s)}
+            figures = {"p50_ms": r.percentile(0.5) * 1e3, "p99_ms": r.percentile(0.99) * 1e3,
+                       "send_rate": r.send_rate, "errors": r.errors, "records": len(r.latencies_s)}
+            if r.rtt_s is not None:
+                figures["rtt_p50_ms"], figures["rtt_p99_ms"] = r.rtt_s[0] * 1e3, r.rtt_s[1] * 1e3
+            return figures
         cases.append(Case(f"latency 1KB acks=all {rate // 1000}k/s", "latency", 1, run))
 
     # The broker alone: what librdkafka's linger.ms=5 makes of 1k records/s (a request of 5 records every
@@ -263,6 +267,10 @@ def render(context: dict, results: dict[str, dict[str, list[Sample]]], cases: li
     out = lines + [""] + lat_lines
     for case in cases:
         o, t = results.get(case.name, {}).get("ours", []), results.get(case.name, {}).get("tansu", [])
+        if median(o, "rtt_p50_ms") is not None or median(t, "rtt_p50_ms") is not None:
+            out.append(f"librdkafka's request round trip in {case.name} (p50 / p99 ms): ours "
+                       f"{_fmt(median(o, 'rtt_p50_ms'), 3)} / {_fmt(median(o, 'rtt_p99_ms'), 3)}, tansu "
+                       f"{_fmt(median(t, 'rtt_p50_ms'), 3)} / {_fmt(median(t, 'rtt_p99_ms'), 3)}")
         if median(o, "cs_voluntary_per_request") is not None or median(t, "cs_voluntary_per_request") is not None:
             out.append(f"context switches per request in {case.name} (voluntary / involuntary): ours "
                        f"{_fmt(median(o, 'cs_voluntary_per_request'), 2)} / "

@@ -447,6 +447,25 @@ class BrokerMetrics:
             pair = self._topic_in[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
         return pair
 
+    def count_request(self, api: str, received_at: float, started_at: float, answered_at: float,
+                      appended: list | None) -> None:
+        """Count one answered request: its API's count, duration and queue time, and what it appended.
+
+        The times are ``loop.time()`` readings: arrival, handler start, response
+        ready. ``appended`` is None or ``[(topic, valid bytes, records), ...]``.
+        The network layer calls this once the response is written (or queued
+        behind earlier ones), so the bookkeeping never delays an answer.
+        """
+        requests, duration, queue_time = self.api_instruments(api)
+        requests.inc()
+        duration.observe(answered_at - received_at)
+        queue_time.observe(started_at - received_at)
+        if appended:
+            for topic, size, records in appended:
+                bytes_in, messages_in = self.topic_in(topic)
+                bytes_in.inc(size)
+                messages_in.inc(records)
+
     def watch_logs(self, logs: Callable[[], Iterable]) -> None:
         """Report per-partition log gauges from ``logs()`` -> iterable of ((topic, partition), log)."""
         self.registry.register(_LogCollector(logs))

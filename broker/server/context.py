@@ -33,8 +33,13 @@ class RequestContext:
     broker: "Broker"
     header: "RequestHeader"
     peer: str
-    #: Time the request was decoded (``loop.time()``), for latency metrics.
+    #: Times (``loop.time()``) the request was decoded, its handler started and
+    #: its response was ready, for the request metrics (counted after the response is written).
     received_at: float = 0.0
+    started_at: float = 0.0
+    answered_at: float = 0.0
+    #: What a Produce appended, ``[(topic, valid bytes, records), ...]``, counted with the request.
+    appended: list | None = None
     #: Set by the network layer; see :meth:`appends_queued`.
     on_appends_queued: Callable[[], None] | None = None
 

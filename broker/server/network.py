@@ -265,7 +265,7 @@ class Connection(asyncio.Protocol):
     def _start(self, entry, ctx: RequestContext, body: dict, slot: asyncio.Future | None) -> None:
         """Run a handler's first step now; ``slot`` is its place in ``_pending`` if it has one already."""
         self._running += 1
-        self.broker.metrics.api_instruments(entry.name)[2].observe(self.loop.time() - ctx.received_at)
+        ctx.started_at = self.loop.time()
         if ctx.header.api_key == ApiKey.PRODUCE:
             ctx.on_appends_queued = self._appends_queued
         coro = self._run(entry, ctx, body)
@@ -276,6 +276,7 @@ class Connection(asyncio.Protocol):
                 self._respond(done.value)
             else:
                 slot.set_result(done.value)
+            self._count(entry.name, ctx)
             return
         except (_CloseConnection, asyncio.CancelledError):
             # Close in request order: earlier responses still go out first.
@@ -284,7 +285,7 @@ class Connection(asyncio.Protocol):
                 self._enqueue(slot)
             slot.set_exception(_CloseConnection())
             return
-        task = self.loop.create_task(self._finish(coro, awaiting))
+        task = self.loop.create_task(self._finish(coro, awaiting, entry.name, ctx))
         if slot is None:
             # First in line with the writer idle: the task answers by itself (see _finish) and the
             # writer sleeps on, two passes of its loop fewer per request at low rates.
@@ -293,7 +294,7 @@ class Connection(asyncio.Protocol):
             task.add_done_callback(functools.partial(_settle, slot))
             slot.add_done_callback(functools.partial(_cancel_with, task))
 
-    async def _finish(self, coro, awaiting):
+    async def _finish(self, coro, awaiting, name: str, ctx: RequestContext):
         """The task body for a handler whose first step ran inline (see :meth:`_start`).
 
         ``loop.create_task`` takes only native coroutines from Python 3.12 on, so the
@@ -309,6 +310,13 @@ class Connection(asyncio.Protocol):
         except BaseException:
             self._wakeup.set()  # the writer may not have been woken for this task: it must see the failure
             raise
+        try:
+            return self._answer(parts)
+        finally:
+            self._count(name, ctx)
+
+    def _answer(self, parts):
+        """:meth:`_finish`'s hand-over of a finished handler's response (in its task)."""
         me = asyncio.current_task(self.loop)
         awaited = self._awaited is me
         if not awaited and not (self._writer_idle and self._pending and self._pending[0] is me):
@@ -363,7 +371,8 @@ class Connection(asyncio.Protocol):
         if parts is None:  # no response (acks=0): nothing to keep in order
             return
         if (self._writer_idle and not self._pending and not self._closing and not self._closing_after_drain
-                and self._can_write.is_set() and all(isinstance(p, _BYTES_LIKE) for p in parts)):
+                and self._can_write.is_set() and (isinstance(parts[0], _BYTES_LIKE) if len(parts) == 1
+                                                  else all(isinstance(p, _BYTES_LIKE) for p in parts))):
             write = self.transport.write
             for part in parts:
                 write(part)
@@ -421,10 +430,12 @@ class Connection(asyncio.Protocol):
             raise _CloseConnection() from exc
         finally:
             self._finished(ctx)
-        requests, duration, _queue_time = self.broker.metrics.api_instruments(name)
-        requests.inc()
-        duration.observe(self.loop.time() - ctx.received_at)
+        ctx.answered_at = self.loop.time()
         return parts
+
+    def _count(self, name: str, ctx: RequestContext) -> None:
+        """Count a handled request, once its response is written or in line (see BrokerMetrics.count_request)."""
+        self.broker.metrics.count_request(name, ctx.received_at, ctx.started_at, ctx.answered_at, ctx.appended)
 
     # -- responses --------------------------------------------------------------------
     async def _write_loop(self) -> None:

@@ -290,6 +290,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         responses.append({"name": name, "partition_responses": partitions})
     ctx.appends_queued()
     timeout = max(request["timeout_ms"], 0) / 1000
+    counted = ctx.appended = []  # (topic, bytes, records): the metrics count them once the answer is out
     try:
         for result, name, partition, fut in submitted:
             try:
@@ -313,9 +314,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                     continue
             result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
                           log_start_offset=appended.log_start_offset)
-            bytes_in, messages_in = metrics.topic_in(name)
-            bytes_in.inc(appended.valid_bytes)
-            messages_in.inc(appended.num_records)
+            counted.append((name, appended.valid_bytes, appended.num_records))
     finally:  # cancelled (the client went away): the appends still land; nobody waits for them
         for _result, _name, _partition, fut in submitted:
             if not fut.done():
