@@ -3,7 +3,8 @@
 * :func:`disk_write_mb_s` writes ``total_bytes`` of 1 MiB blocks sequentially to
   a new file in ``directory`` (the file system the broker's log dirs live on),
   then ``fsync``s it; throughput counts the time up to the end of the fsync. The
-  file is removed afterwards.
+  file is removed afterwards, and the removal committed (``sync``) before the
+  cases start.
 * :func:`loopback_mb_s` sends ``total_bytes`` over one TCP connection on
   127.0.0.1 from a child process (1 MiB ``sendall`` calls) to this process,
   which receives into a reused buffer; throughput is measured on the receiving
@@ -38,6 +39,9 @@ def disk_write_mb_s(directory: str | None, total_bytes: int) -> float:
     finally:
         os.close(fd)
         os.unlink(path)
+        # Freeing the file's blocks is a large journal transaction: commit it now, or the first
+        # case's appends (our broker's, not tansu's in memory) wait for it.
+        os.sync()
     return written / elapsed / 1e6
 
 
