@@ -468,11 +468,11 @@ class BrokerMetrics:
         return pair
 
     def count_request(self, api: str, received_at: float, started_at: float, answered_at: float,
-                      appended: list | None) -> None:
+                      produced: list | None) -> None:
         """Count one answered request: its API's count, duration and queue time, and what it appended.
 
         The times are ``loop.time()`` readings: arrival, handler start, response
-        ready. ``appended`` is None or ``[(topic, valid bytes, records), ...]``.
+        ready. ``produced`` is None or ``[(topic, valid bytes, records), ...]``.
         The network layer calls this once the response is written (or in line
         behind earlier ones). The request is only noted here; the instruments
         take in the noted requests ``COUNT_BATCH`` at a time and at every
@@ -482,7 +482,7 @@ class BrokerMetrics:
         request answered before it.
         """
         answered = self._answered
-        answered.append((api, received_at, started_at, answered_at, appended))
+        answered.append((api, received_at, started_at, answered_at, produced))
         if len(answered) >= COUNT_BATCH:
             self._count_answered()
 
@@ -491,15 +491,15 @@ class BrokerMetrics:
         answered = self._answered
         while True:
             try:
-                api, received_at, started_at, answered_at, appended = answered.popleft()
+                api, received_at, started_at, answered_at, produced = answered.popleft()
             except IndexError:
                 return
             requests, duration, queue_time = self.api_instruments(api)
             requests.inc()
             duration.observe(answered_at - received_at)
             queue_time.observe(started_at - received_at)
-            if appended:
-                for topic, size, records in appended:
+            if produced:
+                for topic, size, records in produced:
                     bytes_in, messages_in = self.topic_in(topic)
                     bytes_in.inc(size)
                     messages_in.inc(records)

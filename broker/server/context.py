@@ -39,7 +39,7 @@ class RequestContext:
     started_at: float = 0.0
     answered_at: float = 0.0
     #: What a Produce appended, ``[(topic, valid bytes, records), ...]``, counted with the request.
-    appended: list | None = None
+    produced: list | None = None
     #: Set by the network layer; see :meth:`appends_queued`.
     on_appends_queued: Callable[[], None] | None = None
 

@@ -435,7 +435,7 @@ class Connection(asyncio.Protocol):
 
     def _count(self, name: str, ctx: RequestContext) -> None:
         """Count a handled request, once its response is written or in line (see BrokerMetrics.count_request)."""
-        self.broker.metrics.count_request(name, ctx.received_at, ctx.started_at, ctx.answered_at, ctx.appended)
+        self.broker.metrics.count_request(name, ctx.received_at, ctx.started_at, ctx.answered_at, ctx.produced)
 
     # -- responses --------------------------------------------------------------------
     async def _write_loop(self) -> None:

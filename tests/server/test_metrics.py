@@ -72,6 +72,24 @@ def test_metrics_after_produce_fetch_and_errors(broker_factory):
     assert value(s, "kafkapy_log_appender_prompt_waits_timed_out_total", log_dir=log_dir) <= waits
 
 
+def test_every_answered_request_is_counted_once_across_batches_and_scrapes(broker_factory):
+    """Requests are counted in batches on the loop and at each scrape: none lost, none twice."""
+    b = broker_factory()
+    with Wire(b.bootstrap) as w:
+        for _ in range(100):  # more than one batch, then a remainder only a scrape counts
+            produce(w, "c", make_batch([b"x"]))
+        s1 = scrape(b)
+        for _ in range(30):
+            produce(w, "c", make_batch([b"x"]))
+        s2 = scrape(b)
+    assert value(s1, "kafkapy_requests_total", api="Produce") == 100
+    assert value(s1, "kafkapy_messages_in_total", topic="c") == 100
+    assert value(s1, "kafkapy_request_queue_time_seconds_count", api="Produce") == 100
+    assert value(s2, "kafkapy_requests_total", api="Produce") == 130
+    assert value(s2, "kafkapy_request_duration_seconds_count", api="Produce") == 130
+    assert value(s2, "kafkapy_bytes_in_total", topic="c") == 130 * len(make_batch([b"x"]))
+
+
 def test_metrics_port_off(broker_factory):
     b = broker_factory(metrics_port=-1)
     assert b.metrics_port is None

@@ -290,7 +290,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         responses.append({"name": name, "partition_responses": partitions})
     ctx.appends_queued()
     timeout = max(request["timeout_ms"], 0) / 1000
-    counted = ctx.appended = []  # (topic, bytes, records): the metrics count them once the answer is out
+    counted = ctx.produced = []  # (topic, bytes, records): the metrics count them once the answer is out
     try:
         for result, name, partition, fut in submitted:
             try:
