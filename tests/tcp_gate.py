@@ -12,27 +12,32 @@ port on 127.0.0.1, a thread per direction. It is in one of three modes:
   binding its port and serving. They stay silent until :meth:`close`, also
   after ``open()``: a client must give up on them itself.
 
-``tap``, when given, is called once for each forwarded connection and returns a
-function that is given, in order, every chunk the client sends upstream (a
-recorder parses the client's stream with it). Used by the ZooKeeper tests and
-by ``tests/vectors/capture_records.py``. Thread-safe: the modes may be changed
-from any thread.
+``tap``, when given, is called once for each forwarded connection and returns
+``(to_upstream, to_client)``: two functions (either may be None) given, in
+order, every chunk the client sends upstream and every chunk sent back to it.
+A chunk reaches its function before it is forwarded, so a request is seen
+before its response can be. :func:`frames` turns a function of whole Kafka
+frames into such a function of chunks. Used by the ZooKeeper tests and by the
+recorders in ``tests/vectors`` (``capture_records``, ``protocol/capture``).
+Thread-safe: the modes may be changed from any thread.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from typing import Callable
 
 HOST = "127.0.0.1"
+Feed = Callable[[bytes], None]
 UPSTREAM_CONNECT_S = 5  # a guard against a hung connect, not a performance assertion
 
 
 class TcpGate:
     """A forwarder to ``HOST:upstream_port`` (see the module docstring)."""
 
-    def __init__(self, upstream_port: int, *, tap: Callable[[], Callable[[bytes], None]] | None = None) -> None:
+    def __init__(self, upstream_port: int, *, tap: Callable[[], tuple[Feed | None, Feed | None]] | None = None) -> None:
         self.upstream = (HOST, upstream_port)
         self.tap = tap
         self.port = 0
@@ -160,9 +165,25 @@ class TcpGate:
             client.close()
             upstream.close()
 
-        feed = self.tap() if self.tap is not None else None
-        threading.Thread(target=pipe, args=(client, upstream, feed), daemon=True).start()
-        threading.Thread(target=pipe, args=(upstream, client, None), daemon=True).start()
+        to_upstream, to_client = self.tap() if self.tap is not None else (None, None)
+        threading.Thread(target=pipe, args=(client, upstream, to_upstream), daemon=True).start()
+        threading.Thread(target=pipe, args=(upstream, client, to_client), daemon=True).start()
+
+
+def frames(on_frame: Callable[[bytes], None]) -> Feed:
+    """A tap function for one direction of a Kafka connection: ``on_frame`` gets each whole frame,
+    without its 4-byte size prefix, in order."""
+    buf = bytearray()
+
+    def feed(data: bytes) -> None:
+        buf.extend(data)
+        while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+            size = struct.unpack_from(">i", buf)[0]
+            frame = bytes(buf[4:4 + size])
+            del buf[:4 + size]
+            on_frame(frame)
+
+    return feed
 
 
 def _shutdown(sock: socket.socket) -> None:

@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.tcp_gate import TcpGate
+from tests.tcp_gate import TcpGate, frames
 
 TOPIC = "vectors"
 BASE_TS = 1_700_000_000_000
@@ -143,22 +143,15 @@ class Recorder:
             out, self.captured = self.captured, []
         return out
 
-    def stream(self):
-        """A function for one client connection, given its bytes in order (a ``TcpGate`` tap)."""
-        buf = bytearray()
+    def tap(self):
+        """The ``TcpGate`` tap for one client connection: its requests, frame by frame."""
+        return frames(self._request), None
 
-        def feed(data: bytes) -> None:
-            buf.extend(data)
-            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-                size = struct.unpack_from(">i", buf)[0]
-                frame = bytes(buf[4 : 4 + size])
-                del buf[: 4 + size]
-                if frame[:2] == b"\x00\x00":
-                    version = struct.unpack_from(">h", frame, 2)[0]
-                    with self.lock:
-                        self.captured += [(version, rec) for rec in produce_records(frame)]
-
-        return feed
+    def _request(self, frame: bytes) -> None:
+        if frame[:2] == b"\x00\x00":  # Produce
+            version = struct.unpack_from(">h", frame, 2)[0]
+            with self.lock:
+                self.captured += [(version, rec) for rec in produce_records(frame)]
 
 
 # -- clients ------------------------------------------------------------------
@@ -208,7 +201,7 @@ def main() -> int:
 
     broker_port = _free_port()
     recorder = Recorder()
-    proxy = TcpGate(broker_port, tap=recorder.stream)
+    proxy = TcpGate(broker_port, tap=recorder.tap)
     tansu = subprocess.Popen(
         [args.tansu, "broker", "--listener-url", f"tcp://127.0.0.1:{broker_port}",
          "--advertised-listener-url", f"tcp://127.0.0.1:{proxy.port}", "--storage-engine", "memory://tansu/"],

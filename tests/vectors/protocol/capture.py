@@ -1,7 +1,8 @@
 """Dev script (not imported by tests): record real client request/response frames.
 
-Starts a Kafka-compatible broker (tansu, memory storage) on one port, a recording TCP proxy on
-another, and advertises the proxy's port so every client connection goes through it. Each
+Starts a Kafka-compatible broker (tansu, memory storage) on one port, a recording TCP proxy
+(``tests/tcp_gate.py``) on another, and advertises the proxy's port so every client connection
+goes through it. Each
 scenario drives one real client library (admin create topic, produce, consume in a group, list
 offsets); every frame is saved without its size prefix:
 
@@ -10,8 +11,10 @@ offsets); every frame is saved without its size prefix:
 
 Only the first two exchanges of each (api key, version) are kept per client.
 
-    python tests/vectors/protocol/capture.py --tansu PATH/TO/tansu --out tests/vectors/protocol \
+    python -m tests.vectors.protocol.capture --tansu PATH/TO/tansu --out tests/vectors/protocol \
         [--client confluent-kafka|kafka-python|aiokafka|kcat ...]
+
+(from the repository's root, so that ``tests`` is importable).
 """
 
 from __future__ import annotations
@@ -28,16 +31,12 @@ import time
 from pathlib import Path
 
 from broker.protocol import ApiKey
+from tests.tcp_gate import TcpGate, frames
+from tests.zookeeper import free_port
 
 TOPIC = "vectors-topic"
 GROUP = "vectors-group"
 KEEP_PER_VERSION = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Recorder:
@@ -69,45 +68,19 @@ class Recorder:
     def response(self, stem: str, frame: bytes):
         (self.folder / f"{stem}-response.bin").write_bytes(frame)
 
-
-async def _pump(reader, writer, on_frame):
-    buf = b""
-    while True:
-        data = await reader.read(65536)
-        if not data:
-            break
-        writer.write(data)
-        buf += data
-        while len(buf) >= 4:
-            (size,) = struct.unpack_from(">i", buf)
-            if len(buf) < 4 + size:
-                break
-            on_frame(buf[4:4 + size])
-            buf = buf[4 + size:]
-        await writer.drain()
-    writer.close()
-
-
-async def _proxy(listen_port: int, upstream_port: int, recorder: Recorder, ready: threading.Event):
-    async def handle(c_reader, c_writer):
-        u_reader, u_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+    def tap(self):
+        """The ``TcpGate`` tap for one connection: pairs its responses with its requests by correlation id."""
         pending: dict[int, str | None] = {}
 
-        def on_request(frame):
-            pending[struct.unpack_from(">i", frame, 4)[0]] = recorder.request(frame)
+        def on_request(frame: bytes) -> None:
+            pending[struct.unpack_from(">i", frame, 4)[0]] = self.request(frame)
 
-        def on_response(frame):
+        def on_response(frame: bytes) -> None:
             stem = pending.pop(struct.unpack_from(">i", frame)[0], None)
             if stem:
-                recorder.response(stem, frame)
+                self.response(stem, frame)
 
-        await asyncio.gather(_pump(c_reader, u_writer, on_request),
-                             _pump(u_reader, c_writer, on_response), return_exceptions=True)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
-    ready.set()
-    async with server:
-        await server.serve_forever()
+        return frames(on_request), frames(on_response)
 
 
 def scenario_confluent(bootstrap: str):
@@ -265,10 +238,12 @@ def main() -> int:
     ap.add_argument("--client", action="append", choices=sorted(SCENARIOS))
     args = ap.parse_args()
     for client in args.client or sorted(SCENARIOS):
-        broker_port, proxy_port = free_port(), free_port()
+        broker_port = free_port()
+        recorder = Recorder(args.out / client)
+        proxy = TcpGate(broker_port, tap=recorder.tap)
         tansu = subprocess.Popen(
             [args.tansu, "broker", "--listener-url", f"tcp://127.0.0.1:{broker_port}",
-             "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}",
+             "--advertised-listener-url", f"tcp://127.0.0.1:{proxy.port}",
              "--storage-engine", "memory://tansu/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -278,15 +253,11 @@ def main() -> int:
                     break
                 except OSError:
                     time.sleep(0.1)
-            recorder = Recorder(args.out / client)
-            ready = threading.Event()
-            threading.Thread(target=lambda: asyncio.run(
-                _proxy(proxy_port, broker_port, recorder, ready)), daemon=True).start()
-            ready.wait(5)
-            SCENARIOS[client](f"127.0.0.1:{proxy_port}")
+            SCENARIOS[client](f"127.0.0.1:{proxy.port}")
             time.sleep(0.5)
             print(f"{client}: {recorder.seq} exchanges", file=sys.stderr)
         finally:
+            proxy.close()
             tansu.terminate()
             tansu.wait(10)
     return 0
