@@ -310,28 +310,24 @@ class Connection(asyncio.Protocol):
         except BaseException:
             self._wakeup.set()  # the writer may not have been woken for this task: it must see the failure
             raise
-        try:
-            return self._answer(parts)
+        try:  # counted once the response is written or in line (see _count)
+            me = asyncio.current_task(self.loop)
+            awaited = self._awaited is me
+            if not awaited and not (self._writer_idle and self._pending and self._pending[0] is me):
+                return parts  # behind others: the writer sends it in order
+            if not parts or (not self._closing and self._can_write.is_set()
+                             and all(isinstance(p, _BYTES_LIKE) for p in parts)):
+                if parts:
+                    write = self.transport.write
+                    for part in parts:
+                        write(part)
+                if not awaited:
+                    self._pending.popleft()
+                return []
+            self._wakeup.set()  # a file slice, a full send buffer or a closing connection: the writer's work
+            return parts
         finally:
             self._count(name, ctx)
-
-    def _answer(self, parts):
-        """:meth:`_finish`'s hand-over of a finished handler's response (in its task)."""
-        me = asyncio.current_task(self.loop)
-        awaited = self._awaited is me
-        if not awaited and not (self._writer_idle and self._pending and self._pending[0] is me):
-            return parts  # behind others: the writer sends it in order
-        if not parts or (not self._closing and self._can_write.is_set()
-                         and all(isinstance(p, _BYTES_LIKE) for p in parts)):
-            if parts:
-                write = self.transport.write
-                for part in parts:
-                    write(part)
-            if not awaited:
-                self._pending.popleft()
-            return []
-        self._wakeup.set()  # a file slice, a full send buffer or a closing connection: the writer's work
-        return parts
 
     def _appends_queued(self) -> None:
         """A running Produce queued all its appends (see "order of effects")."""
