@@ -130,17 +130,30 @@ def _cancel_with(task: asyncio.Task, slot: asyncio.Future) -> None:
 
 
 class _SliceFile:
-    """A file-like view for ``loop.sendfile`` that never moves the shared file's position.
+    """A file-like view of a segment file for one ``loop.sendfile`` call.
 
-    ``loop.sendfile`` seeks its file after sending; segment files are shared by
-    every reader (and the writer), so we hand it this wrapper whose ``seek`` and
-    ``read`` work on a private position with ``pread``.
+    It holds its own duplicate of the segment file's descriptor (``os.dup``):
+
+    * asyncio's native sendfile spans several loop passes and then ``lseek``s the
+      descriptor it was given. The segment file may be closed meanwhile (its
+      replica deleted or moved, the broker stopping); with the shared descriptor
+      that would raise inside a loop callback and leave the send unfinished, and
+      a reused descriptor number would send another file's bytes. The duplicate
+      keeps the open file readable until the send ends, as Kafka's delayed
+      segment deletion does for readers.
+    * asyncio's final ``lseek`` moves the file offset, which the duplicate shares
+      with the segment file (one open file description). That is harmless: every
+      read and write of a segment file is positional (``pread``/``pwritev``).
+
+    The fallback path (no native sendfile, e.g. TLS) ``seek``s and ``readinto``s;
+    those work on a private position with ``pread``. ``close`` must be called once
+    the send has ended.
     """
 
     mode = "rb"
 
     def __init__(self, file) -> None:
-        self._fd = file.fileno()
+        self._fd = os.dup(file.fileno())  # ValueError if the segment file is closed already
         self._pos = 0
 
     def fileno(self) -> int:
@@ -155,6 +168,9 @@ class _SliceFile:
         buf[: len(data)] = data
         self._pos += len(data)
         return len(data)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 class Connection(asyncio.Protocol):
@@ -491,7 +507,13 @@ class Connection(asyncio.Protocol):
                 continue
             if not self._can_write.is_set():
                 await self._can_write.wait()
-            sent = await self.loop.sendfile(transport, _SliceFile(part.file), part.position, part.length)
+            view = _SliceFile(part.file)
+            try:
+                sent = await self.loop.sendfile(transport, view, part.position, part.length)
+            finally:
+                # A cancelled send removes its writer callback before this task resumes, so
+                # nothing touches the descriptor after this.
+                view.close()
             if sent != part.length:
                 # The file got shorter under us: the frame size is now wrong, so the stream is lost.
                 raise ConnectionError(f"sent {sent} of {part.length} bytes of a file slice")

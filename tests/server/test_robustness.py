@@ -8,10 +8,12 @@ import os
 import random
 import socket
 import struct
+import time
 
 import pytest
 
-from broker.protocol import ApiKey, encode_request
+from broker.protocol import ApiKey, decode_response, encode_request
+from broker.records.batch import iter_records
 
 from .wire import Wire, make_batch
 
@@ -106,6 +108,46 @@ def test_slow_reader_does_not_hold_up_others(broker):
     assert broker.running()
     slow.close()
     healthy(broker)
+
+
+def test_topic_deleted_while_a_fetch_is_being_sent_to_a_slow_reader(broker):
+    """The segment files of a fetch that is still being sent (``sendfile``, held up by
+    a slow reader) are closed and deleted with their topic: the reader still gets
+    every byte it was promised, intact, and nothing goes wrong inside the broker."""
+    values = [os.urandom(900_000) for _ in range(12)]  # ~11 MB: far more than socket buffers hold
+    with Wire(broker.bootstrap) as w:
+        for value in values:
+            body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
+                {"name": "gone", "partition_data": [{"index": 0, "records": make_batch([value])}]}]}
+            assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
+    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": "gone", "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
+             "forgotten_topics_data": [], "rack_id": ""}
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect((broker.host, broker.port))
+    slow.settimeout(30)
+    with slow:
+        slow.sendall(encode_request(ApiKey.FETCH, 11, 7, "slow", fetch))
+        received = bytearray(slow.recv(65536))
+        time.sleep(0.5)  # the broker is stuck in sendfile: the reader's window is full
+        with Wire(broker.bootstrap) as w:
+            deleted = w.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["gone"], "timeout_ms": 10000})
+            assert deleted["responses"][0]["error_code"] == 0
+        assert not (broker.data_dir / "gone-0").exists()
+        while len(received) < 4 or len(received) < 4 + struct.unpack(">i", received[:4])[0]:
+            chunk = slow.recv(1 << 20)
+            assert chunk, f"connection closed after {len(received)} bytes of the fetch response"
+            received += chunk
+    size = struct.unpack(">i", received[:4])[0]
+    assert len(received) == 4 + size
+    correlation_id, response = decode_response(ApiKey.FETCH, 11, bytes(received[4:]))
+    assert correlation_id == 7
+    records = response["responses"][0]["partitions"][0]["records"]
+    assert [entry.value for entry in iter_records(records)] == values
+    healthy(broker)
+    assert "Traceback" not in broker.stderr_text()
 
 
 def test_many_connections_open_and_vanish(broker):
