@@ -128,26 +128,55 @@ def struct_codec(fields: tuple[Field, ...], version: int, flexible: bool):
         write_lines.append(f"    out.append(_p{i}({', '.join(args)}))")
         i = run[-1] + 1
     for k, (name, make) in enumerate(absent):
-        value = make()
-        if isinstance(value, _IMMUTABLE):
-            env[f"_a{k}"] = value
-            entries.append(f"{name!r}: _a{k}")
-        else:
-            env[f"_a{k}"] = make
-            entries.append(f"{name!r}: _a{k}()")
+        entries.append(_default_entry(env, f"_a{k}", name, make))
+    for tag, (name, _r, _w, _default, make) in tag_order:  # defaults, replaced by the tags sent
+        entries.append(_default_entry(env, f"_t{tag}", name, make))
     read_lines.append(f"    out = {{{', '.join(entries)}}}")
     if flexible:
         env["_read_tags"], env["_write_tags"] = _tags_codec(tag_order)
-        read_lines.append("    pos = _read_tags(buf, pos, out)")
-        write_lines.append("    _write_tags(out, get)")
+        env["Truncated"] = Truncated
+        # Nearly every tagged section is empty (one zero byte): that case is read inline.
+        read_lines += ["    try:", "        n = buf[pos]", "    except IndexError:",
+                       "        raise Truncated('buffer ends before a tagged-field section') from None",
+                       "    if n:", "        pos = _read_tags(buf, pos, out)", "    else:", "        pos += 1"]
+        write_lines.append("    _write_tags(out, get)" if tag_order else "    out.append(b'\\x00')")
     read_lines.append("    return out, pos")
     source = "\n".join(["def read(buf, pos):", *read_lines, "", "def write(out, body):", *write_lines, ""])
     exec(compile(source, f"<codec v{version} {' '.join(f.name for f in fields)[:60]}>", "exec"), env)
     return env["read"], env["write"]
 
 
+def _default_entry(env: dict, key: str, name: str, make) -> str:
+    """The dict-literal entry giving field ``name`` its default: a constant, or a call of ``make``
+    for a mutable default (each decoded struct gets its own list)."""
+    value = make()
+    if isinstance(value, _IMMUTABLE):
+        env[key] = value
+        return f"{name!r}: {key}"
+    env[key] = make
+    return f"{name!r}: {key}()"
+
+
+# An unsigned varint read into ``n`` (moving ``pos``), its one-byte form (lengths under 127, nearly
+# all) inline; generated code only.
+_INLINE_UVARINT_READ = [
+    "    try:",
+    "        n = buf[pos]",
+    "    except IndexError:",
+    "        raise Truncated('buffer ends inside a varint') from None",
+    "    if n < 0x80:",
+    "        pos += 1",
+    "    else:",
+    "        n, pos = _uvarint(buf, pos)",
+]
+_SMALL_UVARINTS = tuple(bytes((i,)) for i in range(128))  # the encoding of 0..127: one byte each
+
+
 def _tags_codec(tag_order: tuple):
-    """(read, write) of a flexible struct's tagged-field section, for :func:`struct_codec`."""
+    """(read, write) of a flexible struct's tagged-field section, for :func:`struct_codec`.
+
+    ``read`` only stores the tagged fields sent: the struct's reader put every
+    tagged field's default in ``out`` before."""
     tagged = dict(tag_order)
 
     def read(buf, pos, out):
@@ -165,9 +194,6 @@ def _tags_codec(tag_order: tuple):
                     raise ValueError(f"tagged field {entry[0]} has size {size}, read {stop - pos}")
                 out[entry[0]] = value
             pos = end
-        for _tag, (name, _r, _w, _d, make) in tag_order:
-            if name not in out:  # the regular fields' names are never tagged ones
-                out[name] = make()
         return pos
 
     def write(out, get):
@@ -199,7 +225,7 @@ def _inline_read(fld: Field, version: int, flexible: bool, i: int, env: dict, re
         what = {"string": "string", "bytes": "bytes", "records": "bytes"}.get(kind, "array")
         if flexible:
             env["_uvarint"] = read_uvarint
-            lines = [f"    n, pos = _uvarint(buf, pos)", "    n -= 1"]
+            lines = _INLINE_UVARINT_READ + ["    n -= 1"]
         else:
             env["_I16"], env["_I32"] = _I16.unpack_from, _I32.unpack_from
             width = 2 if kind == "string" else 4
@@ -251,8 +277,8 @@ def _inline_write(fld: Field, version: int, flexible: bool, i: int, env: dict, w
         else:
             lines += ["    if x is None:", f"        raise ValueError('null in a non-nullable {what}')"]
         if flexible:
-            env["_uvarint_bytes"] = encode_uvarint
-            size = "_uvarint_bytes(len({}) + 1)"
+            env["_uvarint_bytes"], env["_SMALL"] = encode_uvarint, _SMALL_UVARINTS
+            size = "_SMALL[len({0}) + 1] if len({0}) < 127 else _uvarint_bytes(len({0}) + 1)"
         else:
             env["_P16"], env["_P32"] = _I16.pack, _I32.pack
             size = ("_P16" if what == "string" else "_P32") + "(len({}))"

@@ -134,6 +134,8 @@ def body_codec(api_key: int, api_version: int, response: bool):
 
 
 def _skip_tagged(buf, pos):
+    if pos < len(buf) and buf[pos] == 0:  # no tagged fields: nearly always
+        return pos + 1
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
