@@ -106,6 +106,7 @@ a snapshot. Instruments are thread-safe (prometheus-client).
 
 from __future__ import annotations
 
+import bisect
 import collections
 import logging
 from typing import Callable, Iterable, NamedTuple
@@ -116,8 +117,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
                                ProcessCollector, disable_created_metrics, make_wsgi_app)
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +179,49 @@ class _CountAnswered(Collector):
         except Exception:  # a scrape must never take anything down
             log.exception("counting answered requests failed")
         return []
+
+
+class _RequestHistograms(Collector):
+    """``kafkapy_request_duration_seconds`` and ``kafkapy_request_queue_time_seconds``, by API.
+
+    Kept as plain counts per bucket, which :meth:`BrokerMetrics._count_answered`
+    fills under ``lock`` (a bisect and two additions per request; a
+    prometheus-client ``Histogram`` costs a lock and several calls per
+    observation), and made cumulative at scrape time.
+
+    ``by_api`` maps an API name to ``[duration counts, duration sum, queue
+    counts, queue sum]``; a counts list has one slot per bucket of
+    ``_LATENCY_BUCKETS`` plus one for ``+Inf``, and a value equal to a bound
+    falls in that bound's bucket (``le``), as in Prometheus.
+    """
+
+    _LE = [floatToGoString(b) for b in _LATENCY_BUCKETS] + ["+Inf"]
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self.by_api: dict[str, list] = {}
+
+    def collect(self):
+        duration = HistogramMetricFamily(PREFIX + "request_duration_seconds",
+                                          "Time from a request's arrival to its response being queued.", labels=["api"])
+        queue_time = HistogramMetricFamily(PREFIX + "request_queue_time_seconds",
+                                           "Time from a request's arrival to its handler's start.", labels=["api"])
+        with self._lock:
+            taken = [(api, list(d), d_sum, list(q), q_sum) for api, (d, d_sum, q, q_sum) in self.by_api.items()]
+        for api, d, d_sum, q, q_sum in taken:
+            duration.add_metric([api], self._cumulative(d), d_sum)
+            queue_time.add_metric([api], self._cumulative(q), q_sum)
+        yield duration
+        yield queue_time
+
+    @classmethod
+    def _cumulative(cls, counts: list) -> list[tuple[str, float]]:
+        total = 0
+        buckets = []
+        for le, n in zip(cls._LE, counts):
+            total += n
+            buckets.append((le, total))
+        return buckets
 
 
 class _AppenderCollector(Collector):
@@ -391,15 +436,14 @@ class BrokerMetrics:
         # Answered requests not counted yet (count_request): deque appends and pops are atomic,
         # so the loop adds while a scrape's thread counts.
         self._answered: collections.deque[tuple] = collections.deque()
+        self._counting = threading.Lock()  # _count_answered runs on the loop and on scrape threads
+        self._request_histograms = _RequestHistograms(self._counting)
         r.register(_CountAnswered(self._count_answered))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         self.requests = Counter(PREFIX + "requests", "Requests handled, by API.", ["api"], registry=r)
-        self.request_duration = Histogram(
-            PREFIX + "request_duration_seconds", "Time from a request's arrival to its response being queued.",
-            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
-        )
+        r.register(self._request_histograms)
         self.request_errors = Counter(
             PREFIX + "request_errors", "Requests that closed their connection, by API and reason.",
             ["api", "error"], registry=r,
@@ -436,10 +480,6 @@ class BrokerMetrics:
         )
         self.log_cleaner_threads = Gauge(PREFIX + "log_cleaner_threads", "Log cleaner threads running.",
                                          registry=r)
-        self.request_queue_time = Histogram(
-            PREFIX + "request_queue_time_seconds", "Time from a request's arrival to its handler's start.",
-            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
-        )
         r.register(_TopicCopyCollector((
             (self.bytes_in, "kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended, by topic."),
             (self.bytes_out, "kafka_server_brokertopicmetrics_bytesout", "Record bytes sent to fetchers, by topic."),
@@ -447,25 +487,6 @@ class BrokerMetrics:
         self._server = None
         self._thread = None
         self.port: int | None = None
-        self._api_instruments: dict[str, tuple] = {}
-        self._topic_in: dict[str, tuple] = {}
-
-    # Labelled children cached per label value: ``labels()`` costs a lock and a
-    # tuple build each call, and these run once or twice per request.
-    def api_instruments(self, api: str) -> tuple:
-        """``(requests_total, request_duration_seconds, request_queue_time_seconds)`` children for one API name."""
-        children = self._api_instruments.get(api)
-        if children is None:
-            children = self._api_instruments[api] = (self.requests.labels(api), self.request_duration.labels(api),
-                                                     self.request_queue_time.labels(api))
-        return children
-
-    def topic_in(self, topic: str) -> tuple:
-        """``(bytes_in_total, messages_in_total)`` children for one topic."""
-        pair = self._topic_in.get(topic)
-        if pair is None:
-            pair = self._topic_in[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
-        return pair
 
     def count_request(self, api: str, received_at: float, started_at: float, answered_at: float,
                       produced: list | None) -> None:
@@ -487,22 +508,45 @@ class BrokerMetrics:
             self._count_answered()
 
     def _count_answered(self) -> None:
-        """Take the noted requests into the instruments (on the loop, or on a scrape's thread)."""
+        """Take the noted requests into the instruments (on the loop, or on a scrape's thread).
+
+        The histograms are filled per request (:class:`_RequestHistograms`); the
+        counters get one increment per API and per topic for the whole lot.
+        """
         answered = self._answered
-        while True:
-            try:
-                api, received_at, started_at, answered_at, produced = answered.popleft()
-            except IndexError:
-                return
-            requests, duration, queue_time = self.api_instruments(api)
-            requests.inc()
-            duration.observe(answered_at - received_at)
-            queue_time.observe(started_at - received_at)
-            if produced:
-                for topic, size, records in produced:
-                    bytes_in, messages_in = self.topic_in(topic)
-                    bytes_in.inc(size)
-                    messages_in.inc(records)
+        with self._counting:
+            histograms = self._request_histograms.by_api
+            per_api: dict[str, int] = {}
+            per_topic: dict[str, list] = {}
+            while True:
+                try:
+                    api, received_at, started_at, answered_at, produced = answered.popleft()
+                except IndexError:
+                    break
+                per_api[api] = per_api.get(api, 0) + 1
+                h = histograms.get(api)
+                if h is None:
+                    h = histograms[api] = [[0] * (len(_LATENCY_BUCKETS) + 1), 0.0, [0] * (len(_LATENCY_BUCKETS) + 1), 0.0]
+                took = answered_at - received_at
+                h[0][bisect.bisect_left(_LATENCY_BUCKETS, took)] += 1
+                h[1] += took
+                took = started_at - received_at
+                h[2][bisect.bisect_left(_LATENCY_BUCKETS, took)] += 1
+                h[3] += took
+                if produced:
+                    for topic, size, records in produced:
+                        tally = per_topic.get(topic)
+                        if tally is None:
+                            per_topic[topic] = [size, records]
+                        else:
+                            tally[0] += size
+                            tally[1] += records
+            # Still under the lock: a scrape waiting for it must find these counted.
+            for api, n in per_api.items():
+                self.requests.labels(api).inc(n)
+            for topic, (size, records) in per_topic.items():
+                self.bytes_in.labels(topic).inc(size)
+                self.messages_in.labels(topic).inc(records)
 
     def watch_logs(self, logs: Callable[[], Iterable]) -> None:
         """Report per-partition log gauges from ``logs()`` -> iterable of ((topic, partition), log)."""
