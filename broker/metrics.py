@@ -111,6 +111,8 @@ import collections
 import logging
 from typing import Callable, Iterable, NamedTuple
 
+import os
+import selectors
 import threading
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -137,6 +139,43 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format, *args):  # scrapes are not worth a log line each
         pass
+
+
+class MetricsHTTPServer:
+    """Serves ``registry`` at ``/metrics`` over HTTP from a daemon thread, each scrape on a thread of its own.
+
+    The accepting thread sleeps until a scrape connects or :meth:`stop` is
+    called (a byte on a pipe). socketserver's ``serve_forever`` instead wakes
+    every ``poll_interval`` to look for a shutdown request, and each wake-up
+    takes the GIL from the process's event loop. ``port`` is the bound port
+    (``port`` 0 asks for an ephemeral one).
+    """
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self._server = make_server(host, port, make_wsgi_app(registry), _ThreadingWSGIServer,
+                                   handler_class=_QuietHandler)
+        self.port: int = self._server.server_port
+        self._stop_r, self._stop_w = os.pipe()
+        self._thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._server, selectors.EVENT_READ)
+            selector.register(self._stop_r, selectors.EVENT_READ)
+            while True:
+                ready = selector.select()
+                if any(key.fd == self._stop_r for key, _events in ready):
+                    return
+                self._server.handle_request()  # a connection is waiting: accepts it at once
+
+    def stop(self) -> None:
+        """Stop accepting scrapes and close the socket (scrapes in progress finish on their threads)."""
+        os.write(self._stop_w, b"\0")
+        self._thread.join()
+        self._server.server_close()
+        os.close(self._stop_r)
+        os.close(self._stop_w)
 
 
 class _LogCollector(Collector):
@@ -484,8 +523,7 @@ class BrokerMetrics:
             (self.bytes_in, "kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended, by topic."),
             (self.bytes_out, "kafka_server_brokertopicmetrics_bytesout", "Record bytes sent to fetchers, by topic."),
             (self.messages_in, "kafka_server_brokertopicmetrics_messagesin", "Records appended, by topic."))))
-        self._server = None
-        self._thread = None
+        self._http: MetricsHTTPServer | None = None
         self.port: int | None = None
 
     def count_request(self, api: str, received_at: float, started_at: float, answered_at: float,
@@ -570,16 +608,11 @@ class BrokerMetrics:
 
     def start_http(self, host: str, port: int) -> int:
         """Serve ``/metrics`` on ``host:port`` (0 = ephemeral) in a daemon thread; returns the bound port."""
-        self._server = make_server(host, port, make_wsgi_app(self.registry), _ThreadingWSGIServer,
-                                   handler_class=_QuietHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="metrics-http", daemon=True)
-        self._thread.start()
-        self.port = self._server.server_port
+        self._http = MetricsHTTPServer(self.registry, host, port)
+        self.port = self._http.port
         return self.port
 
     def stop_http(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None

@@ -20,26 +20,15 @@ figures (``process_*``, ``python_gc_*``).
 
 from __future__ import annotations
 
-import threading
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
-                               ProcessCollector, disable_created_metrics, make_wsgi_app)
+                               ProcessCollector, disable_created_metrics)
+
+from broker.metrics import MetricsHTTPServer
 
 disable_created_metrics()
 
 _P = "kafkapy_mirror_"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):
-        pass
 
 
 class MirrorMetrics:
@@ -63,17 +52,14 @@ class MirrorMetrics:
         self.groups = Gauge(_P + "groups", "Groups whose offsets were translated in the last round.", ["flow"],
                             registry=r)
         self.partitions = Gauge(_P + "partitions", "Source partitions this process owns.", ["flow"], registry=r)
-        self._server = None
+        self._http: MetricsHTTPServer | None = None
 
     def start_http(self, host: str, port: int) -> int:
         """Serve ``/metrics`` in a daemon thread; returns the bound port (``port`` 0: ephemeral)."""
-        self._server = make_server(host, port, make_wsgi_app(self.registry), _Server, handler_class=_QuietHandler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="metrics-http",
-                         daemon=True).start()
-        return self._server.server_port
+        self._http = MetricsHTTPServer(self.registry, host, port)
+        return self._http.port
 
     def stop_http(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None

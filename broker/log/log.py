@@ -864,6 +864,8 @@ class Log:
 
     def purge_deleted(self, now: float | None = None) -> int:
         """Close and unlink ``*.deleted`` segments whose delay has passed (all when ``now`` is inf)."""
+        if not self._pending_deletes:  # the scheduler asks every log every tick: no lock for nothing
+            return 0
         now = self.clock() if now is None else now
         with self.lock:
             due = [(t, s) for t, s in self._pending_deletes if t <= now]
