@@ -784,6 +784,24 @@ class Log:
             return True
         return False
 
+    def next_duty(self) -> float | None:
+        """When (a ``clock()`` time) the log scheduler must next look at this log; None: only when woken.
+
+        That is the earliest removal of a deleted segment and, with ``flush.ms``
+        set, when a flush falls due: for a log with unflushed data ``flush.ms``
+        after the last flush, for a clean one ``flush.ms`` from now (appends do
+        not wake the scheduler). ``flush.messages`` wakes it itself.
+        """
+        due = min((t for t, _seg in self._pending_deletes), default=None)
+        flush_ms = self.config.flush_ms
+        if flush_ms is not None:
+            if self.unflushed_messages or self.recovery_point < self._log_end_offset:
+                at = (self.last_flush_ms + flush_ms) / 1000
+            else:
+                at = self.clock() + flush_ms / 1000
+            due = at if due is None else min(due, at)
+        return due
+
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding ``[recovery_point, up_to)`` and move the recovery point to ``up_to``."""
         with self._flush_lock:

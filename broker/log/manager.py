@@ -585,8 +585,17 @@ class LogManager:
         with self._cleaner_lock:
             return sum(t.is_alive() for t in self._threads if t.name.startswith("log-cleaner-"))
 
-    def start_background(self, *, scheduler_tick_ms: int = 100) -> None:
-        """Start the scheduler and cleaner threads (daemon threads, stopped by ``shutdown``)."""
+    def start_background(self, *, scheduler_tick_ms: int = 1000) -> None:
+        """Start the scheduler and cleaner threads (daemon threads, stopped by ``shutdown``).
+
+        The scheduler sleeps until its next duty is due (a retention check, a
+        checkpoint, a producer expiry check, a log's flush or segment removal:
+        :meth:`Log.next_duty`) or it is woken (``flush.messages`` reached, a log
+        dir to remove), and at most ``scheduler_tick_ms``: a duty that arises
+        without waking it (a segment deleted by DeleteRecords) is done that much
+        late at most. Every pass costs the event loop the GIL for a walk over
+        every log, so an idle broker does not tick faster than that.
+        """
         if self._threads:
             return
         self._stop.clear()
@@ -600,8 +609,9 @@ class LogManager:
 
     def _scheduler_loop(self, tick_ms: int) -> None:
         last_retention = last_checkpoint = last_expiry = time.monotonic()
+        wait_s = tick_ms / 1000
         while not self._stop.is_set():
-            self._wake.wait(tick_ms / 1000)
+            self._wake.wait(wait_s)
             self._wake.clear()
             if self._stop.is_set():
                 break
@@ -622,8 +632,24 @@ class LogManager:
                     for log in self.logs().values():
                         log.remove_expired_producers()
                 self._remove_doomed_dirs()
+                wait_s = self._scheduler_wait(tick_ms / 1000, now - last_retention, now - last_checkpoint,
+                                              now - last_expiry)
             except Exception:  # keep the thread alive; a failing dir must not stop the others
                 logger.exception("log scheduler task failed")
+                wait_s = tick_ms / 1000
+
+    def _scheduler_wait(self, longest: float, since_retention: float, since_checkpoint: float,
+                        since_expiry: float) -> float:
+        """Seconds until the scheduler's next duty (see :meth:`start_background`), at most ``longest``."""
+        wait = min(longest, self.retention_check_interval_ms / 1000 - since_retention,
+                   self.checkpoint_interval_ms / 1000 - since_checkpoint,
+                   self.producer_id_expiration_check_interval_ms / 1000 - since_expiry)
+        now = self.clock()
+        for log in self.logs().values():
+            due = log.next_duty()
+            if due is not None and due - now < wait:
+                wait = due - now
+        return max(wait, 0.01)  # a duty overdue (a flush that keeps failing) must not spin the thread
 
     def _cleaner_loop(self, stop: threading.Event) -> None:
         while not stop.wait(self.cleaner_backoff_ms / 1000):
