@@ -109,12 +109,11 @@ from __future__ import annotations
 import bisect
 import collections
 import logging
-from typing import Callable, Iterable, NamedTuple
-
 import os
 import selectors
 import threading
 from socketserver import ThreadingMixIn
+from typing import Callable, Iterable, NamedTuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
@@ -130,6 +129,7 @@ disable_created_metrics()
 PREFIX = "kafkapy_"
 COUNT_BATCH = 64  # answered requests noted before the loop takes them into the instruments (see count_request)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_SLOTS = len(_LATENCY_BUCKETS) + 1  # a request histogram's counts: one per bucket, and +Inf
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
@@ -154,6 +154,7 @@ class MetricsHTTPServer:
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
         self._server = make_server(host, port, make_wsgi_app(registry), _ThreadingWSGIServer,
                                    handler_class=_QuietHandler)
+        self._server.timeout = 0  # handle_request: never wait for a connection that is gone again
         self.port: int = self._server.server_port
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
@@ -167,7 +168,7 @@ class MetricsHTTPServer:
                 ready = selector.select()
                 if any(key.fd == self._stop_r for key, _events in ready):
                     return
-                self._server.handle_request()  # a connection is waiting: accepts it at once
+                self._server.handle_request()  # a connection is waiting: accepted at once
 
     def stop(self) -> None:
         """Stop accepting scrapes and close the socket (scrapes in progress finish on their threads)."""
@@ -564,7 +565,7 @@ class BrokerMetrics:
                 per_api[api] = per_api.get(api, 0) + 1
                 h = histograms.get(api)
                 if h is None:
-                    h = histograms[api] = [[0] * (len(_LATENCY_BUCKETS) + 1), 0.0, [0] * (len(_LATENCY_BUCKETS) + 1), 0.0]
+                    h = histograms[api] = [[0] * _SLOTS, 0.0, [0] * _SLOTS, 0.0]
                 took = answered_at - received_at
                 h[0][bisect.bisect_left(_LATENCY_BUCKETS, took)] += 1
                 h[1] += took
