@@ -609,7 +609,11 @@ class LogManager:
 
     def _scheduler_loop(self, tick_ms: int) -> None:
         last_retention = last_checkpoint = last_expiry = time.monotonic()
-        wait_s = tick_ms / 1000
+        try:
+            wait_s = self._scheduler_wait(tick_ms / 1000, 0, 0, 0)
+        except Exception:  # the loop below keeps trying
+            logger.exception("log scheduler task failed")
+            wait_s = tick_ms / 1000
         while not self._stop.is_set():
             self._wake.wait(wait_s)
             self._wake.clear()

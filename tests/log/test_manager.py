@@ -120,6 +120,26 @@ def test_background_flush_by_messages_and_retention(tmp_path):
     assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")[("t", 0)] == log.log_start_offset
 
 
+def test_the_scheduler_sleeps_until_a_flush_ms_flush_is_due(tmp_path):
+    """The scheduler sleeps up to its longest tick (here 30 s) unless a duty is due sooner: a log
+    with flush.ms 100 is flushed about 100 ms after its first unflushed append, and again after the
+    next one, each time without the scheduler having been woken."""
+    cfg = LogConfig(flush_ms=100)
+    m = LogManager([tmp_path], cfg, retention_check_interval_ms=60_000, checkpoint_interval_ms=60_000)
+    m.startup()
+    log = m.create_log("t", 0)
+    m.start_background(scheduler_tick_ms=30_000)
+    try:
+        for expected in (1, 2):
+            log.append(make_batch(1))
+            deadline = time.monotonic() + 5
+            while log.recovery_point < expected and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert log.recovery_point == expected, "flush.ms flush not done within 5 s"
+    finally:
+        m.shutdown()
+
+
 def test_a_preferred_log_dir_is_used_once_for_a_new_log(tmp_path):
     """AlterReplicaLogDirs before the replica exists: its log is made in that dir (an empty broker would
     pick the first), once; the next new log goes by the fewest-partitions rule again."""
