@@ -177,10 +177,12 @@ def frames(on_frame: Callable[[bytes], None]) -> Feed:
 
     def feed(data: bytes) -> None:
         buf.extend(data)
-        while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-            size = struct.unpack_from(">i", buf)[0]
-            frame = bytes(buf[4:4 + size])
-            del buf[:4 + size]
+        while len(buf) >= 4:
+            end = 4 + struct.unpack_from(">i", buf)[0]
+            if len(buf) < end:
+                return
+            frame = bytes(buf[4:end])
+            del buf[:end]
             on_frame(frame)
 
     return feed

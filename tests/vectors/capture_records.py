@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from tests.tcp_gate import TcpGate, frames
+from tests.zookeeper import free_port
 
 TOPIC = "vectors"
 BASE_TS = 1_700_000_000_000
@@ -182,11 +183,6 @@ def kafka_python_scenario(bootstrap: str, codec: str, api_version: tuple[int, in
         producer.close(timeout=2)
 
 
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return s.getsockname()[1]
-
-
 def _hexish(b: bytes | None):
     return None if b is None else b.hex()
 
@@ -199,7 +195,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    broker_port = _free_port()
+    broker_port = free_port()
     recorder = Recorder()
     proxy = TcpGate(broker_port, tap=recorder.tap)
     tansu = subprocess.Popen(
