@@ -21,12 +21,19 @@ KEYS, ROUNDS = 10, 60
 WAIT_S = 60  # a guard against a hang, not a performance figure
 
 
-def wait_for(check, what: str):
+def wait_for(check, what: str, explain=lambda: ""):
     deadline = time.monotonic() + WAIT_S
     while (found := check()) is None or found is False:
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}{explain()}"
         time.sleep(0.2)
     return found
+
+
+def segments(broker, topic: str) -> str:
+    """The partition's segment files with their sizes, and the cleaner threads' count: what a timeout shows."""
+    files = sorted((broker.data_dir / f"{topic}-0").glob("*.log*"))
+    return (f"\nsegments of {topic}-0: " + ", ".join(f"{f.name}={f.stat().st_size}" for f in files)
+            + f"\ncleaner threads: {cleaner_threads(broker)}\nbroker log:\n{broker.stderr_tail()}")
 
 
 def cleaner_threads(broker) -> float:
@@ -85,10 +92,12 @@ def test_log_cleaner_threads_change_live(broker_factory):
         producer.flush(WAIT_S)  # one batch per topic and round: many segments
     assert len(producer) == 0
     end = ROUNDS * KEYS
-    written = {t: value(scrape(broker), "kafkapy_log_size_bytes", topic=t, partition="0") for t in TOPICS}
+    # what was produced, not the log's size now: the cleaner may already have been at work meanwhile
+    written = {t: value(scrape(broker), "kafkapy_bytes_in_total", topic=t) for t in TOPICS}
     for topic in TOPICS:
         wait_for(lambda: value(scrape(broker), "kafkapy_log_size_bytes", topic=topic, partition="0")
-                 < written[topic] / 3, f"{topic} to be compacted")
+                 < written[topic] / 3, f"{topic} to be compacted ({written[topic]:.0f} bytes written)",
+                 lambda: segments(broker, topic))
         latest, records = read_back(broker.bootstrap, topic, end)
         assert latest == {b"k%d" % k: b"round %d of key %d" % (ROUNDS - 1, k) for k in range(KEYS)}
         assert records < end / 3
