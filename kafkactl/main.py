@@ -141,9 +141,29 @@ def build_command():
     return root
 
 
+COMPLETION_OPTIONS = ("--show-completion", "--install-completion")
+
+
+def _name_the_shell(argv: list[str]) -> None:
+    """``--show-completion bash``: use the shell named rather than detecting one.
+
+    Typer takes a shell name only when it cannot detect shells; otherwise it
+    ignores the name and uses the shell it finds among the parent processes,
+    so ``eval "$(kafkactl --show-completion bash)"`` failed ("Shell  not
+    supported") where none is found (cron, a CI job, a process started
+    without a terminal) and printed zsh's script under zsh. Its switch for
+    that is an environment variable read when the command is built.
+    """
+    for i, arg in enumerate(argv[:-1]):
+        if arg in COMPLETION_OPTIONS and not argv[i + 1].startswith("-"):
+            os.environ["_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"] = "1"
+            return
+
+
 def run() -> None:
     """Console-script entry point: runs the app and maps errors to one line + exit code."""
     debug = "--debug" in sys.argv[1:] or os.environ.get("KAFKACTL_DEBUG") == "1"
+    _name_the_shell(sys.argv[1:])
     try:
         code = build_command()(prog_name="kafkactl", standalone_mode=False)
     except NoArgsIsHelpError as exc:

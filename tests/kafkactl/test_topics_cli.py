@@ -143,6 +143,11 @@ def test_shell_completion() -> None:
     shown = run([str(script), "--show-completion", "bash"])
     assert shown.returncode == 0, shown.stderr
     assert "_KAFKACTL_COMPLETE=complete_bash" in shown.stdout
+    # the shell named is the one whose script is shown, also where no shell can be detected:
+    # ``setsid -f`` leaves kafkactl with no shell among its parent processes (cron, a CI job)
+    for shell, marker in (("bash", "complete_bash"), ("zsh", "#compdef kafkactl")):
+        orphan = run(["setsid", "-f", str(script), "--show-completion", shell])
+        assert marker in orphan.stdout and orphan.stderr == "", orphan.stderr
     # what bash would ask: complete "kafkactl gr" and "kafkactl groups res"
     env = {"_KAFKACTL_COMPLETE": "complete_bash", "COMP_WORDS": "kafkactl gr", "COMP_CWORD": "1"}
     assert run([str(script)], env=env).stdout.split() == ["groups"]
