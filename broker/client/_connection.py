@@ -75,15 +75,20 @@ UNSUPPORTED_VERSION = 35
 _correlation = itertools.count(1)
 
 
-class _ReaderProtocol(asyncio.Protocol):
+class _ReaderProtocol(asyncio.BufferedProtocol):
+    """Reads straight into the connection's frame decoder (see :mod:`broker.protocol.framing`)."""
+
     def __init__(self, conn: "BrokerConnection") -> None:
         self.conn = conn
 
     def connection_made(self, transport) -> None:
         self.conn._transport = transport
 
-    def data_received(self, data: bytes) -> None:
-        self.conn._on_data(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn._on_data(nbytes)
 
     def connection_lost(self, exc) -> None:
         self.conn._on_lost(exc)
@@ -199,9 +204,9 @@ class BrokerConnection:
         self._in_flight[cid] = (int(api_key), v, fut)
         return fut
 
-    def _on_data(self, data: bytes) -> None:
+    def _on_data(self, nbytes: int) -> None:
         try:
-            frames = self._decoder.feed(data)
+            frames = self._decoder.buffer_updated(nbytes)
         except Exception as exc:
             self.close(ProtocolError(f"bad frame from {self.host}:{self.port}: {exc}"))
             return

@@ -2,10 +2,11 @@
 
 One event loop serves every connection. Per connection:
 
-* bytes go through a :class:`~broker.protocol.FrameDecoder` (limit
+* bytes are read straight into a :class:`~broker.protocol.FrameDecoder`
+  (``asyncio.BufferedProtocol``: no new buffer per read; limit
   ``socket.request.max.bytes``); each complete frame is decoded and, when the
   order of effects allows (below), its API handler is started at once, inside
-  ``data_received`` (the first step of its coroutine runs eagerly, as Python
+  ``buffer_updated`` (the first step of its coroutine runs eagerly, as Python
   3.12's eager tasks do). A handler that finishes without suspending (Produce
   with acks 0/1, Metadata, ApiVersions, most Fetches with data) costs no task
   and no extra pass of the event loop; one that suspends (a produce waiting for
@@ -173,7 +174,7 @@ class _SliceFile:
         os.close(self._fd)
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection (see the module docstring)."""
 
     def __init__(self, server: "NetworkServer") -> None:
@@ -233,11 +234,14 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._can_write.set()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
         try:
-            frames = self._decoder.feed(data)
+            frames = self._decoder.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
             self.close_for("too_large", str(exc))
             return
