@@ -120,9 +120,9 @@ class FrameDecoder:
         buf, self._read_into = self._read_into, None
         if buf is None:
             raise RuntimeError("buffer_updated without get_buffer")
-        if self._frame is None or buf.obj is not self._frame:
+        if self._frame is None:  # (no frame was being filled when get_buffer ran: the scratch buffer)
             return self.feed(buf[:nbytes])
-        buf.release()
+        buf.release()  # the frame's own view: no export left on it once filled
         self._filled += nbytes
         if self._filled < len(self._frame):
             return []
