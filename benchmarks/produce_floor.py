@@ -53,6 +53,7 @@ from pathlib import Path
 
 from benchmarks import _load
 from benchmarks._procs import START_LIMIT_S, BrokerBase, OurBroker, ProcStats, TansuBroker, _preexec, _read_line
+from benchmarks._runs import alternate
 
 BARE_MODES = ("loop", "thread", "log", "appender")
 SERVERS = BARE_MODES + ("ours", "tansu")
@@ -116,6 +117,13 @@ class _BareServer:
             self.appender = LogAppender("floor", deliver=self.handback.deliver)
             self.prompt_wait_s = PROMPT_WAIT_S
 
+    def _hand_over(self, records: memoryview):
+        """``thread`` and ``log``: give ``records`` to the writer thread, wait for it; its result."""
+        self._job = records
+        self._wake.release()
+        self._done.acquire()
+        return self._result
+
     def _write_loop(self) -> None:
         while True:
             self._wake.acquire()
@@ -150,10 +158,7 @@ class _BareServer:
         mode = self.mode
         if mode in ("log", "appender"):
             if mode == "log":
-                self._job = records
-                self._wake.release()
-                self._done.acquire()
-                info = self._result
+                info = self._hand_over(records)
             else:
                 fut = self.loop.create_future()
                 if self.appender.submit(self.log, records, 0, fut, will_wait=True):
@@ -169,9 +174,7 @@ class _BareServer:
         if mode == "loop":
             os.pwritev(self.fd, [records], self.position)
         else:
-            self._job = records
-            self._wake.release()
-            self._done.acquire()
+            self._hand_over(records)
         self.position += len(records)
         self.next_offset += struct.unpack_from(">i", records, _COUNT_AT)[0]
         return base
@@ -236,10 +239,7 @@ def _measure(name: str, rate: int, duration_s: float, topic: str) -> tuple[float
     server = _start(name)
     try:
         if name in ("ours", "tansu"):
-            from confluent_kafka.admin import AdminClient, NewTopic
-
-            admin = AdminClient({"bootstrap.servers": server.bootstrap})
-            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            _load.create_topic(server.bootstrap, topic, 1)
         before = server.stats.snapshot()
         result = _load.produce_latency(server.bootstrap, topic, rate=rate, duration_s=duration_s)
         after = server.stats.snapshot()
@@ -273,13 +273,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown server(s) {', '.join(unknown)}; known: {', '.join(SERVERS)}")
     reps = opts.reps or (2 if opts.short else 3)
     duration = opts.duration or (3.0 if opts.short else 10.0)
-    rows: dict[str, list[tuple[float, ...]]] = {name: [] for name in servers}
-    for rep in range(reps):
-        for name in servers:
-            row = _measure(name, opts.rate, duration, f"floor-{rep}")
-            rows[name].append(row)
-            print(f"{name} {rep}: round trip p50 {row[0]:.3f} ms p99 {row[1]:.3f} ms, "
-                  f"records p50 {row[2]:.2f} ms p99 {row[3]:.2f} ms, CPU {row[4]:.1f} %", flush=True)
+
+    def measure(name: str, _case, rep: int) -> tuple[float, ...]:
+        row = _measure(name, opts.rate, duration, f"floor-{rep}")
+        print(f"{name} {rep}: round trip p50 {row[0]:.3f} ms p99 {row[1]:.3f} ms, "
+              f"records p50 {row[2]:.2f} ms p99 {row[3]:.2f} ms, CPU {row[4]:.1f} %", flush=True)
+        return row
+
+    rows = alternate(dict.fromkeys(servers), reps, measure)
     medians = {name: [statistics.median(col) for col in zip(*r)] for name, r in rows.items()}
     tansu_p99 = medians["tansu"][3] if "tansu" in medians else None
     print(f"\n{opts.rate:,} records/s of 1 KB, acks=all, linger 5 ms; {reps} x {duration:g} s, medians\n")
