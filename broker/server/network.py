@@ -200,6 +200,8 @@ class Connection(asyncio.BufferedProtocol):
         self._writer: asyncio.Task | None = None
         self._writer_idle = False  # the writer waits for work and nothing is being sent
         self._awaited: asyncio.Future | None = None  # the head of _pending the writer waits for, sending nothing
+        self._sending_file = False  # the writer is inside loop.sendfile (see _close_transport)
+        self._abort_after_send = False  # _close_transport was asked to abort, not close, meanwhile
         self.closed = self.loop.create_future()
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -512,12 +514,16 @@ class Connection(asyncio.BufferedProtocol):
             if not self._can_write.is_set():
                 await self._can_write.wait()
             view = _SliceFile(part.file)
+            self._sending_file = True
             try:
                 sent = await self.loop.sendfile(transport, view, part.position, part.length)
             finally:
                 # A cancelled send removes its writer callback before this task resumes, so
                 # nothing touches the descriptor after this.
+                self._sending_file = False
                 view.close()
+                if self._closing:  # closed meanwhile: the close waited for this (see _close_transport)
+                    self._close_transport(self._abort_after_send)
             if sent != part.length:
                 # The file got shorter under us: the frame size is now wrong, so the stream is lost.
                 raise ConnectionError(f"sent {sent} of {part.length} bytes of a file slice")
@@ -543,11 +549,30 @@ class Connection(asyncio.BufferedProtocol):
         self._pending.clear()
         self._waiting.clear()
 
-    def _abort(self) -> None:
+    def _abort(self, hard: bool = False) -> None:
         self._closing = True
         self._drop_pending()
         self._wakeup.set()
-        if self.transport is not None and not self.transport.is_closing():
+        self._close_transport(hard)
+
+    def _close_transport(self, hard: bool) -> None:
+        """Close the transport (``hard``: abort it, dropping unsent bytes), or, while the writer is
+        inside ``loop.sendfile``, cancel that send and let it close the transport once unwound.
+
+        CPython 3.11's native sendfile holds the transport's "empty waiter", already resolved,
+        until it returns; a transport closed under it fails in ``connection_lost``
+        (InvalidStateError, logged by the loop) and strands the send, its writer callback gone.
+        """
+        if self._sending_file:
+            self._abort_after_send = self._abort_after_send or hard
+            if self._writer is not None:
+                self._writer.cancel()
+            return
+        if self.transport is None:
+            return
+        if hard:
+            self.transport.abort()
+        elif not self.transport.is_closing():
             self.transport.close()
 
     def stop_reading(self) -> None:
@@ -559,9 +584,8 @@ class Connection(asyncio.BufferedProtocol):
         self._wakeup.set()
 
     def abort(self) -> None:
-        self._abort()
-        if self.transport is not None:
-            self.transport.abort()
+        """For shutdown: drop the connection now, unsent responses with it."""
+        self._abort(hard=True)
 
 
 class NetworkServer:
@@ -601,8 +625,10 @@ class NetworkServer:
             conn.stop_reading()
         if connections:
             done, pending = await asyncio.wait([c.closed for c in connections], timeout=timeout)
-            for conn in connections:
-                if not conn.closed.done():
-                    conn.abort()
+            aborted = [conn for conn in connections if not conn.closed.done()]
+            for conn in aborted:
+                conn.abort()
+            if aborted:  # their connection_lost runs in a later loop pass
+                await asyncio.wait([c.closed for c in aborted], timeout=1)
         for server in self.servers:
             await server.wait_closed()

@@ -157,3 +157,30 @@ def test_many_connections_open_and_vanish(broker):
             s.sendall(struct.pack(">i", 1000) + b"partial")
         s.close()
     healthy(broker)
+
+
+def test_shutdown_while_a_fetch_is_stuck_in_sendfile(broker_factory):
+    """A broker stopped while it is sending a fetch response (``sendfile``) to a client that
+    reads nothing gives up on that client after ``shutdown.timeout.ms`` and exits cleanly:
+    status 0, no traceback. (CPython 3.11's sendfile must unwind before its transport is
+    closed, or ``connection_lost`` fails inside the event loop.)"""
+    b = broker_factory(shutdown_timeout_ms=500)
+    with Wire(b.bootstrap) as w:
+        for _ in range(8):
+            body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
+                {"name": "stuck", "partition_data": [{"index": 0, "records": make_batch([os.urandom(900_000)])}]}]}
+            assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
+    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": "stuck", "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
+             "forgotten_topics_data": [], "rack_id": ""}
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect((b.host, b.port))
+    with stuck:
+        stuck.sendall(encode_request(ApiKey.FETCH, 11, 1, "stuck", fetch))
+        time.sleep(0.5)  # the broker is in sendfile, the reader's window full
+        healthy(b)
+        assert b.stop() == 0
+    text = b.stderr_text()
+    assert "Traceback" not in text and "Exception in callback" not in text, text
