@@ -27,6 +27,22 @@ def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
+def fetch_everything(topic: str) -> dict:
+    """A Fetch v11 body for all of partition 0 of ``topic`` (up to 16 MiB), answered without waiting."""
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def slow_reader(broker) -> socket.socket:
+    """A connection with a 4 KiB receive buffer (set before connecting, so its window stays small)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((broker.host, broker.port))
+    return sock
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -94,12 +110,8 @@ def test_slow_reader_does_not_hold_up_others(broker):
         body = {"acks": 1, "timeout_ms": 100, "topic_data": [
             {"name": "slow", "partition_data": [{"index": 0, "records": make_batch([b"x" * 500_000])}]}]}
         w.call(ApiKey.PRODUCE, 8, body)
-    slow = socket.create_connection((broker.host, broker.port))
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
-             "session_id": 0, "session_epoch": -1, "topics": [{"topic": "slow", "partitions": [
-                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
-             "forgotten_topics_data": [], "rack_id": ""}
+    slow = slow_reader(broker)
+    fetch = fetch_everything("slow")
     # Many pipelined fetches that the slow client never reads: megabytes stuck in its socket.
     for i in range(200):
         slow.sendall(encode_request(ApiKey.FETCH, 11, i, "slow", fetch))
@@ -120,13 +132,8 @@ def test_topic_deleted_while_a_fetch_is_being_sent_to_a_slow_reader(broker):
             body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
                 {"name": "gone", "partition_data": [{"index": 0, "records": make_batch([value])}]}]}
             assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
-    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
-             "session_id": 0, "session_epoch": -1, "topics": [{"topic": "gone", "partitions": [
-                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
-             "forgotten_topics_data": [], "rack_id": ""}
-    slow = socket.socket()
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow.connect((broker.host, broker.port))
+    fetch = fetch_everything("gone")
+    slow = slow_reader(broker)
     slow.settimeout(30)
     with slow:
         slow.sendall(encode_request(ApiKey.FETCH, 11, 7, "slow", fetch))
@@ -170,13 +177,8 @@ def test_shutdown_while_a_fetch_is_stuck_in_sendfile(broker_factory):
             body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
                 {"name": "stuck", "partition_data": [{"index": 0, "records": make_batch([os.urandom(900_000)])}]}]}
             assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
-    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 24, "isolation_level": 0,
-             "session_id": 0, "session_epoch": -1, "topics": [{"topic": "stuck", "partitions": [
-                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}],
-             "forgotten_topics_data": [], "rack_id": ""}
-    stuck = socket.socket()
-    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    stuck.connect((b.host, b.port))
+    fetch = fetch_everything("stuck")
+    stuck = slow_reader(b)
     with stuck:
         stuck.sendall(encode_request(ApiKey.FETCH, 11, 1, "stuck", fetch))
         time.sleep(0.5)  # the broker is in sendfile, the reader's window full
