@@ -201,7 +201,6 @@ class Connection(asyncio.BufferedProtocol):
         self._writer_idle = False  # the writer waits for work and nothing is being sent
         self._awaited: asyncio.Future | None = None  # the head of _pending the writer waits for, sending nothing
         self._sending_file = False  # the writer is inside loop.sendfile (see _close_transport)
-        self._abort_after_send = False  # _close_transport was asked to abort, not close, meanwhile
         self.closed = self.loop.create_future()
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -522,8 +521,8 @@ class Connection(asyncio.BufferedProtocol):
                 # nothing touches the descriptor after this.
                 self._sending_file = False
                 view.close()
-                if self._closing:  # closed meanwhile: the close waited for this (see _close_transport)
-                    self._close_transport(self._abort_after_send)
+                if self._closing:  # closed meanwhile, the frame perhaps cut short: nothing left worth sending
+                    self._close_transport(hard=True)
             if sent != part.length:
                 # The file got shorter under us: the frame size is now wrong, so the stream is lost.
                 raise ConnectionError(f"sent {sent} of {part.length} bytes of a file slice")
@@ -557,16 +556,14 @@ class Connection(asyncio.BufferedProtocol):
 
     def _close_transport(self, hard: bool) -> None:
         """Close the transport (``hard``: abort it, dropping unsent bytes), or, while the writer is
-        inside ``loop.sendfile``, cancel that send and let it close the transport once unwound.
+        inside ``loop.sendfile``, cancel that send and let it abort the transport once unwound.
 
         CPython 3.11's native sendfile holds the transport's "empty waiter", already resolved,
         until it returns; a transport closed under it fails in ``connection_lost``
         (InvalidStateError, logged by the loop) and strands the send, its writer callback gone.
         """
         if self._sending_file:
-            self._abort_after_send = self._abort_after_send or hard
-            if self._writer is not None:
-                self._writer.cancel()
+            self._writer.cancel()
             return
         if self.transport is None:
             return
