@@ -105,17 +105,18 @@ def test_isr_shrinks_on_sigstop_and_expands_on_sigcont(cluster_factory):
     # once the leader has the new ISR, it refuses up front with NOT_ENOUGH_REPLICAS.
     cluster.pause(followers[1])
     cluster.wait_for_isr("isr", 0, [leader])
-    indeterminate = []
-    deadline = time.monotonic() + 30
-    for attempt in range(1000):
-        refused, failed = produce(cluster, "isr", [b"refused-%d-%d" % (attempt, i) for i in range(5)], timeout=5)
-        codes = {e.code() for e in failed.values()}
-        assert not refused and codes <= {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                                         KafkaError._MSG_TIMED_OUT}
-        indeterminate += list(failed)
-        if KafkaError.NOT_ENOUGH_REPLICAS in codes or time.monotonic() > deadline:
-            break
-    assert KafkaError.NOT_ENOUGH_REPLICAS in codes
+    indeterminate, refused, codes = [], [], set()
+
+    def refused_up_front():
+        acked_now, failed = produce(cluster, "isr", [b"refused-%d-%d" % (len(indeterminate), i) for i in range(5)],
+                                    timeout=5)
+        refused.extend(acked_now)
+        indeterminate.extend(failed)
+        codes.update(e.code() for e in failed.values())
+        return KafkaError.NOT_ENOUGH_REPLICAS in {e.code() for e in failed.values()}
+    wait_until(refused_up_front, "acks=all to be refused with NOT_ENOUGH_REPLICAS", 30)
+    assert not refused and codes <= {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                     KafkaError._MSG_TIMED_OUT}
     ones, failed = produce(cluster, "isr", [b"acks1-%d" % i for i in range(20)], acks="1")
     assert not failed and len(ones) == 20
     # both back: they catch up and rejoin
