@@ -183,6 +183,13 @@ def run() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except PermissionError as exc:
+        # A file the command must read or write that this user may not: an unusable path (bad
+        # input), whichever command met it, never a "problem found" (verify's exit 1 means corruption).
+        if debug:
+            raise
+        print(f"kafkactl: permission denied: {exc.filename if exc.filename is not None else exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
     except Exception as exc:  # noqa: BLE001 - the last line of defence for users
         if debug:
             raise

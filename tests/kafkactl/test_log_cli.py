@@ -160,10 +160,46 @@ def test_non_log_inputs(tmp_path: Path) -> None:
     assert not any((tmp_path / "random").iterdir()), "recover must not create files in a non-log dir"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory")
-def test_unreadable_dir(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    d.mkdir()
-    d.chmod(0)
-    res = kafkactl("log", "verify", str(d))
-    assert res.returncode == 2 and "permission denied" in res.stderr
+# Root passes every permission check through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, and CI runs as
+# root: the unreadable-path cases run kafkactl without those two capabilities (util-linux's setpriv), so
+# the permission checks apply to it as to any other user, whoever runs the tests.
+WITHOUT_DAC = (["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else [])
+
+
+def kafkactl_without_dac(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*WITHOUT_DAC, sys.executable, "-m", "kafkactl", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def assert_unusable_path(res: subprocess.CompletedProcess, path: Path, *wordings: str) -> None:
+    """Exit 2 (bad input, as a missing path) with one line naming ``path``: no traceback, no exception name."""
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+    assert len(lines) == 1 and str(path) in lines[0] and any(w in lines[0] for w in wordings), lines
+    assert "Error" not in lines[0], lines
+
+
+def test_unreadable_paths_are_bad_input(tmp_path: Path) -> None:
+    pdir = tmp_path / "t-0"
+    make_log(pdir)
+    first = pdir / "00000000000000000000.log"
+    sizes = {p.name: p.stat().st_size for p in pdir.iterdir()}
+    # a segment this user may not read: every command names it (verify's exit 1 would say "corrupt")
+    first.chmod(0)
+    for args in (["verify"], ["recover", "--dry-run"], ["recover"], ["dump"]):
+        res = kafkactl_without_dac("log", *args, str(pdir))
+        assert_unusable_path(res, first, "permission denied")
+    assert {p.name: p.stat().st_size for p in pdir.iterdir()} == sizes, "recover must change nothing it cannot read"
+    first.chmod(0o644)
+    # the partition dir itself unreadable, and a segment inside it named directly
+    pdir.chmod(0)
+    try:
+        for args in (["verify"], ["recover"], ["dump"]):
+            res = kafkactl_without_dac("log", *args, str(pdir))
+            assert_unusable_path(res, pdir, "permission denied", "not readable")
+        res = kafkactl_without_dac("log", "dump", str(first))
+        assert_unusable_path(res, first, "permission denied")
+    finally:
+        pdir.chmod(0o755)
+    assert kafkactl("log", "verify", str(pdir)).returncode == 0
