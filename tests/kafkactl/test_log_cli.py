@@ -14,8 +14,10 @@ from broker.log import Log, LogConfig
 from broker.records import BatchBuilder, Compression, Header
 
 
-def kafkactl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafkactl", *args], capture_output=True, text=True, timeout=60)
+def kafkactl(*args: str, prefix: list[str] = []) -> subprocess.CompletedProcess:  # noqa: B006 - never mutated
+    """``python -m kafkactl ARGS``, run through ``prefix`` (a command that execs it) when given."""
+    return subprocess.run([*prefix, sys.executable, "-m", "kafkactl", *args], capture_output=True, text=True,
+                          timeout=60)
 
 
 def make_log(pdir: Path, batches: int = 12, segment_bytes: int = 1500) -> None:
@@ -167,11 +169,6 @@ WITHOUT_DAC = (["setpriv", "--inh-caps=-dac_override,-dac_read_search",
                 "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else [])
 
 
-def kafkactl_without_dac(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*WITHOUT_DAC, sys.executable, "-m", "kafkactl", *args], capture_output=True, text=True,
-                          timeout=60)
-
-
 def assert_unusable_path(res: subprocess.CompletedProcess, path: Path, *wordings: str) -> None:
     """Exit 2 (bad input, as a missing path) with one line naming ``path``: no traceback, no exception name."""
     lines = res.stderr.strip().splitlines()
@@ -188,7 +185,7 @@ def test_unreadable_paths_are_bad_input(tmp_path: Path) -> None:
     # a segment this user may not read: every command names it (verify's exit 1 would say "corrupt")
     first.chmod(0)
     for args in (["verify"], ["recover", "--dry-run"], ["recover"], ["dump"]):
-        res = kafkactl_without_dac("log", *args, str(pdir))
+        res = kafkactl("log", *args, str(pdir), prefix=WITHOUT_DAC)
         assert_unusable_path(res, first, "permission denied")
     assert {p.name: p.stat().st_size for p in pdir.iterdir()} == sizes, "recover must change nothing it cannot read"
     first.chmod(0o644)
@@ -196,9 +193,9 @@ def test_unreadable_paths_are_bad_input(tmp_path: Path) -> None:
     pdir.chmod(0)
     try:
         for args in (["verify"], ["recover"], ["dump"]):
-            res = kafkactl_without_dac("log", *args, str(pdir))
+            res = kafkactl("log", *args, str(pdir), prefix=WITHOUT_DAC)
             assert_unusable_path(res, pdir, "permission denied", "not readable")
-        res = kafkactl_without_dac("log", "dump", str(first))
+        res = kafkactl("log", "dump", str(first), prefix=WITHOUT_DAC)
         assert_unusable_path(res, first, "permission denied")
     finally:
         pdir.chmod(0o755)
