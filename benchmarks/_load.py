@@ -18,7 +18,8 @@ Three measurements, each against one bootstrap address and one existing topic:
   and auto-commit off it is never joined.)
 * :func:`produce_latency` sends at a fixed rate (records are scheduled at
   ``t0 + i / rate``; each loop iteration sends every record that is due and then
-  blocks in ``poll()`` until a delivery report arrives or the next record is due)
+  sleeps until the next one is, while a second thread serves delivery reports
+  the moment they arrive; neither spins)
   and takes each record's delivery-report latency from librdkafka
   (``Message.latency()``: from the ``produce()`` call to the delivery report).
   Because the sender never waits for acknowledgements, a slow broker shows up as
@@ -44,6 +45,7 @@ import random
 import socket
 import statistics
 import string
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -109,6 +111,26 @@ class ProduceResult:
     @property
     def mb_s(self) -> float:
         return self.bytes / self.elapsed_s / 1e6
+
+
+def poll_until(producer, due: float, clock=time.perf_counter) -> None:
+    """Serve ``producer``'s callbacks until ``clock()`` reaches ``due``, sleeping, not spinning.
+
+    confluent-kafka's ``poll(timeout)`` truncates the timeout to whole
+    milliseconds, so ``poll(0.0009)`` returns at once: a sender that polls for
+    the time to its next record (under 1 ms at 1,000 records/s and above)
+    would spin a whole CPU and leave the broker under test, on a small
+    machine, one CPU fewer. Waits of a millisecond or more block in ``poll``
+    (which also returns early for a delivery report); shorter ones sleep,
+    then serve what arrived meanwhile with ``poll(0)``.
+    """
+    wait = due - clock()
+    if wait >= 0.001:
+        producer.poll(wait)
+        return
+    if wait > 0:
+        time.sleep(wait)
+    producer.poll(0)
 
 
 def _producer(bootstrap: str, acks: str, compression: str, linger_ms: float, **extra) -> Producer:
@@ -304,7 +326,7 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
                          **{"statistics.interval.ms": 1000, "stats_cb": on_stats})
     producer.list_topics(topic, timeout=30)
     value = payloads(size)[0]
-    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
+    produce, clock = producer.produce, time.perf_counter
     for _ in range(warmup):
         produce(topic, value)
     producer.flush(30)
@@ -315,19 +337,38 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
     count = int(rate * duration_s)
     interval = 1.0 / rate
     sent = 0
+    # Delivery reports are served by a thread of their own, blocked in poll() until one arrives:
+    # Message.latency() runs to the moment the report is served, so serving them any later (say at
+    # the next record's due time) would add that wait to every sample. The sending thread sleeps
+    # until each record is due; neither thread spins (see poll_until).
+    serving = threading.Event()
+    serving.set()
+
+    def serve() -> None:
+        while serving.is_set():
+            producer.poll(0.1)
+
+    server = threading.Thread(target=serve, name="delivery-reports", daemon=True)
+    server.start()
     start = clock()
     due = start
-    while sent < count:
-        now = clock()
-        while due <= now and sent < count:
-            try:
-                produce(topic, value)
-            except BufferError:
-                break
-            sent += 1
-            due += interval
-        poll(max(0.0, due - clock()))
-    send_elapsed = clock() - start
+    try:
+        while sent < count:
+            now = clock()
+            while due <= now and sent < count:
+                try:
+                    produce(topic, value)
+                except BufferError:
+                    break
+                sent += 1
+                due += interval
+            wait = due - clock()
+            if wait > 0:
+                time.sleep(wait)
+        send_elapsed = clock() - start
+    finally:
+        serving.clear()
+        server.join()
     producer.flush(60)
     windows = rtt_windows[1:] or rtt_windows  # the first window may still hold the warm-up's requests
     rtt = (statistics.median(w[0] for w in windows) / 1e6, statistics.median(w[1] for w in windows) / 1e6) \

@@ -47,7 +47,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks._load import payloads, produce_latency, produce_throughput
+from benchmarks._load import payloads, poll_until, produce_latency, produce_throughput
 from benchmarks._procs import OurBroker
 from benchmarks._runs import LIMIT_S, alternate, arguments, medians, wait_for, write_json
 
@@ -184,7 +184,7 @@ def failover_once(cluster: Cluster) -> tuple[float, bool]:
             except BufferError:
                 pass
             next_at += 0.001
-            producer.poll(max(0.0, next_at - time.monotonic()))
+            poll_until(producer, next_at, time.monotonic)
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()

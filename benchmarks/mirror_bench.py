@@ -43,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._load import create_topic, fill_keyed, payloads
+from benchmarks._load import create_topic, fill_keyed, payloads, poll_until
 from benchmarks._procs import OurBroker
 from benchmarks._runs import alternate, arguments, medians, wait_for, write_json
 
@@ -164,10 +164,7 @@ def _paced(bootstrap: str, topic: str, rate: int, seconds: float) -> int:
     total = int(rate * seconds)
     t0 = time.monotonic()
     for i in range(total):
-        due = t0 + i / rate
-        delay = due - time.monotonic()
-        if delay > 0:
-            p.poll(delay)
+        poll_until(p, t0 + i / rate, time.monotonic)
         now_ms = int(time.time() * 1000)
         p.produce(topic, struct.pack(">q", now_ms) + pad[i % len(pad)], partition=i % PARTITIONS, timestamp=now_ms)
     p.flush()
