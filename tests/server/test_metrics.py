@@ -120,3 +120,44 @@ def test_process_metrics_and_no_created_series(broker_factory):
     assert before - 1 <= value(s, "process_start_time_seconds") <= time.time()  # /proc counts in 10 ms ticks
     assert any(name == "python_info" for name, _ in s)
     assert any(name.startswith("python_gc_") for name, _ in s)
+
+
+def _wait_for(predicate, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_startup_heap_is_frozen_and_a_deleted_topic_is_still_freed(broker_factory):
+    """``python -m broker`` takes what start-up loaded out of garbage collection (``gc.freeze``), so full
+    collections skip the loaded logs however many there are; a topic deleted later still frees its logs
+    (reference counting), so freezing leaks nothing."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    partitions = 300
+    b = broker_factory(log_segment_delete_delay_ms=0)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for future in admin.create_topics([NewTopic("big", partitions, 1), NewTopic("kept", 1, 1)]).values():
+        future.result(60)
+    with Wire(b.bootstrap) as w:
+        for p in range(0, partitions, 10):
+            assert produce(w, "big", make_batch([b"x"]), partition=p)["error_code"] == 0
+    empty_start = value(scrape(b), "kafkapy_gc_frozen_objects")
+    assert empty_start > 0  # even an empty broker freezes its modules and metadata
+
+    b.restart()  # now start-up loads the 301 logs
+    loaded = value(scrape(b), "kafkapy_gc_frozen_objects")
+    assert loaded > empty_start + 10 * partitions, (empty_start, loaded)
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for future in admin.delete_topics(["big"]).values():
+        future.result(60)
+    # The deleted logs' objects go, frozen or not: the count falls by most of what they added.
+    after = _wait_for(lambda: (v := value(scrape(b), "kafkapy_gc_frozen_objects")) < loaded - 8 * partitions and v,
+                      "the deleted topic's frozen objects to be freed")
+    assert after > 0
+    assert "kept" in admin.list_topics(timeout=30).topics
