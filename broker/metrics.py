@@ -95,8 +95,9 @@ took out of Python's garbage collection once start-up was done
 (``gc.freeze()``, after one full collection): the loaded logs, their segments
 and indexes, the metadata. Full collections then scan only what was made
 later, so they stay short however many partitions the broker holds (with
-thousands, a full collection over everything stops the event loop for tens of
-milliseconds). It is 0 in a broker that runs inside another program (tests).
+2,001 partitions loaded, 43-81 ms with the event loop stopped before, under
+2 ms frozen). Partitions created while the broker runs are frozen at its next
+start. It is 0 in a broker that runs inside another program (tests).
 
 Counters and histograms have no ``<name>_created`` twin: prometheus-client
 adds one per labelled series by default, doubling every scrape for a
