@@ -121,15 +121,14 @@ def poll_until(producer, due: float, clock=time.perf_counter) -> None:
     the time to its next record (under 1 ms at 1,000 records/s and above)
     would spin a whole CPU and leave the broker under test, on a small
     machine, one CPU fewer. Waits of a millisecond or more block in ``poll``
-    (which also returns early for a delivery report); shorter ones sleep,
-    then serve what arrived meanwhile with ``poll(0)``.
+    (serving reports as they come), shorter ones sleep; once ``due`` is
+    reached, ``poll(0)`` serves what arrived meanwhile.
     """
-    wait = due - clock()
-    if wait >= 0.001:
-        producer.poll(wait)
-        return
-    if wait > 0:
-        time.sleep(wait)
+    while (wait := due - clock()) > 0:
+        if wait >= 0.001:
+            producer.poll(wait)
+        else:
+            time.sleep(wait)
     producer.poll(0)
 
 
@@ -343,22 +342,27 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
     # until each record is due; neither thread spins (see poll_until).
     serving = threading.Event()
     serving.set()
+    failed: list[BaseException] = []
 
     def serve() -> None:
-        while serving.is_set():
-            producer.poll(0.1)
+        try:
+            while serving.is_set():
+                producer.poll(0.1)
+        except BaseException as exc:  # a callback raised: the run is void, and says why below
+            failed.append(exc)
 
     server = threading.Thread(target=serve, name="delivery-reports", daemon=True)
     server.start()
     start = clock()
     due = start
     try:
-        while sent < count:
+        while sent < count and not failed:
             now = clock()
             while due <= now and sent < count:
                 try:
                     produce(topic, value)
-                except BufferError:
+                except BufferError:  # the queue is full: let the reports drain it
+                    time.sleep(0.001)
                     break
                 sent += 1
                 due += interval
@@ -369,6 +373,8 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
     finally:
         serving.clear()
         server.join()
+    if failed:
+        raise RuntimeError("serving delivery reports failed") from failed[0]
     producer.flush(60)
     windows = rtt_windows[1:] or rtt_windows  # the first window may still hold the warm-up's requests
     rtt = (statistics.median(w[0] for w in windows) / 1e6, statistics.median(w[1] for w in windows) / 1e6) \

@@ -34,7 +34,7 @@ kafkapy_log_appender_groups_total                      counter    log_dir (group
 kafkapy_log_appender_appends_total                     counter    log_dir (appends written; on scrape)
 kafkapy_request_queue_time_seconds                     histogram  api    (arrival to handler start)
 kafkapy_log_cleaner_threads                            gauge      -      (cleaner threads running; on scrape)
-kafkapy_gc_frozen_objects                              gauge      -      (start-up heap frozen; see below)
+kafkapy_gc_frozen_objects                              gauge      -      (set once, after start-up; see below)
 =====================================================  =========  ==========================
 
 Cluster health, read on scrape from the replica manager, the controller and the
@@ -90,14 +90,17 @@ exports for its process: ``process_cpu_seconds_total``,
 ``python_info`` and ``python_gc_*``, so the usual dashboards and alerts on
 CPU, memory and file descriptors work unchanged.
 
-``kafkapy_gc_frozen_objects`` counts the objects that ``python -m broker``
-took out of Python's garbage collection once start-up was done
-(``gc.freeze()``, after one full collection): the loaded logs, their segments
-and indexes, the metadata. Full collections then scan only what was made
-later, so they stay short however many partitions the broker holds (with
-2,001 partitions loaded, 43-81 ms with the event loop stopped before, under
-2 ms frozen). Partitions created while the broker runs are frozen at its next
-start. It is 0 in a broker that runs inside another program (tests).
+``kafkapy_gc_frozen_objects`` is how many objects ``python -m broker`` took
+out of Python's garbage collection once start-up was done (``gc.freeze()``,
+after one full collection): the loaded logs, their segments and indexes, the
+metadata. Full collections then scan only what was made later, so they stay
+short however many partitions the broker holds (with 2,000 partitions loaded,
+43-81 ms with the event loop stopped before, about 0.05 ms frozen).
+Partitions created while the broker runs are frozen at its next start. The
+figure is taken once, when the heap is frozen (counting frozen objects walks
+them all); frozen objects that are dropped later (a deleted topic's logs) are
+still freed by reference counting, but not counted off. It is 0 in a broker
+that runs inside another program (tests).
 
 Counters and histograms have no ``<name>_created`` twin: prometheus-client
 adds one per labelled series by default, doubling every scrape for a
@@ -118,7 +121,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import gc
 import logging
 import os
 import selectors
@@ -493,8 +495,9 @@ class BrokerMetrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
-        Gauge(PREFIX + "gc_frozen_objects", "Objects set aside from garbage collection after start-up (gc.freeze).",
-              registry=r).set_function(gc.get_freeze_count)
+        self.gc_frozen_objects = Gauge(
+            PREFIX + "gc_frozen_objects",
+            "Objects set aside from garbage collection once start-up was done (gc.freeze).", registry=r)
         self.requests = Counter(PREFIX + "requests", "Requests handled, by API.", ["api"], registry=r)
         r.register(self._request_histograms)
         self.request_errors = Counter(
