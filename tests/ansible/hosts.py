@@ -23,7 +23,9 @@ A host's apt lists are stamped fresh at boot (``update-success-stamp``): a role'
 
 The /24 is one of 10.213.0.0/16 that no address or route of this machine
 covers; before any traffic, ``ip route get`` of a host's address must name
-the bridge (else packets would leave by the default route). Teardown stops
+the bridge (else packets would leave by the default route), and an
+``unreachable`` route for the /24 (:mod:`tests.netguard`) keeps a client that
+outlives the hosts from sending there by the default route. Teardown stops
 only the nspawn processes this module started (SIGTERM: systemd powers the
 host off; SIGKILL after a grace period), deletes its namespaces, bridge and
 loop devices and unmounts its overlays. Building and booting need root.
@@ -44,6 +46,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests import netguard
 
 CACHE = Path(os.environ.get("KAFKAPY_TEST_CACHE", "/var/cache/kafkapy-tests"))
 MIRROR = "http://deb.debian.org/debian"
@@ -124,12 +128,21 @@ class Host:
         return self.dir / "root"
 
 
+_ROUTE_TYPES = {"unicast", "unreachable", "blackhole", "prohibit", "throw", "local", "broadcast", "multicast"}
+
+
+def _destination(route_line: str) -> str:
+    """The destination of a line of ``ip route`` (after the type word of ``unreachable 10.213.5.0/24 ...``)."""
+    words = route_line.split()
+    return words[1] if words[0] in _ROUTE_TYPES else words[0]
+
+
 def _free_subnet() -> ipaddress.IPv4Network:
     """A /24 of 10.213.0.0/16 that no address or route of this machine covers."""
     taken = [ipaddress.ip_interface(word).network for line in run("ip", "-o", "-4", "addr").splitlines()
              for i, word in enumerate(line.split()) if i > 0 and line.split()[i - 1] == "inet"]
-    routes = [ipaddress.ip_network(line.split()[0]) for line in run("ip", "-4", "route").splitlines()
-              if line.split()[0] != "default"]
+    routes = [ipaddress.ip_network(_destination(line)) for line in run("ip", "-4", "route").splitlines()
+              if _destination(line) != "default"]
     for _ in range(200):
         net = ipaddress.ip_network(f"10.213.{random.randrange(256)}.0/24")
         if not any(net.overlaps(other) for other in taken + routes):
@@ -169,6 +182,7 @@ class Hosts:
     def _start(self) -> None:
         root = ensure_root()
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.private_key))
+        netguard.guard(self.subnet)  # stays after close(): see tests/netguard.py
         run("ip", "link", "add", self.bridge, "type", "bridge")
         self._bridge_made = True
         run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)

@@ -9,7 +9,9 @@ source of the test's own clients, and ``.250`` for a ZooKeeper server the test
 runs there (:meth:`zookeeper`), so a node can be cut off from ZooKeeper while
 the clients still reach it. Before anything is sent, ``ip route get`` of every
 node's address must name the bridge: otherwise traffic meant for the nodes
-could leave through the machine's default route.
+could leave through the machine's default route. An ``unreachable`` route for
+the /24 (:mod:`tests.netguard`) keeps it so after :meth:`close` too, for a
+client that outlives the network.
 
 A partition is made of blackhole routes inside a node's namespace
 (:meth:`isolate`): packets from that node to the given addresses are dropped,
@@ -30,6 +32,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from tests import netguard
 from tests.zookeeper import ZooKeeperServer
 
 CLIENT_HOST, ZOOKEEPER_HOST = 254, 250
@@ -80,6 +83,7 @@ class Network:
         return ["ip", "netns", "exec", self.names[i]]
 
     def create(self) -> "Network":
+        netguard.guard(self.subnet)  # stays after close(): see tests/netguard.py
         ip("link", "add", self.bridge, "type", "bridge")
         self._made_bridge = True
         for host in (CLIENT_HOST, ZOOKEEPER_HOST):
