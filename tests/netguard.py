@@ -20,11 +20,14 @@ Its metric is ``GUARD_METRIC_BASE`` plus that process's PID, and every
 :func:`guard` first removes the guards of processes that have exited
 (:func:`drop_stale_guards`). So after a test session one route per test network
 stays on the machine, and the next session removes them.
+
+:func:`ip` runs the ``ip`` tool for the test networks (in a namespace if asked).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import subprocess
 
@@ -32,10 +35,12 @@ GUARD_METRIC_BASE = 1_000_000
 _PID_LIMIT = 1 << 22  # Linux's largest pid_max
 
 
-def _ip(*args: str, check: bool = True) -> str:
-    out = subprocess.run(["ip", *args], capture_output=True, text=True)
+def ip(*args: str, netns: str | None = None, check: bool = True) -> str:
+    """Run ``ip ARGS`` (inside network namespace ``netns`` if given); its stdout."""
+    cmd = ["ip", *(["netns", "exec", netns, "ip"] if netns else []), *args]
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if check and out.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {out.stderr.strip()}")
+        raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
     return out.stdout
 
 
@@ -52,13 +57,10 @@ def _alive(pid: int) -> bool:
 def guards() -> list[tuple[ipaddress.IPv4Network, int]]:
     """Every guard route on this machine: (its /24, the PID of the process that made it)."""
     found = []
-    for line in _ip("-4", "route", "show", "type", "unreachable").splitlines():
-        words = line.split()  # "unreachable 10.213.5.0/24 metric 1012345"
-        if len(words) < 4 or "metric" not in words:
-            continue
-        pid = int(words[words.index("metric") + 1]) - GUARD_METRIC_BASE
+    for route in json.loads(ip("-j", "-4", "route", "show", "type", "unreachable") or "[]"):
+        pid = route.get("metric", 0) - GUARD_METRIC_BASE
         if 0 < pid < _PID_LIMIT:
-            found.append((ipaddress.IPv4Network(words[1]), pid))
+            found.append((ipaddress.IPv4Network(route["dst"]), pid))
     return found
 
 
@@ -66,10 +68,10 @@ def drop_stale_guards() -> None:
     """Remove the guards of processes that have exited (their clients are gone with them)."""
     for net, pid in guards():
         if not _alive(pid):
-            _ip("route", "del", "unreachable", str(net), "metric", str(GUARD_METRIC_BASE + pid), check=False)
+            ip("route", "del", "unreachable", str(net), "metric", str(GUARD_METRIC_BASE + pid), check=False)
 
 
 def guard(subnet: ipaddress.IPv4Network) -> None:
     """Make ``subnet`` unreachable from this machine except through a bridge that holds it (see above)."""
     drop_stale_guards()
-    _ip("route", "add", "unreachable", str(subnet), "metric", str(GUARD_METRIC_BASE + os.getpid()))
+    ip("route", "add", "unreachable", str(subnet), "metric", str(GUARD_METRIC_BASE + os.getpid()))

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests import netguard
-from tests.cluster.netns import _free_subnet, ip
+from tests.cluster.netns import _free_subnet
+from tests.netguard import ip
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -37,6 +37,7 @@ import contextlib
 import fcntl
 import hashlib
 import ipaddress
+import json
 import os
 import random
 import shutil
@@ -128,21 +129,12 @@ class Host:
         return self.dir / "root"
 
 
-_ROUTE_TYPES = {"unicast", "unreachable", "blackhole", "prohibit", "throw", "local", "broadcast", "multicast"}
-
-
-def _destination(route_line: str) -> str:
-    """The destination of a line of ``ip route`` (after the type word of ``unreachable 10.213.5.0/24 ...``)."""
-    words = route_line.split()
-    return words[1] if words[0] in _ROUTE_TYPES else words[0]
-
-
 def _free_subnet() -> ipaddress.IPv4Network:
     """A /24 of 10.213.0.0/16 that no address or route of this machine covers."""
     taken = [ipaddress.ip_interface(word).network for line in run("ip", "-o", "-4", "addr").splitlines()
              for i, word in enumerate(line.split()) if i > 0 and line.split()[i - 1] == "inet"]
-    routes = [ipaddress.ip_network(_destination(line)) for line in run("ip", "-4", "route").splitlines()
-              if _destination(line) != "default"]
+    routes = [ipaddress.ip_network(route["dst"]) for route in json.loads(run("ip", "-j", "-4", "route"))
+              if route["dst"] != "default"]  # of every type: a guard (tests/netguard.py) covers its /24 too
     for _ in range(200):
         net = ipaddress.ip_network(f"10.213.{random.randrange(256)}.0/24")
         if not any(net.overlaps(other) for other in taken + routes):

@@ -28,22 +28,13 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import subprocess
 import uuid
 from pathlib import Path
 
-from tests import netguard
+from tests.netguard import guard, ip
 from tests.zookeeper import ZooKeeperServer
 
 CLIENT_HOST, ZOOKEEPER_HOST = 254, 250
-
-
-def ip(*args: str, netns: str | None = None, check: bool = True) -> str:
-    cmd = ["ip", *(["netns", "exec", netns, "ip"] if netns else []), *args]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
-    return out.stdout
 
 
 def _free_subnet() -> ipaddress.IPv4Network:
@@ -83,7 +74,7 @@ class Network:
         return ["ip", "netns", "exec", self.names[i]]
 
     def create(self) -> "Network":
-        netguard.guard(self.subnet)  # stays after close(): see tests/netguard.py
+        guard(self.subnet)  # stays after close(): see tests/netguard.py
         ip("link", "add", self.bridge, "type", "bridge")
         self._made_bridge = True
         for host in (CLIENT_HOST, ZOOKEEPER_HOST):
