@@ -237,7 +237,7 @@ class _CountAnswered(Collector):
 class _RequestHistograms(Collector):
     """``kafkapy_request_duration_seconds`` and ``kafkapy_request_queue_time_seconds``, by API.
 
-    Kept as plain counts per bucket, which :meth:`BrokerMetrics._count_answered`
+    Kept as plain counts per bucket, which :meth:`BrokerMetrics.count_answered`
     fills under ``lock`` (a bisect and two additions per request; a
     prometheus-client ``Histogram`` costs a lock and several calls per
     observation), and made cumulative at scrape time.
@@ -489,9 +489,9 @@ class BrokerMetrics:
         # Answered requests not counted yet (count_request): deque appends and pops are atomic,
         # so the loop adds while a scrape's thread counts.
         self._answered: collections.deque[tuple] = collections.deque()
-        self._counting = threading.Lock()  # _count_answered runs on the loop and on scrape threads
+        self._counting = threading.Lock()  # count_answered runs on the loop and on scrape threads
         self._request_histograms = _RequestHistograms(self._counting)
-        r.register(_CountAnswered(self._count_answered))
+        r.register(_CountAnswered(self.count_answered))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
@@ -544,25 +544,25 @@ class BrokerMetrics:
         self.port: int | None = None
 
     def count_request(self, api: str, received_at: float, started_at: float, answered_at: float,
-                      produced: list | None) -> None:
-        """Count one answered request: its API's count, duration and queue time, and what it appended.
+                      produced: list | None) -> bool:
+        """Note one answered request: its API's count, duration and queue time, and what it appended.
 
         The times are ``loop.time()`` readings: arrival, handler start, response
         ready. ``produced`` is None or ``[(topic, valid bytes, records), ...]``.
-        The network layer calls this once the response is written (or in line
-        behind earlier ones). The request is only noted here; the instruments
-        take in the noted requests ``COUNT_BATCH`` at a time and at every
-        scrape, before anything is collected. So the bookkeeping neither delays
-        an answer nor runs on the CPU right after one, when the client it
-        woke may be waiting for that CPU, and a scrape always sees every
-        request answered before it.
+        The network layer calls this before the response can reach the client
+        (a client that scrapes once answered must find the request counted), and
+        it only appends to a deque. The instruments take in the noted requests
+        at every scrape, before anything is collected, and ``COUNT_BATCH`` at a
+        time on the loop: when this returns True, the caller calls
+        :meth:`count_answered` once the response is written. So the bookkeeping
+        neither delays an answer nor runs on the CPU right after one, when the
+        client it woke may be waiting for that CPU.
         """
         answered = self._answered
         answered.append((api, received_at, started_at, answered_at, produced))
-        if len(answered) >= COUNT_BATCH:
-            self._count_answered()
+        return len(answered) >= COUNT_BATCH
 
-    def _count_answered(self) -> None:
+    def count_answered(self) -> None:
         """Take the noted requests into the instruments (on the loop, or on a scrape's thread).
 
         The histograms are filled per request (:class:`_RequestHistograms`); the

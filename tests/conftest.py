@@ -114,6 +114,12 @@ class BrokerProcess:
     def stderr_text(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
 
+    def traceback_excerpt(self, before: int = 5, after: int = 40) -> str:
+        """The stderr lines around the first ``Traceback`` (the tail may be far past it)."""
+        lines = self.stderr_text().splitlines()
+        at = next((i for i, line in enumerate(lines) if "Traceback" in line), len(lines))
+        return "\n".join(lines[max(0, at - before):at + after])
+
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -161,7 +167,7 @@ def broker_factory(tmp_path):
             if code != 0:
                 problems.append(f"broker in {proc.workdir} exited with {code} on SIGTERM")
         if "Traceback" in proc.stderr_text():
-            problems.append(f"broker in {proc.workdir} logged a traceback:\n{proc.stderr_tail()}")
+            problems.append(f"broker in {proc.workdir} logged a traceback:\n{proc.traceback_excerpt()}")
     assert not problems, "\n".join(problems)
 
 

@@ -43,7 +43,8 @@ Appends:
   epochs kept (the fetchers);
 * :meth:`append_now`: on the calling thread, for the coordinator's small writes;
 * :meth:`wait_for_high_watermark`: acks=all waits in the purgatory until the
-  high watermark passes its append or this broker stops leading the partition.
+  high watermark passes its append or this broker stops leading the partition
+  (including when it stops serving it at all: topic deleted, log dir failed).
 
 Leadership listeners (:meth:`add_leadership_listener`, for the group
 coordinator) hear of every partition this broker starts leading, or leads in a
@@ -301,6 +302,7 @@ class ReplicaManager:
             was_leader = p.is_leader
             if delete:
                 del self._partitions[p.key]
+                p.stop_serving()  # a produce waiting on it ends now (see remove_partition)
             else:
                 p.make_follower(-1, p.leader_epoch, p.isr, p.replicas, controller_epoch=p.controller_epoch,
                                 zk_version=p.zk_version)
@@ -346,11 +348,20 @@ class ReplicaManager:
             p._log = log
 
     def remove_partition(self, topic: str, partition: int) -> None:
-        """Stop serving ``topic-partition`` (its topic is deleted); its waiters wake and find it gone."""
+        """Stop serving ``topic-partition`` (its topic deleted, or its log dir failed); its waiters end.
+
+        The dropped :class:`Partition` stops leading here (:meth:`Partition.stop_serving`):
+        an acks=all produce waiting on it would otherwise wait out its whole
+        timeout, as no follower fetches from it any more, and hold up every later
+        answer on its connection. It answers :meth:`missing_error`'s error instead.
+        """
         self.fetchers.remove_partitions([(topic, partition)])
         p = self._partitions.pop((topic, partition), None)
+        was_leader = p is not None and p.is_leader
+        if p is not None:
+            p.stop_serving()
         self.purgatory.notify((topic, partition))
-        if p is not None and p.is_leader:
+        if was_leader:
             self._tell(lambda listener: listener.on_resign(p.key, p.leader_epoch))
 
     # -- appends ------------------------------------------------------------------------------

@@ -90,6 +90,8 @@ class Partition:
         #: what each follower's fetches said (leader only)
         self.followers: dict[int, FollowerState] = {}
         self.high_watermark = max(log.log_start_offset, min(high_watermark, log.log_end_offset))
+        #: False once the replica manager dropped it (:meth:`stop_serving`)
+        self.served = True
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, epoch={self.leader_epoch}, "
@@ -104,6 +106,16 @@ class Partition:
     def follower_log_end(self) -> dict[int, int]:
         """Each follower's log end offset as its last fetch said (-1: not fetched yet)."""
         return {b: f.log_end_offset for b, f in self.followers.items()}
+
+    def stop_serving(self) -> None:
+        """Dropped by the replica manager (topic deleted, log dir failed): neither leader nor follower now.
+
+        :attr:`served` turns False and :attr:`is_leader` with it, so whoever still
+        holds this object (a produce waiting for the high watermark, a fetch
+        session) sees it is no longer the partition's leader.
+        """
+        self.served = False
+        self.leader_id = -1
 
     def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], *, controller_epoch: int = -1,
                     zk_version: int = -1, now_ms: int = 0) -> bool:

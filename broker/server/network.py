@@ -293,11 +293,13 @@ class Connection(asyncio.BufferedProtocol):
         try:
             awaiting = coro.send(None)
         except StopIteration as done:
+            full = self._note(entry.name, ctx)
             if slot is None:
                 self._respond(done.value)
             else:
                 slot.set_result(done.value)
-            self._count(entry.name, ctx)
+            if full:
+                self.broker.metrics.count_answered()
             return
         except (_CloseConnection, asyncio.CancelledError):
             # Close in request order: earlier responses still go out first.
@@ -331,12 +333,13 @@ class Connection(asyncio.BufferedProtocol):
         except BaseException:
             self._wakeup.set()  # the writer may not have been woken for this task: it must see the failure
             raise
-        try:  # counted once the response is written or in line (see _count)
+        full = self._note(name, ctx)
+        try:
             me = asyncio.current_task(self.loop)
             awaited = self._awaited is me
             if not awaited and not (self._writer_idle and self._pending and self._pending[0] is me):
                 return parts  # behind others: the writer sends it in order
-            if not parts or (not self._closing and self._can_write.is_set()
+            if not parts or (not self._closing and self._can_write.is_set() and not self.transport.is_closing()
                              and all(isinstance(p, _BYTES_LIKE) for p in parts)):
                 if parts:
                     write = self.transport.write
@@ -348,7 +351,8 @@ class Connection(asyncio.BufferedProtocol):
             self._wakeup.set()  # a file slice, a full send buffer or a closing connection: the writer's work
             return parts
         finally:
-            self._count(name, ctx)
+            if full:
+                self.broker.metrics.count_answered()
 
     def _appends_queued(self) -> None:
         """A running Produce queued all its appends (see "order of effects")."""
@@ -388,7 +392,7 @@ class Connection(asyncio.BufferedProtocol):
         if parts is None:  # no response (acks=0): nothing to keep in order
             return
         if (self._writer_idle and not self._pending and not self._closing and not self._closing_after_drain
-                and self._can_write.is_set() and (isinstance(parts[0], _BYTES_LIKE) if len(parts) == 1
+                and self._can_write.is_set() and not self.transport.is_closing() and (isinstance(parts[0], _BYTES_LIKE) if len(parts) == 1
                                                   else all(isinstance(p, _BYTES_LIKE) for p in parts))):
             write = self.transport.write
             for part in parts:
@@ -450,9 +454,16 @@ class Connection(asyncio.BufferedProtocol):
         ctx.answered_at = self.loop.time()
         return parts
 
-    def _count(self, name: str, ctx: RequestContext) -> None:
-        """Count a handled request, once its response is written or in line (see BrokerMetrics.count_request)."""
-        self.broker.metrics.count_request(name, ctx.received_at, ctx.started_at, ctx.answered_at, ctx.produced)
+    def _note(self, name: str, ctx: RequestContext) -> bool:
+        """Note a handled request before its response can reach the client (see BrokerMetrics.count_request).
+
+        Noting it only after the write would let a client that scrapes as soon as
+        it is answered (the scrape runs on another thread, and the socket write
+        lets it run) find the request not counted yet. True: a batch is due, to be
+        counted once the response is written.
+        """
+        return self.broker.metrics.count_request(name, ctx.received_at, ctx.started_at, ctx.answered_at,
+                                                 ctx.produced)
 
     # -- responses --------------------------------------------------------------------
     async def _write_loop(self) -> None:
@@ -504,6 +515,11 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _send(self, parts: list) -> None:
         transport = self.transport
+        if transport.is_closing():
+            # The peer went away (connection_lost is on its way): writing now only
+            # gets each write refused, and asyncio's "socket.send() raised exception."
+            # logged after the first few.
+            return
         for part in parts:
             if isinstance(part, _BYTES_LIKE):
                 transport.write(part)
@@ -580,6 +596,11 @@ class Connection(asyncio.BufferedProtocol):
         self._closing_after_drain = True
         self._wakeup.set()
 
+    def busy(self) -> str:
+        """What keeps the connection open, for the shutdown's log line."""
+        return (f"{len(self._pending)} response(s) unsent, {self._running} handler(s) running, "
+                f"{len(self._waiting)} request(s) waiting to start")
+
     def abort(self) -> None:
         """For shutdown: drop the connection now, unsent responses with it."""
         self._abort(hard=True)
@@ -624,6 +645,8 @@ class NetworkServer:
             done, pending = await asyncio.wait([c.closed for c in connections], timeout=timeout)
             aborted = [conn for conn in connections if not conn.closed.done()]
             for conn in aborted:
+                log.warning("shutdown: connection from %s still busy after %.1f s (%s); closing it",
+                            conn.peer, timeout, conn.busy())
                 conn.abort()
             if aborted:  # their connection_lost runs in a later loop pass
                 await asyncio.wait([c.closed for c in aborted], timeout=1)

@@ -18,6 +18,7 @@ import time
 
 from broker.protocol import ApiKey, ErrorCode
 
+from tests.server.test_jbod import disks  # noqa: F401 - the fixture
 from tests.server.wire import Wire, make_batch
 
 TOPIC = "r"
@@ -259,6 +260,95 @@ def test_an_acks_all_append_waiting_when_leadership_moves_gets_not_leader(broker
             assert time.monotonic() - started < 15  # answered at the change, not at timeout_ms (30 s)
         finally:
             b.proc.send_signal(signal.SIGCONT)
+
+
+def _answered_at_once_when(a, b, wa, take_away) -> dict:
+    """Produce acks=all to ``a`` (leading, ``b`` following but stopped), then ``take_away()`` the
+    replica from ``a`` while the append waits: the answer must come then, not at timeout_ms."""
+    assert produce(wa, [b"first"])["error_code"] == 0
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        result = {}
+        waiting = threading.Thread(target=lambda: result.update(produce(wa, [b"waits"], timeout_ms=30000)))
+        waiting.start()
+        time.sleep(0.5)  # the append is written and waits for the follower
+        assert waiting.is_alive()
+        started = time.monotonic()
+        take_away()
+        waiting.join(20)
+        assert time.monotonic() - started < 15, "answered at timeout_ms (30 s), not when the replica went"
+        return result
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+
+
+def test_an_acks_all_append_waiting_when_its_replica_is_deleted_is_answered_at_once(broker_factory):
+    a, b = two_brokers(broker_factory)
+    with Wire(a.bootstrap) as wa, Wire(a.bootstrap) as controller, Wire(b.bootstrap) as wb:
+        create_topic(wa)
+        create_topic(wb)
+        for w in (wa, wb):
+            leader_and_isr(w, leader=0, leader_epoch=1, isr=[0, 1], replicas=[0, 1], live=[a])
+
+        def delete():
+            body = {"controller_id": 99, "controller_epoch": CONTROLLER_EPOCH, "broker_epoch": -1,
+                    "topic_states": [{"topic_name": TOPIC, "partition_states": [
+                        {"partition_index": 0, "leader_epoch": -2, "delete_partition": True}]}]}
+            assert controller.call(ApiKey.STOP_REPLICA, 3, body)["error_code"] == 0
+
+        result = _answered_at_once_when(a, b, wa, delete)
+        # the topic is still in the metadata: another broker may lead it now
+        assert result["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER, result
+
+
+def test_an_acks_all_append_waiting_when_its_log_dir_fails_gets_storage_error_at_once(  # noqa: F811
+        disks, broker_factory):  # in this order: the brokers stop before the disks go
+    """The failed disk closes the log under the waiting append; before, the append waited out its
+    30 s timeout (no follower fetches a partition no longer served) and held up its connection."""
+    made = disks(2)
+    a = broker_factory(broker_id=0, log_dirs=",".join(str(d.mnt / "logs") for d in made))
+    b = broker_factory(broker_id=1)
+    a.broker_id, b.broker_id = 0, 1
+    with Wire(a.bootstrap) as wa, Wire(a.bootstrap) as other, Wire(b.bootstrap) as wb:
+        create_topic(wa)
+        create_topic(wb)
+        for w in (wa, wb):
+            leader_and_isr(w, leader=0, leader_epoch=1, isr=[0, 1], replicas=[0, 1], live=[a])
+        (disk,) = [d for d in made if (d.mnt / "logs" / f"{TOPIC}-0").is_dir()]
+
+        def fail_the_disk():
+            disk.fail()
+            # the next write there meets the error and takes the dir offline
+            assert produce(other, [b"after"], acks=1)["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+
+        result = _answered_at_once_when(a, b, wa, fail_the_disk)
+        assert result["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR, result
+
+
+def test_answers_due_after_the_client_left_are_dropped_quietly(broker_factory):
+    """65 acks=all appends wait for a stopped follower; the client closes; their timeouts answer into a
+    connection already gone. Nothing is written (asyncio logged "socket.send() raised exception." for each
+    write after the fifth) and the broker goes on serving."""
+    a, b = two_brokers(broker_factory)
+    with Wire(a.bootstrap) as wa, Wire(b.bootstrap) as wb:
+        create_topic(wa)
+        create_topic(wb)
+        for w in (wa, wb):
+            leader_and_isr(w, leader=0, leader_epoch=1, isr=[0, 1], replicas=[0, 1], live=[a])
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            leaving = Wire(a.bootstrap)
+            body = {"acks": -1, "timeout_ms": 1000, "topic_data": [
+                {"name": TOPIC, "partition_data": [{"index": 0, "records": make_batch([b"x" * 1000])}]}]}
+            for _ in range(65):
+                leaving.send(ApiKey.PRODUCE, 8, body)
+            time.sleep(0.3)  # all appended, all waiting
+            leaving.sock.close()
+            time.sleep(1.5)  # their timeouts ran out
+            assert produce(wa, [b"later"], acks=1)["error_code"] == 0
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+    assert "socket.send() raised exception" not in a.stderr_text()
 
 
 def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factory):

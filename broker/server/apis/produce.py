@@ -65,7 +65,9 @@ RecordBatch v2 before the append, so the log holds only v2. LogAppendTime
 topics get the broker's time written into each batch (``log_append_time_ms``
 in the response, v2+). acks=-1 is answered once the high watermark has passed
 the append (it waits in the replica layer's purgatory until the ISR's
-followers have fetched it; on a single node it has when the append is written). acks=0 gets no response; if one of its partitions
+followers have fetched it; on a single node it has when the append is written),
+or at once with an error when this broker stops leading the partition meanwhile
+(NOT_LEADER_OR_FOLLOWER; KAFKA_STORAGE_ERROR if its log dir failed). acks=0 gets no response; if one of its partitions
 failed, the connection is closed instead, as Kafka does, so the producer
 notices. Topics are auto-created when ``auto.create.topics.enable`` is set.
 """
@@ -219,9 +221,14 @@ async def _unusable_topic(ctx: RequestContext, name: str, info: TopicInfo | None
     return await ctx.broker.topics.auto_create(name)
 
 
-def _replication_error(partition) -> _PartitionError | None:
+def _replication_error(partition, replicas) -> _PartitionError | None:
     """acks=all once the high watermark passed the append: the error if the ISR no longer vouches for it
-    (Kafka's ``checkEnoughReplicasReachOffset``)."""
+    (Kafka's ``checkEnoughReplicasReachOffset``), or if the partition is no longer served here (its log
+    dir failed: KAFKA_STORAGE_ERROR; its topic deleted)."""
+    if not partition.served:
+        code = replicas.missing_error(partition.topic, partition.partition)
+        return _PartitionError(code, f"{partition.topic}-{partition.partition} is no longer served here "
+                                     f"({error_name(code)})")
     if not partition.is_leader:
         return _PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                f"this broker stopped leading {partition.topic}-{partition.partition}")
@@ -308,7 +315,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                     error = _PartitionError(ErrorCode.REQUEST_TIMED_OUT,
                                             "the high watermark did not reach the append in time")
                 else:
-                    error = _replication_error(partition)
+                    error = _replication_error(partition, replicas)
                 if error is not None:
                     errors.append((result, error))
                     continue
