@@ -12,6 +12,12 @@
 
 Both are upper bounds the brokers cannot beat on this machine: the broker's
 produce path writes to that disk and every benchmark byte crosses loopback.
+
+* :func:`interpreter` names the Python that runs our broker and times
+  ``sum(range(1000))`` in it (best of 5, µs). Builds of one CPython version
+  differ by up to 2× on it (Debian's ``/usr/bin/python3``, built with PGO and
+  LTO, against a plain source build such as pyenv's), and so does every
+  figure of ours that CPU decides; the figure says which kind of build ran.
 """
 
 from __future__ import annotations
@@ -81,3 +87,17 @@ def loopback_mb_s(total_bytes: int) -> float:
         finally:
             sender.wait(60)
     return (received - first) / max(elapsed, 1e-9) / 1e6
+
+
+_PROBE = """
+import sys, timeit
+best = min(timeit.repeat("sum(range(1000))", number=20000, repeat=5)) / 20000
+print(sys.version.split()[0], best * 1e6)
+"""
+
+
+def interpreter(python: str) -> str:
+    """``PATH (Python X.Y.Z, sum(range(1000)) N µs)`` for the interpreter ``python``."""
+    out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=120)
+    version, micros = out.stdout.split()
+    return f"{python} (Python {version}, sum(range(1000)) {float(micros):.1f} µs)"

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from benchmarks import _load
-from benchmarks._context import disk_write_mb_s, loopback_mb_s
+from benchmarks._context import disk_write_mb_s, interpreter, loopback_mb_s
 from benchmarks._procs import BrokerBase, OurBroker, TansuBroker, set_nice
 
 MB = 1e6
@@ -222,6 +222,7 @@ def render(context: dict, results: dict[str, dict[str, list[Sample]]], cases: li
         f"loopback TCP {context['loopback_mb_s']:,.0f} MB/s; 1-min load average "
         f"{context['loadavg_start']:.1f} at start, {context.get('loadavg_end', float('nan')):.1f} at end"
         f"; nice {context['nice']}",
+        f"Our broker's interpreter: {context['python']}",
         "",
         "| case | ours rec/s | ours MB/s | tansu rec/s | tansu MB/s | ours/tansu "
         "| ours CPU % | tansu CPU % | ours CPU s/GB | tansu CPU s/GB | ours peak RSS MB | tansu peak RSS MB |",
@@ -334,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nice", type=int, default=0,
                         help="niceness for the load generator and both brokers (negative needs root)")
     parser.add_argument("--tansu", metavar="PATH", help="tansu binary (default .cache/tansu/tansu)")
+    parser.add_argument("--python", metavar="PATH", default=sys.executable,
+                        help="the Python that runs our broker (default: this one); it needs the project installed")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.short else 3)
     cases = [c for c in build_cases(args.short) if not args.only or re.search(args.only, c.name)]
@@ -346,15 +349,16 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_start": os.getloadavg()[0],
         "disk_mb_s": disk_write_mb_s(args.data_dir, (1 << 30) // scale),
         "loopback_mb_s": loopback_mb_s((2 << 30) // scale),
+        "python": interpreter(args.python),
     }
-    print(f"context: disk {context['disk_mb_s']:,.0f} MB/s, loopback {context['loopback_mb_s']:,.0f} MB/s",
-          flush=True)
+    print(f"context: disk {context['disk_mb_s']:,.0f} MB/s, loopback {context['loopback_mb_s']:,.0f} MB/s, "
+          f"our broker's interpreter {context['python']}", flush=True)
 
     brokers: list[BrokerBase] = []
     try:
         for name in wanted:
             if name == "ours":
-                brokers.append(OurBroker(data_root=args.data_dir).start())
+                brokers.append(OurBroker(python=args.python, data_root=args.data_dir).start())
             elif name == "tansu":
                 brokers.append((TansuBroker(args.tansu) if args.tansu else TansuBroker()).start())
             else:
