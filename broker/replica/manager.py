@@ -301,8 +301,7 @@ class ReplicaManager:
         for p in stopped:
             was_leader = p.is_leader
             if delete:
-                del self._partitions[p.key]
-                p.stop_serving()  # a produce waiting on it ends now (see remove_partition)
+                self._drop(p.key)
             else:
                 p.make_follower(-1, p.leader_epoch, p.isr, p.replicas, controller_epoch=p.controller_epoch,
                                 zk_version=p.zk_version)
@@ -350,19 +349,26 @@ class ReplicaManager:
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop serving ``topic-partition`` (its topic deleted, or its log dir failed); its waiters end.
 
-        The dropped :class:`Partition` stops leading here (:meth:`Partition.stop_serving`):
-        an acks=all produce waiting on it would otherwise wait out its whole
-        timeout, as no follower fetches from it any more, and hold up every later
-        answer on its connection. It answers :meth:`missing_error`'s error instead.
+        The dropped :class:`Partition` stops leading here (:meth:`_drop`): an acks=all
+        produce waiting on it would otherwise wait out its whole timeout, as no
+        follower fetches from it any more, and hold up every later answer on its
+        connection. It answers :meth:`missing_error`'s error instead.
         """
         self.fetchers.remove_partitions([(topic, partition)])
-        p = self._partitions.pop((topic, partition), None)
+        p = self._partitions.get((topic, partition))
         was_leader = p is not None and p.is_leader
-        if p is not None:
-            p.stop_serving()
+        self._drop((topic, partition))
         self.purgatory.notify((topic, partition))
         if was_leader:
             self._tell(lambda listener: listener.on_resign(p.key, p.leader_epoch))
+
+    def _drop(self, key: TopicPartition) -> None:
+        """Stop serving a partition: out of the table, and the object itself neither leader nor
+        follower (:meth:`Partition.stop_serving`), so a produce still holding it, waiting for the
+        high watermark, ends at the purgatory's next notify of ``key`` instead of at its timeout."""
+        p = self._partitions.pop(key, None)
+        if p is not None:
+            p.stop_serving()
 
     # -- appends ------------------------------------------------------------------------------
     def append_records(self, partition: Partition, records, loop: asyncio.AbstractEventLoop, *,

@@ -392,8 +392,9 @@ class Connection(asyncio.BufferedProtocol):
         if parts is None:  # no response (acks=0): nothing to keep in order
             return
         if (self._writer_idle and not self._pending and not self._closing and not self._closing_after_drain
-                and self._can_write.is_set() and not self.transport.is_closing() and (isinstance(parts[0], _BYTES_LIKE) if len(parts) == 1
-                                                  else all(isinstance(p, _BYTES_LIKE) for p in parts))):
+                and self._can_write.is_set() and not self.transport.is_closing()
+                and (isinstance(parts[0], _BYTES_LIKE) if len(parts) == 1
+                     else all(isinstance(p, _BYTES_LIKE) for p in parts))):
             write = self.transport.write
             for part in parts:
                 write(part)
