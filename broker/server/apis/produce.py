@@ -69,7 +69,8 @@ followers have fetched it; on a single node it has when the append is written),
 or at once with an error when this broker stops leading the partition meanwhile
 (NOT_LEADER_OR_FOLLOWER; KAFKA_STORAGE_ERROR if its log dir failed). acks=0
 gets no response; if one of its partitions failed, the connection is closed
-instead, as Kafka does, so the producer notices. Topics are auto-created when ``auto.create.topics.enable`` is set.
+instead, as Kafka does, so the producer notices. Topics are auto-created when
+``auto.create.topics.enable`` is set.
 """
 
 from __future__ import annotations
