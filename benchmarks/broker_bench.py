@@ -216,6 +216,17 @@ def _ratio(a, b) -> str:
     return f"{a / b:.2f}x" if a is not None and b else "-"
 
 
+def rep_pairs(samples: dict[str, list[Sample]], key: str) -> list[tuple[int, float, float]]:
+    """``(rep, ours, tansu)`` for every repetition in which both brokers measured ``key``.
+
+    Within a repetition our broker runs first and tansu right after it, so a
+    pair shares the machine's state more closely than the two medians do.
+    """
+    ours = {s.rep: s.figures[key] for s in samples.get("ours", []) if not s.error and key in s.figures}
+    tansu = {s.rep: s.figures[key] for s in samples.get("tansu", []) if not s.error and key in s.figures}
+    return [(rep, ours[rep], tansu[rep]) for rep in sorted(ours) if rep in tansu and tansu[rep]]
+
+
 def render(context: dict, results: dict[str, dict[str, list[Sample]]], cases: list[Case]) -> str:
     lines = [
         f"Machine: disk sequential write {context['disk_mb_s']:,.0f} MB/s, "
@@ -272,6 +283,12 @@ def render(context: dict, results: dict[str, dict[str, list[Sample]]], cases: li
             out.append(f"librdkafka's request round trip in {case.name} (p50 / p99 ms): ours "
                        f"{_fmt(median(o, 'rtt_p50_ms'), 3)} / {_fmt(median(o, 'rtt_p99_ms'), 3)}, tansu "
                        f"{_fmt(median(t, 'rtt_p50_ms'), 3)} / {_fmt(median(t, 'rtt_p99_ms'), 3)}")
+        pairs = rep_pairs(results.get(case.name, {}), "p99_ms") if case.kind == "latency" else []
+        if len(pairs) > 1:
+            ratios = [a / b for _, a, b in pairs]
+            shown = ", ".join(f"{a:.2f} / {b:.2f}" for _, a, b in pairs)
+            out.append(f"p99 rep by rep in {case.name}, ours / tansu ms: {shown}; pair ratios "
+                       f"{min(ratios):.2f}-{max(ratios):.2f}x, median {statistics.median(ratios):.2f}x")
         if median(o, "cs_voluntary_per_request") is not None or median(t, "cs_voluntary_per_request") is not None:
             out.append(f"context switches per request in {case.name} (voluntary / involuntary): ours "
                        f"{_fmt(median(o, 'cs_voluntary_per_request'), 2)} / "
