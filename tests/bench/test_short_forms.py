@@ -11,8 +11,9 @@ and no figure that is not a finite number.
 
 No time or rate is asserted: the figures depend on the machine and on
 whatever else runs on it (the README's Performance section says how they
-are compared: ratios measured in one run). On a timeout the module's whole
-process group (started here, in a session of its own) is killed.
+are compared: ratios measured in one run). On a timeout the module gets
+SIGINT, so that it stops what it started, and a minute later its whole
+process group (started here, in a session of its own) gets SIGKILL.
 """
 
 from __future__ import annotations
@@ -129,8 +130,14 @@ def _run(name: str, args: list[str]) -> subprocess.CompletedProcess:
     try:
         out, err = proc.communicate(timeout=LIMIT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group this test started: the module and its brokers
-        out, err = proc.communicate()
+        # SIGINT first: the module's finally blocks stop what it started (brokers, and a ZooKeeper that
+        # runs in a session of its own); then SIGKILL for whatever is left of the group started here.
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
         pytest.fail(f"{name} --short did not finish in {LIMIT_S} s\n{out[-3000:]}\n{err[-3000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
