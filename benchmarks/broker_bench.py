@@ -192,8 +192,13 @@ def run_case(case: Case, broker: BrokerBase, rep: int, keep: bool = False) -> Sa
     return sample
 
 
+def by_rep(samples: list[Sample], key: str) -> dict[int, float]:
+    """``key``'s figure of each repetition that measured it (failed samples left out)."""
+    return {s.rep: s.figures[key] for s in samples if not s.error and key in s.figures}
+
+
 def median(samples: list[Sample], key: str) -> float | None:
-    values = [s.figures[key] for s in samples if not s.error and key in s.figures]
+    values = list(by_rep(samples, key).values())
     return statistics.median(values) if values else None
 
 
@@ -222,8 +227,7 @@ def rep_pairs(samples: dict[str, list[Sample]], key: str) -> list[tuple[int, flo
     Within a repetition our broker runs first and tansu right after it, so a
     pair shares the machine's state more closely than the two medians do.
     """
-    ours = {s.rep: s.figures[key] for s in samples.get("ours", []) if not s.error and key in s.figures}
-    tansu = {s.rep: s.figures[key] for s in samples.get("tansu", []) if not s.error and key in s.figures}
+    ours, tansu = by_rep(samples.get("ours", []), key), by_rep(samples.get("tansu", []), key)
     return [(rep, ours[rep], tansu[rep]) for rep in sorted(ours) if rep in tansu and tansu[rep]]
 
 

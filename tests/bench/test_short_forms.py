@@ -98,30 +98,12 @@ def test_every_module_is_covered() -> None:
     assert sorted(MODULES) == sorted(RUN_BY_DEV_BENCH)
 
 
-def _numbers(value, path: str = "$"):
-    """Every number in a JSON value, with where it is."""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, (int, float)):
-        yield path, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _numbers(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _numbers(v, f"{path}[{i}]")
-
-
-def _failed_samples(value, path: str = "$"):
-    """Samples that carry an error message (an ``error`` that is not empty, as broker_bench records one)."""
-    if isinstance(value, dict):
-        if value.get("error"):
-            yield path, value["error"]
-        for k, v in value.items():
-            yield from _failed_samples(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _failed_samples(v, f"{path}[{i}]")
+def _nodes(value, path: str = "$"):
+    """Every value in a JSON document, containers included, with where it is."""
+    yield path, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        yield from _nodes(v, f"{path}.{k}" if isinstance(value, dict) else f"{path}[{k}]")
 
 
 def _run(name: str, args: list[str]) -> subprocess.CompletedProcess:
@@ -159,9 +141,11 @@ def test_short_form_runs_to_its_report(name: str, tmp_path: Path) -> None:
     if json_mode is None:
         return
     figures = json.loads(json_file.read_text() if json_mode == "file" else done.stdout)
-    numbers = list(_numbers(figures))
+    nodes = list(_nodes(figures))
+    numbers = [(p, v) for p, v in nodes if isinstance(v, (int, float)) and not isinstance(v, bool)]
     assert any(v > 0 for _, v in numbers), f"{name}: no positive figure in its JSON"
     not_finite = [(p, v) for p, v in numbers if not math.isfinite(v)]
     assert not not_finite, f"{name}: figures that are not finite numbers: {not_finite[:10]}"
-    failed = list(_failed_samples(figures))
+    # a sample that failed carries its message in a non-empty ``error`` (as broker_bench records one)
+    failed = [(p, v["error"]) for p, v in nodes if isinstance(v, dict) and v.get("error")]
     assert not failed, f"{name}: failed samples: {failed[:10]}"
