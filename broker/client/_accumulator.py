@@ -161,9 +161,14 @@ class RecordAccumulator:
         self.closing = False
 
     def append(self, tp: TopicPartition, timestamp: int, key, value, headers, callback,
-               on_new_batch: Callable[[TopicPartition], None] | None) -> tuple[RecordFuture, bool]:
+               abort_on_new_batch: bool = False) -> tuple[RecordFuture | None, bool]:
         """Append one record; returns its future and whether the sender should wake
-        (a new batch started its linger clock, or a batch filled up)."""
+        (a new batch started its linger clock, or a batch filled up).
+
+        With ``abort_on_new_batch``, a record that would start a new batch for ``tp``
+        (none open, or the open one sent or full) is not appended: the result is
+        ``(None, False)``, so that the producer can tell a sticky partitioner and
+        place the record again (Apache Kafka's ``abortOnNewBatch``, KIP-480)."""
         size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
         if headers:
             size += sum(len(k) + (len(v) if v is not None else 0) for k, v in headers)
@@ -176,8 +181,8 @@ class RecordAccumulator:
             # a batch once sent takes no more records: a retry must carry exactly what was sent
             if batch is None or batch.in_flight or batch.attempts or (
                     batch.size + size > self.batch_size and batch.records):
-                if batch is not None and on_new_batch is not None:
-                    on_new_batch(tp)
+                if abort_on_new_batch:
+                    return None, False
                 batch = ProducerBatch(tp, time.monotonic(), self.delivery_timeout)
                 dq.append(batch)
                 self.incomplete.add(batch)

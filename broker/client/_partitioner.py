@@ -4,9 +4,11 @@ A partitioner is any object with ``partition(topic, key, partitions, available)`
 returning a partition index (the old producer API's ``Partitioner``): ``key`` is the
 serialized key (bytes or None), ``partitions`` all partition indexes of the
 topic, ``available`` those with a live leader. It may also define
-``on_new_batch(topic, partition)``, called when a batch for ``partition`` is
-closed, which lets sticky partitioners move on. A plain callable with the same
-four arguments is accepted too.
+``on_new_batch(topic, partition)``: the producer calls it when a record it placed
+on ``partition`` would open a new batch there (none open, or the open one sent or
+full), then asks for the record's partition again (Apache Kafka's ``onNewBatch``),
+which lets sticky partitioners move on. A plain callable with the same four
+arguments is accepted too.
 
 :class:`DefaultPartitioner` keys records exactly as Apache Kafka's Java client
 and librdkafka's ``murmur2_random`` do::
@@ -14,8 +16,11 @@ and librdkafka's ``murmur2_random`` do::
     partition = (murmur2(key) & 0x7fffffff) % len(partitions)
 
 so data partitioned by any of them stays co-partitioned. Records without a key
-use the sticky partitioner: one randomly chosen available partition per topic
-until its batch closes.
+use the sticky partitioner of Kafka 2.4 to 3.2 (KIP-480): one randomly chosen
+available partition per topic, until a record would open a new batch there; that
+record and the ones after it go to another partition, chosen at random. So a busy
+producer fills one batch at a time, and one that sends a record at a time spreads
+its records over the partitions instead of keeping to one for good.
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ class DefaultPartitioner:
         return current
 
     def on_new_batch(self, topic: str, partition: int) -> None:
-        """The batch for ``partition`` closed: stick to another partition next."""
+        """A record placed on ``partition`` would open a new batch: stick to another partition."""
         if self._sticky.get(topic) == partition:
             del self._sticky[topic]
             self._previous = (topic, partition)

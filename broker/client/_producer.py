@@ -85,8 +85,7 @@ class AsyncProducer:
         self._key_ser: Callable = c.key_serializer or bytes_serializer
         self._value_ser: Callable = c.value_serializer or bytes_serializer
         self._compression = _CODECS[c.compression_type]
-        on_new = getattr(self._partitioner, "on_new_batch", None)
-        self._on_new_batch = (lambda tp: on_new(tp.topic, tp.partition)) if on_new else None
+        self._on_new_batch = getattr(self._partitioner, "on_new_batch", None)
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms,
                                       c.retry_backoff_ms, c.buffer_memory)
         self._txn = TransactionManager(self._cluster, c) if c.transactional_id is not None else None
@@ -235,20 +234,31 @@ class AsyncProducer:
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
         cluster = self._cluster
-        if partition is None:
-            parts = cluster.partitions_for(topic)
-            if not parts:
-                raise error_for_code(3, f"topic {topic!r} has no known partitions")
-            partition = self._partitioner.partition(topic, key_bytes, parts, cluster.available_partitions(topic))
-        elif partition not in cluster.topics[topic].partitions:
-            raise ConfigError(f"topic {topic!r} has no partition {partition}")
         size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
         if size > self.config.max_request_size:
             raise error_for_code(10, f"record of {size} bytes exceeds max_request_size")
-        fut, wake = self._acc.append(
-            TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes, headers, on_delivery,
-            self._on_new_batch,
-        )
+        if partition is not None:
+            if partition not in cluster.topics[topic].partitions:
+                raise ConfigError(f"topic {topic!r} has no partition {partition}")
+            fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
+                                         headers, on_delivery)
+        else:
+            parts = cluster.partitions_for(topic)
+            if not parts:
+                raise error_for_code(3, f"topic {topic!r} has no known partitions")
+            available = cluster.available_partitions(topic)
+            partition = self._partitioner.partition(topic, key_bytes, parts, available)
+            # As Apache Kafka's producer (KIP-480): a record that would open a new batch first lets a
+            # sticky partitioner move on, then goes where it points now; so one partition is sticky
+            # for a batch at a time, at any rate, and never for good.
+            on_new = self._on_new_batch
+            fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
+                                         headers, on_delivery, abort_on_new_batch=on_new is not None)
+            if fut is None:
+                on_new(topic, partition)
+                partition = self._partitioner.partition(topic, key_bytes, parts, available)
+                fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
+                                             headers, on_delivery)
         if wake:
             self._wakeup()
         return fut

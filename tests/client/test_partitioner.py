@@ -74,8 +74,31 @@ def test_sticky_partitioner_for_null_keys():
     assert all(part.partition("t", None, parts, parts) == first for _ in range(100))
     part.on_new_batch("t", first)
     second = part.partition("t", None, parts, parts)
-    assert second != first  # moved on after the batch closed
+    assert second != first  # moved on: a record would have opened a new batch on the first
     assert part.partition("t", None, parts, [3]) in (second, 3)
+
+
+def test_null_keys_sent_one_at_a_time_spread_over_the_partitions(kafka):
+    """A producer that waits for each record (linger 0) opens a new batch with every record:
+    each one moves the sticky partition on, as Apache Kafka's producer does (KIP-480),
+    rather than keeping every record of the process on one partition."""
+    topic = create_topic(kafka, partitions=4)
+    with Producer(bootstrap_servers=kafka.bootstrap, linger_ms=0) as producer:
+        landed = [producer.send(topic, b"v%d" % i).result(30).partition for i in range(60)]
+    assert len(set(landed)) >= 3, landed
+    assert all(a != b for a, b in zip(landed, landed[1:])), landed  # never the one whose batch just went
+
+
+def test_null_keys_sent_in_a_burst_fill_one_batch_at_a_time(kafka):
+    """A busy producer keeps to one partition while its batch there fills: 2,000 records of
+    100 bytes sent without waiting land in long runs per partition, not one record each."""
+    topic = create_topic(kafka, partitions=4)
+    with Producer(bootstrap_servers=kafka.bootstrap, linger_ms=50) as producer:
+        futures = [producer.send(topic, b"x" * 100) for _ in range(2000)]
+        producer.flush()
+        landed = [f.result(30).partition for f in futures]
+    runs = 1 + sum(a != b for a, b in zip(landed, landed[1:]))
+    assert runs <= 100, runs  # a 16 KB batch holds about 130 such records
 
 
 def test_round_robin_and_custom_partitioners():
