@@ -1,7 +1,7 @@
 """The load generator: confluent-kafka (librdkafka) runs in this process, the
 broker in another.
 
-Three measurements, each against one bootstrap address and one existing topic:
+The measurements, each against one bootstrap address and one existing topic:
 
 * :func:`produce_throughput` sends ``count`` records (or stops adding after
   ``max_s``) as fast as librdkafka accepts them and flushes; throughput is the
@@ -29,6 +29,15 @@ Three measurements, each against one bootstrap address and one existing topic:
   broker (``brokers.*.rtt``: from a request's send to its response, no linger
   or queueing): the median over the windows of their p50 and p99, the part of
   the latency the broker decides.
+* :func:`end_to_end_latency` sends one record at a time, as Apache Kafka's
+  EndToEndLatency tool does: ``produce()`` with linger 0, ``flush()`` until it
+  is acknowledged, then ``poll()`` on a consumer assigned the partition from its
+  end until the record arrives; each sample runs from the ``produce()`` to the
+  record in hand, and a short pause follows. The consumer keeps librdkafka's
+  default ``fetch.wait.max.ms`` (500): its fetch waits at the broker, and how soon
+  the broker answers it once the record is there is most of the figure. It stops
+  after ``count`` records or ``max_s`` seconds, and at the first record not
+  acknowledged or not read within ``record_limit_s`` (counted as an error).
 * :func:`produce_round_trips` times the broker alone: one Produce request
   (acks=all, one v2 batch of ``records`` records) at a time over a plain
   socket, sent at a fixed request rate, each timed from the send to the whole
@@ -49,7 +58,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 POOL = 64
@@ -380,6 +389,56 @@ def produce_latency(bootstrap: str, topic: str, *, rate: int, duration_s: float,
     rtt = (statistics.median(w[0] for w in windows) / 1e6, statistics.median(w[1] for w in windows) / 1e6) \
         if windows else None
     return LatencyResult(rate, sent, sent / send_elapsed, samples, errors[0], rtt)
+
+
+def end_to_end_latency(bootstrap: str, topic: str, *, count: int, max_s: float, size: int = 1024,
+                       acks: str = "all", fetch_wait_ms: int = 500, pause_s: float = 0.002,
+                       record_limit_s: float = 5.0) -> LatencyResult:
+    """One record at a time through the broker, as Kafka's EndToEndLatency tool (see the module docstring)."""
+    producer = _producer(bootstrap, acks, "none", 0)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-e2e", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1})
+    clock = time.perf_counter
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        # Until the consumer reads a record sent after its assignment, its position may still be unsettled.
+        deadline = time.monotonic() + 30
+        while True:
+            producer.produce(topic, b"warm-up", partition=0)
+            producer.flush(10)
+            msg = consumer.poll(1.0)
+            if msg is not None and not msg.error():
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the consumer read nothing within 30 s")
+        while (msg := consumer.poll(0.5)) is not None:
+            pass
+        value = payloads(size)[0]
+        samples: list[float] = []
+        errors = 0
+        start = clock()
+        sent = 0
+        while sent < count and clock() - start < max_s:
+            key = b"%d" % sent
+            begin = clock()
+            producer.produce(topic, value, key, partition=0)
+            if producer.flush(record_limit_s) != 0:
+                errors += 1
+                break
+            sent += 1
+            msg = None
+            while msg is None and clock() - begin < record_limit_s:
+                msg = consumer.poll(max(0.001, record_limit_s - (clock() - begin)))
+            if msg is None or msg.error() or msg.key() != key:
+                errors += 1
+                break
+            samples.append(clock() - begin)
+            time.sleep(pause_s)
+        elapsed = clock() - start
+    finally:
+        consumer.close()
+        producer.flush(10)
+    return LatencyResult(0, sent, sent / elapsed if elapsed else 0.0, samples, errors)
 
 
 def produce_round_trips(bootstrap: str, topic: str, *, rate: float, count: int, records: int = 5,

@@ -24,8 +24,11 @@ runs each latency rate for 2 s):
   with ``assign()`` after an untimed fill.
 * latency: 1 KB records, acks=all, linger.ms=5, at 1k/s, 10k/s and 50k/s for
   10 s each; p50 and p99 of the per-record delivery-report latency, and of
-  the request round trip librdkafka measured (its statistics). Then the
-  broker alone: Produce requests of five 1 KB records (acks=all) one at a time
+  the request round trip librdkafka measured (its statistics). Then end to
+  end, as Kafka's EndToEndLatency tool: one 1 KB record at a time (acks=all,
+  linger 0) until a consumer with librdkafka's default ``fetch.wait.max.ms``
+  (500) holds it, 2,000 records or 20 s (short: 300 or 4 s); p50 and p99 of
+  that time. Then the broker alone: Produce requests of five 1 KB records (acks=all) one at a time
   over a plain socket, 200 a second, 2,000 of them (short: 400): p50 and p99
   of the round trip and the broker's context switches per request.
 * volume: 2 GB (short: 50 MB) of 1 KB records, then the brokers' RSS and the
@@ -141,6 +144,14 @@ def build_cases(short: bool) -> list[Case]:
             return figures
         cases.append(Case(f"latency 1KB acks=all {rate // 1000}k/s", "latency", 1, run))
 
+    # End to end, as Kafka's EndToEndLatency tool: one record at a time from produce() to a consumer with
+    # librdkafka's default fetch.wait.max.ms (500), whose fetch waits at the broker for the record.
+    def run_end_to_end(b, topic, _meter):
+        r = _load.end_to_end_latency(b.bootstrap, topic, count=300 if short else 2000, max_s=4.0 if short else 20.0)
+        return {"p50_ms": r.percentile(0.5) * 1e3, "p99_ms": r.percentile(0.99) * 1e3, "errors": r.errors,
+                "records": len(r.latencies_s)}
+    cases.append(Case("end to end 1KB acks=all", "latency", 1, run_end_to_end))
+
     # The broker alone: what librdkafka's linger.ms=5 makes of 1k records/s (a request of 5 records every
     # 5 ms), timed request by request, with the broker's context switches per request (wake-ups of its
     # threads: each one waits for a CPU when the machine is busy, so this count does not depend on load).
@@ -217,8 +228,13 @@ def _fmt(v, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _times(r: float) -> str:
+    """A ratio as ``1.02x``; two significant digits below 0.1 (``0.0022x``), so it never reads 0."""
+    return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+
+
 def _ratio(a, b) -> str:
-    return f"{a / b:.2f}x" if a is not None and b else "-"
+    return _times(a / b) if a is not None and b else "-"
 
 
 def rep_pairs(samples: dict[str, list[Sample]], key: str) -> list[tuple[int, float, float]]:
@@ -292,7 +308,7 @@ def render(context: dict, results: dict[str, dict[str, list[Sample]]], cases: li
             ratios = [a / b for _, a, b in pairs]
             shown = ", ".join(f"{a:.2f} / {b:.2f}" for _, a, b in pairs)
             out.append(f"p99 rep by rep in {case.name}, ours / tansu ms: {shown}; pair ratios "
-                       f"{min(ratios):.2f}-{max(ratios):.2f}x, median {statistics.median(ratios):.2f}x")
+                       f"{_times(min(ratios))[:-1]}-{_times(max(ratios))}, median {_times(statistics.median(ratios))}")
         if median(o, "cs_voluntary_per_request") is not None or median(t, "cs_voluntary_per_request") is not None:
             out.append(f"context switches per request in {case.name} (voluntary / involuntary): ours "
                        f"{_fmt(median(o, 'cs_voluntary_per_request'), 2)} / "

@@ -1,6 +1,7 @@
-"""``kafkactl perf``: producer and consumer throughput tests on our client
-(the counterparts of Apache Kafka's ``kafka-producer-perf-test`` and
-``kafka-consumer-perf-test``).
+"""``kafkactl perf``: producer and consumer throughput tests and an end-to-end
+latency test on our client (the counterparts of Apache Kafka's
+``kafka-producer-perf-test``, ``kafka-consumer-perf-test`` and
+``kafka.tools.EndToEndLatency``).
 
 ``perf produce TOPIC --num-records N --record-size S [--throughput R]``: sends N
 records of S random upper-case ASCII bytes (null keys), at most R records/s
@@ -21,7 +22,23 @@ seconds pass without a record. Report: ``records``, ``data_consumed_mb``,
 to the last record, as Kafka's tool splits them. Fewer records than asked is
 exit 1.
 
-Both print a progress line on stderr every ``--reporting-interval`` ms (5000,
+``perf e2e TOPIC --num-records N --record-size S``: one record at a time, as
+Kafka's EndToEndLatency: a consumer assigned every partition of TOPIC from its
+end, then for each record a send that waits for its acknowledgement (linger 0,
+``--acks`` 1 or all) and polls until the consumer has it. Each record's latency
+runs from the send to the consumer holding it; each must be the one record
+read, with the value sent (random upper-case ASCII, new for every record), or
+the run stops with exit 1, as it does when a record is not read within
+``--timeout`` seconds. Report: ``records``, ``avg_latency_ms``, ``p50_ms``,
+``p99_ms``, ``p99_9_ms``, ``max_latency_ms``, and ``ack_p50_ms`` /
+``ack_p99_ms`` (send to acknowledgement: the rest is the fetch). Unlike
+Kafka's tool the consumer keeps its own ``fetch.max.wait.ms`` (default 500)
+instead of 0: a waiting fetch is what consumers run, so the figure shows how
+soon a broker answers it when a record arrives, without a consumer that spins
+on fetches taking a core; ``--consumer-property fetch.max.wait.ms=0`` gives
+Kafka's setting.
+
+All three print a progress line on stderr every ``--reporting-interval`` ms (5000,
 as Kafka's tools; 0 for none) about the records of that window, so the report
 on stdout stays one document. A rate over less than :data:`MIN_MEASURABLE_S`
 is not a measurement (one record acknowledged in a millisecond is not "1,000
@@ -30,6 +47,7 @@ records/s"): such rates are ``null`` and the table says the run was too short.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import string
 import sys
@@ -46,7 +64,7 @@ from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
 from kafkactl.produce import Acks, Compression, producer_options
 
-app = typer.Typer(help="Producer and consumer throughput tests.", no_args_is_help=True)
+app = typer.Typer(help="Producer and consumer throughput tests, end-to-end latency.", no_args_is_help=True)
 
 MB = 1024 * 1024
 # Below this, timer, scheduling and GIL noise on a busy machine are the same size as the
@@ -288,3 +306,105 @@ def perf_consume(
     emit(report, output_format(ctx))
     if count < messages:
         raise CliError(f"read {count} of {messages} records: no record for {timeout} s", EXIT_PROBLEM)
+
+
+@app.command("e2e")
+def perf_e2e(
+    ctx: typer.Context,
+    topic: str = typer.Argument(..., help="Topic to write to and read from."),
+    num_records: int = typer.Option(..., "--num-records", "-n", min=1, help="Records to send, one at a time."),
+    record_size: int = typer.Option(100, "--record-size", "-s", min=1, help="Value size in bytes."),
+    acks: Acks = typer.Option(Acks.all, "--acks", help="1 or all: each send waits for its acknowledgement."),
+    timeout: float = typer.Option(60, "--timeout", "-t", min=0.001,
+                                  help="Give up when a record is not read this many seconds after its send."),
+    producer_property: Optional[List[str]] = typer.Option(
+        None, "--producer-property", help="Producer config NAME=VALUE, Kafka names (repeatable)."),
+    consumer_property: Optional[List[str]] = typer.Option(
+        None, "--consumer-property", help="Consumer config NAME=VALUE, Kafka names (repeatable)."),
+    reporting_interval: int = REPORTING_INTERVAL_OPT,
+) -> None:
+    """Send one record at a time, read it back, and report the end-to-end latency."""
+    if acks is Acks.none:
+        raise CliError("end-to-end latency needs each send acknowledged: --acks 1 or all")
+    producer_props = parse_pairs(producer_property, "producer property")
+    consumer_props = parse_pairs(consumer_property, "consumer property")
+    with admin_client(ctx) as admin:
+        meta = require_topics(admin, [topic])[topic]
+    rng = random.Random()
+    letters = string.ascii_uppercase.encode()
+    latencies: list[float] = []
+    acked: list[float] = []
+    window = _Window()
+
+    def progress() -> str:
+        n, _, seconds, latency_sum, latency_max = window.take()
+        return (f"{n} records end to end in the last {seconds:.1f} s, {latency_sum / n if n else 0:.3f} ms avg "
+                f"latency, {latency_max:.3f} ms max latency; {len(latencies)} in total.")
+
+    def failed(what: str, code: int = EXIT_PROBLEM) -> CliError:
+        return CliError(f"{len(latencies)} of {num_records} records went end to end; then {what}", code)
+
+    finished = False
+    with cluster_errors(ctx):
+        producer = Producer(**client_config(ctx, "producer", producer_props, acks=acks.value, linger_ms=0))
+        consumer = Consumer(**client_config(ctx, "consumer", consumer_props, group_id=None,
+                                            enable_auto_commit=False, auto_offset_reset="latest"))
+        try:
+            partitions = [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+            consumer.assign(partitions)
+            consumer.seek_to_end(*partitions)
+            for tp in partitions:  # the seek is lazy: settle each position before the first send
+                consumer.position(tp)
+            with _Progress(reporting_interval, progress):
+                for _ in range(num_records):
+                    value = bytes(rng.choices(letters, k=record_size))
+                    try:
+                        begin = time.perf_counter()
+                        producer.send(topic, value).result(timeout)
+                        sent = time.perf_counter()
+                        records: list = []
+                        while not records:
+                            left = timeout - (time.perf_counter() - begin)
+                            if left <= 0:
+                                raise failed(f"the record sent was not read within {timeout:g} s")
+                            records = consumer.poll(left * 1000)
+                        elapsed = (time.perf_counter() - begin) * 1000
+                    except errors.KafkaError as exc:
+                        cause = error_for(ctx, exc)
+                        raise failed(str(cause), cause.exit_code) from exc
+                    if len(records) != 1 or records[0].value != value:
+                        first = records[0]
+                        what = (f"{len(records)} records were read for one sent" if len(records) != 1 else
+                                "the record read is not the one sent")
+                        raise failed(f"{what} (first at {first.topic}-{first.partition} offset {first.offset})")
+                    latencies.append(elapsed)
+                    acked.append((sent - begin) * 1000)
+                    window.add(1, record_size, elapsed)
+            finished = True
+        finally:
+            # After a failure the record in flight is abandoned: waiting for it could take the
+            # producer's whole delivery timeout, and the run has already failed.
+            with contextlib.suppress(errors.KafkaError):
+                producer.close(None if finished else 0)
+            consumer.close()  # no group: nothing to commit or leave
+    n = len(latencies)
+    latencies.sort()
+    acked.sort()
+    report = {
+        "records": n,
+        "avg_latency_ms": round(sum(latencies) / n, 3),
+        "p50_ms": round(percentile(latencies, 0.5), 3),
+        "p99_ms": round(percentile(latencies, 0.99), 3),
+        "p99_9_ms": round(percentile(latencies, 0.999), 3),
+        "max_latency_ms": round(latencies[-1], 3),
+        "ack_p50_ms": round(percentile(acked, 0.5), 3),
+        "ack_p99_ms": round(percentile(acked, 0.99), 3),
+    }
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit(report, fmt)
+    else:
+        print(f"{n} records end to end, {report['avg_latency_ms']} ms avg latency, "
+              f"{report['p50_ms']} ms 50th, {report['p99_ms']} ms 99th, {report['p99_9_ms']} ms 99.9th, "
+              f"{report['max_latency_ms']} ms max; acknowledged in {report['ack_p50_ms']} ms 50th, "
+              f"{report['ack_p99_ms']} ms 99th.")

@@ -1,13 +1,15 @@
-"""``kafkactl perf produce|consume`` end to end: the reports parse and count what was
-sent and read, progress lines appear while they run, tiny runs state no absurd rate, and a
-run whose broker dies says what was acknowledged. Short by default; KAFKAPY_LONG=1 runs a
-million-record form."""
+"""``kafkactl perf produce|consume|e2e`` end to end: the reports parse and count what was
+sent and read, progress lines appear while they run, tiny runs state no absurd rate, a
+run whose broker dies says what was acknowledged, and the end-to-end test reads back each
+record it sent and stops when it reads anything else. Short by default; KAFKAPY_LONG=1 runs
+a million-record form."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -127,3 +129,97 @@ def test_a_failed_run_says_how_many_records_were_acknowledged(broker_factory) ->
     match = re.match(r"kafkactl: (\d+) of 1000000 records acknowledged, (\d+) failed; first: ", last)
     assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, last
     assert out.startswith(f"{match.group(1)} records sent, ")
+
+
+E2E_PROGRESS = re.compile(r"^\d+ records end to end in the last [\d.]+ s, [\d.]+ ms avg latency, [\d.]+ ms max "
+                          r"latency; \d+ in total\.$")
+
+
+def test_perf_e2e_reads_back_every_record_it_sends(ctl: Ctl) -> None:
+    """Each record goes through the broker and comes back to the consumer before the next
+    is sent: the topic ends up holding exactly the records sent, spread over its partitions,
+    and the figures are ordered as a distribution's are."""
+    assert ctl("topics", "create", "e2e", "--partitions", "3").returncode == 0
+    res = ctl("--output", "json", "perf", "e2e", "e2e", "--num-records", "300", "--record-size", "50",
+              "--reporting-interval", "100")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["records"] == 300
+    assert 0 < report["p50_ms"] <= report["p99_ms"] <= report["p99_9_ms"] <= report["max_latency_ms"]
+    # every record's latency includes its acknowledgement, so each quantile of the whole is at least the ack's
+    assert 0 < report["ack_p50_ms"] <= report["p50_ms"] and report["ack_p99_ms"] <= report["p99_ms"]
+    assert report["p50_ms"] <= report["avg_latency_ms"] * 3
+    progress = res.stderr.splitlines()
+    assert progress and all(E2E_PROGRESS.match(line) for line in progress), res.stderr
+    assert int(progress[-1].rsplit("; ", 1)[1].split()[0]) <= 300
+
+    [topic] = ctl.json("topics", "describe", "e2e")
+    read = ctl.lines("consume", "e2e", "--from-beginning", "--max-messages", "301", "--timeout", "2")
+    assert len(read) == 300 and {r["partition"] for r in read} == {0, 1, 2}, topic
+    assert all(len(r["value"]) == 50 and r["value"].isupper() for r in read)
+
+    table = ctl("perf", "e2e", "e2e", "-n", "20", "--acks", "1", "--reporting-interval", "0",
+                "--consumer-property", "fetch.max.wait.ms=0")
+    assert table.returncode == 0 and table.stderr == "", table.stderr
+    assert re.match(r"^20 records end to end, [\d.]+ ms avg latency, .* ms 99\.9th, [\d.]+ ms max; acknowledged in "
+                    r"[\d.]+ ms 50th, [\d.]+ ms 99th\.$", table.stdout.strip()), table.stdout
+
+
+def test_perf_e2e_stops_at_a_record_it_did_not_send(ctl: Ctl, broker) -> None:
+    """Another producer writes into the topic meanwhile: the run stops at the first poll
+    that returns anything but the one record just sent, says so, and exits 1."""
+    assert ctl("topics", "create", "shared").returncode == 0
+    other = subprocess.Popen([sys.executable, "-m", "kafkactl", "-b", broker.bootstrap, "perf", "produce", "shared",
+                              "--num-records", "100000", "--throughput", "500", "--reporting-interval", "0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        res = ctl("perf", "e2e", "shared", "--num-records", "100000", "--reporting-interval", "0")
+    finally:
+        other.kill()
+        other.wait()
+    line = one_line_error(res, 1)
+    assert re.match(r"kafkactl: \d+ of 100000 records went end to end; then (\d+ records were read for one sent|the "
+                    r"record read is not the one sent) \(first at shared-0 offset \d+\)$", line), line
+
+
+def test_perf_e2e_refuses_what_cannot_measure_it(ctl: Ctl) -> None:
+    assert ctl("topics", "create", "e2e-bad").returncode == 0
+    line = one_line_error(ctl("perf", "e2e", "e2e-bad", "-n", "5", "--acks", "0"), 2)
+    assert line == "kafkactl: end-to-end latency needs each send acknowledged: --acks 1 or all"
+    assert "unknown topic: nope" in one_line_error(ctl("perf", "e2e", "nope", "-n", "5"), 2)
+    assert "Missing option '--num-records'" in one_line_error(ctl("perf", "e2e", "e2e-bad"), 2)
+    assert "--record-size" in one_line_error(ctl("perf", "e2e", "e2e-bad", "-n", "1", "-s", "0"), 2)
+
+
+def test_perf_e2e_whose_broker_stops_answering_says_how_far_it_got(broker_factory) -> None:
+    """The broker is stopped (SIGSTOP) mid-run: within the timeout the command says how many
+    records went end to end and why it stopped, and ends without waiting for the record it
+    abandoned: exit 3 when the send timed out (no answer), exit 1 when the record was
+    acknowledged but not read, as a short read is for ``perf consume``."""
+    broker = broker_factory()
+    ctl = Ctl(broker.bootstrap)
+    assert ctl("topics", "create", "frozen").returncode == 0
+    argv = [sys.executable, "-m", "kafkactl", "-b", broker.bootstrap, "perf", "e2e", "frozen",
+            "--num-records", "1000000", "--timeout", "2", "--reporting-interval", "200"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        assert E2E_PROGRESS.match(first.strip()), first
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            out, err = proc.communicate(timeout=RUN_LIMIT_S)
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    last = err.splitlines()[-1]
+    match = re.match(r"kafkactl: (\d+) of 1000000 records went end to end; then (.*)$", last)
+    assert match and int(match.group(1)) > 0, last
+    why = match.group(2)
+    if proc.returncode == 3:
+        assert re.match(r"the cluster at \S+ did not answer in time: ", why), last
+    else:
+        assert proc.returncode == 1 and why == "the record sent was not read within 2 s", (proc.returncode, last)
+    assert out == ""

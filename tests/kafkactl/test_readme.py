@@ -115,6 +115,10 @@ def _perf_consumed(out, err):
     assert _lines(out)[1].split() == ["records", "100000"]
 
 
+def _perf_e2e(out, err):
+    assert re.fullmatch(r"1000 records end to end, [\d.]+ ms avg latency, .*; acknowledged in .* ms 99th\.\n", out)
+
+
 def _mirror_status(out, err):
     rows = [line.split() for line in _lines(out)]
     assert rows[0][:3] == ["FLOW", "TOPIC", "PARTITION"]
@@ -168,6 +172,7 @@ EXPECT: list[tuple[str, Check]] = [
     (r"reset-offsets billing --all-topics .*--execute", _executed),
     (r"perf produce orders", _perf_produced),
     (r"perf consume orders", _perf_consumed),
+    (r"perf e2e orders", _perf_e2e),
     (r"mirror status --config mirror.yaml", _mirror_status),
     (r"kafkactl --version", _version),
     (r"--show-completion bash", _completion),
