@@ -395,7 +395,13 @@ def end_to_end_latency(bootstrap: str, topic: str, *, count: int, max_s: float, 
                        acks: str = "all", fetch_wait_ms: int = 500, pause_s: float = 0.002,
                        record_limit_s: float = 5.0) -> LatencyResult:
     """One record at a time through the broker, as Kafka's EndToEndLatency tool (see the module docstring)."""
-    producer = _producer(bootstrap, acks, "none", 0)
+    failed: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    producer = _producer(bootstrap, acks, "none", 0, on_delivery=on_delivery)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-e2e", "enable.auto.commit": False,
                          "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1})
     clock = time.perf_counter
@@ -413,6 +419,7 @@ def end_to_end_latency(bootstrap: str, topic: str, *, count: int, max_s: float, 
                 raise RuntimeError("the consumer read nothing within 30 s")
         while (msg := consumer.poll(0.5)) is not None:
             pass
+        failed.clear()
         value = payloads(size)[0]
         samples: list[float] = []
         errors = 0
@@ -422,7 +429,7 @@ def end_to_end_latency(bootstrap: str, topic: str, *, count: int, max_s: float, 
             key = b"%d" % sent
             begin = clock()
             producer.produce(topic, value, key, partition=0)
-            if producer.flush(record_limit_s) != 0:
+            if producer.flush(record_limit_s) != 0 or failed:  # not acknowledged in time, or refused
                 errors += 1
                 break
             sent += 1

@@ -7,7 +7,8 @@ topic, ``available`` those with a live leader. It may also define
 ``on_new_batch(topic, partition)``: the producer calls it when a record it placed
 on ``partition`` would open a new batch there (none open, or the open one sent or
 full), then asks for the record's partition again (Apache Kafka's ``onNewBatch``),
-which lets sticky partitioners move on. A plain callable with the same four
+which lets sticky partitioners move on; not for a record sent to a partition
+the caller named. A plain callable with the same four
 arguments is accepted too.
 
 :class:`DefaultPartitioner` keys records exactly as Apache Kafka's Java client
@@ -74,7 +75,7 @@ class Partitioner(Protocol):
 class DefaultPartitioner:
     """murmur2 for keyed records, sticky for null keys (see the module docstring).
 
-    Not thread-safe by itself; the producer calls it under its accumulator lock.
+    Not thread-safe by itself; the producer calls it under a lock of its own.
     """
 
     def __init__(self) -> None:
@@ -92,7 +93,7 @@ class DefaultPartitioner:
     def on_new_batch(self, topic: str, partition: int) -> None:
         """A record placed on ``partition`` would open a new batch: stick to another partition."""
         if self._sticky.get(topic) == partition:
-            del self._sticky[topic]
+            self._sticky.pop(topic, None)
             self._previous = (topic, partition)
 
     def _choose(self, topic, partitions, available) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import defaultdict
 from typing import Any, Callable, Mapping
@@ -86,6 +87,9 @@ class AsyncProducer:
         self._value_ser: Callable = c.value_serializer or bytes_serializer
         self._compression = _CODECS[c.compression_type]
         self._on_new_batch = getattr(self._partitioner, "on_new_batch", None)
+        # Placing a record (partitioner, append, and for a new batch on_new_batch and placing again) is
+        # one step: the blocking facade's send() runs it in each caller's thread.
+        self._placing = threading.Lock()
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms,
                                       c.retry_backoff_ms, c.buffer_memory)
         self._txn = TransactionManager(self._cluster, c) if c.transactional_id is not None else None
@@ -247,18 +251,20 @@ class AsyncProducer:
             if not parts:
                 raise error_for_code(3, f"topic {topic!r} has no known partitions")
             available = cluster.available_partitions(topic)
-            partition = self._partitioner.partition(topic, key_bytes, parts, available)
             # As Apache Kafka's producer (KIP-480): a record that would open a new batch first lets a
             # sticky partitioner move on, then goes where it points now; so one partition is sticky
-            # for a batch at a time, at any rate, and never for good.
+            # for a batch at a time, at any rate, and never for good. A record given its partition
+            # moves nothing.
             on_new = self._on_new_batch
-            fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
-                                         headers, on_delivery, abort_on_new_batch=on_new is not None)
-            if fut is None:
-                on_new(topic, partition)
+            with self._placing:
                 partition = self._partitioner.partition(topic, key_bytes, parts, available)
-                fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
-                                             headers, on_delivery)
+                fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes,
+                                             value_bytes, headers, on_delivery, abort_on_new_batch=on_new is not None)
+                if fut is None:
+                    on_new(topic, partition)
+                    partition = self._partitioner.partition(topic, key_bytes, parts, available)
+                    fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes,
+                                                 value_bytes, headers, on_delivery)
         if wake:
             self._wakeup()
         return fut

@@ -101,6 +101,34 @@ def test_null_keys_sent_in_a_burst_fill_one_batch_at_a_time(kafka):
     assert runs <= 100, runs  # a 16 KB batch holds about 130 such records
 
 
+def test_partitioners_see_each_record_once_and_each_new_batch_once(kafka):
+    """Only a partitioner with ``on_new_batch`` is asked twice for a record that opens a batch:
+    round robin, which has none, goes 0, 1, 2, 0 one record at a time (no partition skipped),
+    and a custom one hears of each new batch on the partition it chose exactly once."""
+    topic = create_topic(kafka, partitions=3)
+    with Producer(bootstrap_servers=kafka.bootstrap, linger_ms=0, partitioner=RoundRobinPartitioner()) as rr:
+        assert [rr.send(topic, b"v").result(30).partition for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+
+    class Counting:
+        def __init__(self):
+            self.asked, self.new_batches, self.current = 0, [], 0
+
+        def partition(self, topic, key, partitions, available):
+            self.asked += 1
+            return self.current
+
+        def on_new_batch(self, topic, partition):
+            self.new_batches.append(partition)
+            self.current = (partition + 1) % 3
+
+    counting = Counting()
+    with Producer(bootstrap_servers=kafka.bootstrap, linger_ms=0, partitioner=counting) as producer:
+        landed = [producer.send(topic, b"v").result(30).partition for _ in range(5)]
+        explicit = producer.send(topic, b"v", partition=2).result(30).partition
+    assert landed == [1, 2, 0, 1, 2] and explicit == 2
+    assert counting.new_batches == [0, 1, 2, 0, 1] and counting.asked == 10  # the named partition asks nothing
+
+
 def test_round_robin_and_custom_partitioners():
     rr = RoundRobinPartitioner()
     assert [rr.partition("t", b"k", [0, 1, 2], [0, 1, 2]) for _ in range(4)] == [0, 1, 2, 0]
