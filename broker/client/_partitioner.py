@@ -75,7 +75,8 @@ class Partitioner(Protocol):
 class DefaultPartitioner:
     """murmur2 for keyed records, sticky for null keys (see the module docstring).
 
-    Not thread-safe by itself; the producer calls it under a lock of its own.
+    Called from any thread that sends, without a lock: a race between two threads can at
+    worst have both choose the next sticky partition, the later choice standing.
     """
 
     def __init__(self) -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import defaultdict
 from typing import Any, Callable, Mapping
@@ -86,10 +85,10 @@ class AsyncProducer:
         self._key_ser: Callable = c.key_serializer or bytes_serializer
         self._value_ser: Callable = c.value_serializer or bytes_serializer
         self._compression = _CODECS[c.compression_type]
+        # Called from every thread that sends, unlocked, as Kafka's producer calls onNewBatch: a partitioner
+        # with state keeps it consistent itself (DefaultPartitioner's worst race is two threads each
+        # choosing the next sticky partition, the later choice standing).
         self._on_new_batch = getattr(self._partitioner, "on_new_batch", None)
-        # Placing a record (partitioner, append, and for a new batch on_new_batch and placing again) is
-        # one step: the blocking facade's send() runs it in each caller's thread.
-        self._placing = threading.Lock()
         self._acc = RecordAccumulator(c.batch_size, c.linger_ms, c.delivery_timeout_ms,
                                       c.retry_backoff_ms, c.buffer_memory)
         self._txn = TransactionManager(self._cluster, c) if c.transactional_id is not None else None
@@ -256,15 +255,14 @@ class AsyncProducer:
             # for a batch at a time, at any rate, and never for good. A record given its partition
             # moves nothing.
             on_new = self._on_new_batch
-            with self._placing:
+            partition = self._partitioner.partition(topic, key_bytes, parts, available)
+            fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
+                                         headers, on_delivery, on_new is not None)
+            if fut is None:
+                on_new(topic, partition)
                 partition = self._partitioner.partition(topic, key_bytes, parts, available)
-                fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes,
-                                             value_bytes, headers, on_delivery, abort_on_new_batch=on_new is not None)
-                if fut is None:
-                    on_new(topic, partition)
-                    partition = self._partitioner.partition(topic, key_bytes, parts, available)
-                    fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes,
-                                                 value_bytes, headers, on_delivery)
+                fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
+                                             headers, on_delivery)
         if wake:
             self._wakeup()
         return fut
