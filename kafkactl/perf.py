@@ -336,7 +336,7 @@ def perf_e2e(
     """Send one record at a time, read it back, and report the end-to-end latency."""
     producer_config = client_config(ctx, "producer", parse_pairs(producer_property, "producer property"),
                                     defaults={"acks": "all"}, **producer_options(acks, None), linger_ms=0)
-    if str(producer_config.get("acks")).strip() == "0":  # from --acks, -X, --command-config or the config file
+    if str(producer_config.get("acks")).strip() == "0":  # from --acks, --producer-property, --command-config or the file
         raise CliError("end-to-end latency needs each send acknowledged: acks 1 or all")
     consumer_config = client_config(ctx, "consumer", parse_pairs(consumer_property, "consumer property"),
                                     group_id=None, enable_auto_commit=False, auto_offset_reset="latest")

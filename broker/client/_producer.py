@@ -240,29 +240,27 @@ class AsyncProducer:
         size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
         if size > self.config.max_request_size:
             raise error_for_code(10, f"record of {size} bytes exceeds max_request_size")
+        # As Apache Kafka's producer (KIP-480): a record the partitioner placed that would open a new batch
+        # first lets a sticky partitioner move on, then goes where it points now; so one partition is sticky
+        # for a batch at a time, at any rate, and never for good. A record given its partition moves nothing.
+        on_new = None
         if partition is not None:
             if partition not in cluster.topics[topic].partitions:
                 raise ConfigError(f"topic {topic!r} has no partition {partition}")
-            fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
-                                         headers, on_delivery)
         else:
             parts = cluster.partitions_for(topic)
             if not parts:
                 raise error_for_code(3, f"topic {topic!r} has no known partitions")
             available = cluster.available_partitions(topic)
-            # As Apache Kafka's producer (KIP-480): a record that would open a new batch first lets a
-            # sticky partitioner move on, then goes where it points now; so one partition is sticky
-            # for a batch at a time, at any rate, and never for good. A record given its partition
-            # moves nothing.
+            partition = self._partitioner.partition(topic, key_bytes, parts, available)
             on_new = self._on_new_batch
+        fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
+                                     headers, on_delivery, on_new is not None)
+        if fut is None:
+            on_new(topic, partition)
             partition = self._partitioner.partition(topic, key_bytes, parts, available)
             fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
-                                         headers, on_delivery, on_new is not None)
-            if fut is None:
-                on_new(topic, partition)
-                partition = self._partitioner.partition(topic, key_bytes, parts, available)
-                fut, wake = self._acc.append(TopicPartition(topic, partition), timestamp_ms, key_bytes, value_bytes,
-                                             headers, on_delivery)
+                                         headers, on_delivery)
         if wake:
             self._wakeup()
         return fut
