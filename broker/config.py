@@ -215,10 +215,45 @@ def _listeners(value: Any) -> list[Endpoint]:
     names = [e.listener_name for e in endpoints]
     if len(set(names)) != len(names):
         raise ValueError("each listener name may appear only once")
-    for endpoint in endpoints:
-        if endpoint.listener_name != "PLAINTEXT":
-            raise ValueError(f"listener {endpoint.listener_name} is not supported yet (only PLAINTEXT)")
     return endpoints
+
+
+#: Kafka's security protocols. A listener's is looked up by its name in ``listener.security.protocol.map``.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Their ids in the protocol (UpdateMetadata's endpoints, ``security_protocol``).
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+#: What this broker serves; SASL is refused at start with one line.
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+
+
+def _protocol_map(value: Any) -> dict[str, str]:
+    """``"INTERNAL:PLAINTEXT,EXTERNAL:SSL"`` -> ``{"INTERNAL": "PLAINTEXT", "EXTERNAL": "SSL"}``."""
+    result: dict[str, str] = {}
+    for item in _list(value):
+        name, colon, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not colon or not name or not protocol:
+            raise ValueError(f"{item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{protocol!r} is not a security protocol ({', '.join(SECURITY_PROTOCOLS)})")
+        if name in result:
+            raise ValueError(f"listener name {name} appears twice")
+        result[name] = protocol
+    return result
+
+
+def _upper(value: Any) -> str:
+    return _str(value).strip().upper()
+
+
+#: The TLS properties this broker implements (PEM key stores and trust stores, KIP-651's inline forms).
+#: Each may also be given for one listener as ``listener.name.<listener>.<property>`` (lower-case name).
+SSL_PROPERTIES = (
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.truststore.password", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
+)
 
 
 # -- the property table ----------------------------------------------------------
@@ -233,6 +268,8 @@ class Prop:
     default: Any
     doc: str
     ours: bool = False
+    #: A password or key: DescribeConfigs answers it as null with ``is_sensitive``, and no log line shows it.
+    sensitive: bool = False
 
 
 _PROPS: list[Prop] = [
@@ -242,6 +279,32 @@ _PROPS: list[Prop] = [
     Prop("broker.rack", _optional(_str), None, "Rack of this broker (reported in Metadata)."),
     Prop("listeners", _listeners, "PLAINTEXT://:9092", "Comma-separated NAME://host:port; port 0 binds an ephemeral port."),
     Prop("advertised.listeners", _optional(_listeners), None, "Addresses given to clients; defaults to listeners."),
+    Prop("listener.security.protocol.map", _protocol_map,
+         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+         "Listener name -> security protocol (PLAINTEXT or SSL served here)."),
+    Prop("inter.broker.listener.name", _optional(_upper), None,
+         "Listener other brokers connect to; defaults to the one named security.inter.broker.protocol."),
+    Prop("security.inter.broker.protocol", _choice(*SECURITY_PROTOCOLS), "PLAINTEXT",
+         "Security protocol between brokers, when inter.broker.listener.name is not set."),
+    Prop("ssl.keystore.type", _choice("PEM", "JKS", "PKCS12"), "PEM",
+         "Format of the key store: PEM only here (Kafka's default, JKS, must be converted)."),
+    Prop("ssl.keystore.location", _optional(_str), None,
+         "PEM file holding the private key and the certificate chain of this broker."),
+    Prop("ssl.keystore.certificate.chain", _optional(_str), None, "The certificate chain itself, PEM (KIP-651)."),
+    Prop("ssl.keystore.key", _optional(_str), None, "The private key itself, PEM (KIP-651).", sensitive=True),
+    Prop("ssl.keystore.password", _optional(_str), None, "Password of a JKS/PKCS12 key store (not used by PEM).",
+         sensitive=True),
+    Prop("ssl.key.password", _optional(_str), None, "Password of an encrypted PEM private key.", sensitive=True),
+    Prop("ssl.truststore.type", _choice("PEM", "JKS", "PKCS12"), "PEM", "Format of the trust store: PEM only here."),
+    Prop("ssl.truststore.location", _optional(_str), None, "PEM file of CA certificates trusted for client certificates."),
+    Prop("ssl.truststore.certificates", _optional(_str), None, "The trusted CA certificates themselves, PEM (KIP-651)."),
+    Prop("ssl.truststore.password", _optional(_str), None, "Password of a JKS/PKCS12 trust store (not used by PEM).",
+         sensitive=True),
+    Prop("ssl.client.auth", _choice("none", "requested", "required"), "none",
+         "Client certificates on SSL listeners: none, requested (checked when sent) or required."),
+    Prop("ssl.enabled.protocols", _list, "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2, TLSv1.3)."),
+    Prop("ssl.endpoint.identification.algorithm", _optional(_str), "https",
+         "https: a broker's certificate must name the host another broker connects to; empty: not checked."),
     Prop("log.dirs", _optional(_list), None, "Comma-separated log directories (JBOD); overrides log.dir."),
     Prop("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
     Prop("num.partitions", _ranged(1, INT_MAX), 1, "Partitions of an auto-created topic."),
@@ -377,15 +440,28 @@ class BrokerConfig:
     properties of this class.
     """
 
-    __slots__ = ("_values", "_explicit", "ignored")
+    __slots__ = ("_values", "_explicit", "ignored", "_listener_raw", "listener_overrides")
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         parsed: dict[str, Any] = {}
         explicit: set[str] = set()
         given = dict(values or {})
         ignored = []
+        #: ``listener.name.<listener>.<ssl property>`` as given, and parsed per (upper-case) listener name
+        self._listener_raw: dict[str, Any] = {}
+        self.listener_overrides: dict[str, dict[str, Any]] = {}
         for name in given:
             if name in PROPERTIES:
+                continue
+            listener, prop = _listener_override(name)
+            if prop is not None:
+                raw = given[name]
+                try:
+                    value = PROPERTIES[prop].parse(raw) if raw is not None else None
+                except (ValueError, TypeError) as exc:
+                    raise ConfigError(f"{name}: {exc}", name) from None
+                self._listener_raw[name] = raw
+                self.listener_overrides.setdefault(listener, {})[prop] = value
                 continue
             if is_kafka_broker_property(name):
                 ignored.append(name)
@@ -418,11 +494,67 @@ class BrokerConfig:
                               f"where generated ids live")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
+        names = {e.listener_name for e in self.listeners}
         if self["advertised.listeners"] is not None:
-            names = {e.listener_name for e in self.listeners}
             for endpoint in self["advertised.listeners"]:
                 if endpoint.listener_name not in names:
                     raise ConfigError(f"advertised listener {endpoint} names no listener")
+        protocols = self["listener.security.protocol.map"]
+        for endpoint in self.listeners:
+            protocol = protocols.get(endpoint.listener_name)
+            if protocol is None:
+                raise ConfigError(f"listener {endpoint.listener_name} has no security protocol in "
+                                  f"listener.security.protocol.map", "listener.security.protocol.map")
+            if protocol not in SERVED_PROTOCOLS:
+                raise ConfigError(f"listener {endpoint.listener_name}: security protocol {protocol} is not "
+                                  f"supported yet (PLAINTEXT and SSL are)", "listeners")
+        for listener in self.listener_overrides:
+            if listener not in names:
+                raise ConfigError(f"listener.name.{listener.lower()}.*: no listener is named {listener}")
+        if self.is_set("inter.broker.listener.name") and self.is_set("security.inter.broker.protocol"):
+            raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol "
+                              "may be set")
+        if self.metadata_store_kind == "zookeeper":
+            inter = self.inter_broker_listener
+            if inter not in names:
+                raise ConfigError(f"inter-broker listener {inter} is not among the listeners "
+                                  f"({', '.join(sorted(names))}): set inter.broker.listener.name",
+                                  "inter.broker.listener.name")
+        for endpoint in self.listeners:
+            if protocols[endpoint.listener_name] == "SSL":
+                self._check_ssl(endpoint.listener_name)
+        if self.metadata_store_kind == "zookeeper" and self.security_protocol(self.inter_broker_listener) == "SSL":
+            self._check_ssl(self.inter_broker_listener)
+
+    def _check_ssl(self, listener: str) -> None:
+        """The TLS settings of an SSL listener: a PEM key store given one way, no JKS or PKCS12."""
+        ssl = self.ssl_settings(listener)
+        where = lambda prop: self.ssl_source(listener, prop)  # noqa: E731
+        for kind in ("keystore", "truststore"):
+            if ssl[f"ssl.{kind}.type"] != "PEM":
+                raise ConfigError(f"{where(f'ssl.{kind}.type')}={ssl[f'ssl.{kind}.type']}: only PEM {kind}s are "
+                                  f"read here; convert it to PEM (keytool -importkeystore to PKCS12, then openssl "
+                                  f"pkcs12 -nodes) and set {where(f'ssl.{kind}.type')}=PEM")
+            if ssl[f"ssl.{kind}.password"] is not None:
+                raise ConfigError(f"{where(f'ssl.{kind}.password')} applies to JKS and PKCS12 {kind}s, not PEM"
+                                  + (" (an encrypted PEM key takes ssl.key.password)" if kind == "keystore" else ""))
+        if ssl["ssl.keystore.location"] is None and ssl["ssl.keystore.certificate.chain"] is None:
+            raise ConfigError(f"listener {listener} is SSL but has no key store: set {where('ssl.keystore.location')} "
+                              f"(a PEM file with the private key and the certificate chain)")
+        if ssl["ssl.keystore.location"] is not None and (
+                ssl["ssl.keystore.certificate.chain"] is not None or ssl["ssl.keystore.key"] is not None):
+            raise ConfigError(f"listener {listener}: set either ssl.keystore.location or "
+                              f"ssl.keystore.certificate.chain with ssl.keystore.key, not both")
+        if (ssl["ssl.keystore.certificate.chain"] is None) != (ssl["ssl.keystore.key"] is None):
+            raise ConfigError(f"listener {listener}: ssl.keystore.certificate.chain and ssl.keystore.key "
+                              f"go together")
+        if ssl["ssl.truststore.location"] is not None and ssl["ssl.truststore.certificates"] is not None:
+            raise ConfigError(f"listener {listener}: set either ssl.truststore.location or "
+                              f"ssl.truststore.certificates, not both")
+        unknown = [v for v in ssl["ssl.enabled.protocols"] if v not in ("TLSv1.2", "TLSv1.3")]
+        if unknown or not ssl["ssl.enabled.protocols"]:
+            raise ConfigError(f"{where('ssl.enabled.protocols')}: {','.join(unknown) or 'empty'}: "
+                              f"TLSv1.2 and TLSv1.3 are served")
 
     # -- access --------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
@@ -443,6 +575,7 @@ class BrokerConfig:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "BrokerConfig":
         values = {name: self._raw(name) for name in self._explicit}
+        values.update(self._listener_raw)
         values.update(overrides)
         return BrokerConfig(values)
 
@@ -469,6 +602,28 @@ class BrokerConfig:
     @property
     def listeners(self) -> list[Endpoint]:
         return self._values["listeners"]
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener (``listener.security.protocol.map``)."""
+        return self._values["listener.security.protocol.map"].get(listener_name, listener_name)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener other brokers reach this one on: ``inter.broker.listener.name``, else the listener
+        named after ``security.inter.broker.protocol`` (Kafka's rule)."""
+        return self._values["inter.broker.listener.name"] or self._values["security.inter.broker.protocol"]
+
+    def ssl_settings(self, listener_name: str) -> dict[str, Any]:
+        """The TLS properties of one listener: ``listener.name.<listener>.ssl.*`` over the broker-wide ones."""
+        settings = {prop: self._values[prop] for prop in SSL_PROPERTIES}
+        settings.update(self.listener_overrides.get(listener_name, {}))
+        return settings
+
+    def ssl_source(self, listener_name: str, prop: str) -> str:
+        """The property name that sets ``prop`` for a listener (its per-listener name when that is given)."""
+        if prop in self.listener_overrides.get(listener_name, {}):
+            return f"listener.name.{listener_name.lower()}.{prop}"
+        return prop
 
     def advertised_endpoints(self, bound_ports: Mapping[str, int] | None = None) -> list[Endpoint]:
         """Endpoints given to clients, with port 0 replaced by the bound port."""
@@ -528,6 +683,17 @@ class BrokerConfig:
         if self._values["log.flush.interval.messages"] == LONG_MAX:
             del props["flush.messages"]  # absent means never, as LogConfig keeps it
         return props
+
+
+def _listener_override(name: str) -> tuple[str, str | None]:
+    """``listener.name.external.ssl.keystore.location`` -> ``("EXTERNAL", "ssl.keystore.location")``;
+    ``(name, None)`` for anything that is not a per-listener TLS property."""
+    if not name.startswith("listener.name."):
+        return name, None
+    listener, _dot, prop = name[len("listener.name."):].partition(".")
+    if listener and prop in SSL_PROPERTIES:
+        return listener.upper(), prop
+    return name, None
 
 
 def _to_property_string(value: Any) -> str:

@@ -20,6 +20,7 @@ kafkapy_active_connections                             gauge      -
 kafkapy_offline_log_dirs                               gauge      -      (failed by an I/O error)
 kafkapy_connections_total                              counter    -      (accepted)
 kafkapy_protocol_errors_total                          counter    reason (garbage, too_large, ...)
+kafkapy_tls_handshake_failures_total                   counter    listener (refused or abandoned TLS handshakes)
 kafkapy_log_size_bytes                                 gauge      topic, partition (on scrape)
 kafkapy_log_segments                                   gauge      topic, partition (on scrape)
 kafkapy_log_end_offset                                 gauge      topic, partition (on scrape)
@@ -523,6 +524,11 @@ class BrokerMetrics:
         self.connections = Counter(PREFIX + "connections", "Client connections accepted.", registry=r)
         self.protocol_errors = Counter(
             PREFIX + "protocol_errors", "Connections closed for bad input, by reason.", ["reason"], registry=r
+        )
+        self.tls_handshake_failures = Counter(
+            PREFIX + "tls_handshake_failures",
+            "TLS handshakes on SSL listeners that failed (untrusted or missing client certificate, plaintext "
+            "spoken to the TLS port, a client gone or silent past the handshake timeout).", ["listener"], registry=r,
         )
         self.group_rebalances = Counter(
             PREFIX + "group_rebalances", "Rebalances completed: a new generation became Stable.", registry=r

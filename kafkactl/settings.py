@@ -20,10 +20,38 @@ Client settings, later layers winning::
 
 The file is checked as a whole when a command first needs a client: a setting
 none of our clients (admin, producer, consumer) knows, or one it cannot honour
-(``security.protocol`` other than PLAINTEXT, ``ssl.*``, ``sasl.*``), is one line
-naming the file, line and setting, exit 2. Each client takes the settings it
-knows: ``acks`` in the file reaches the producer of ``produce``, not the admin
-client of ``topics list`` (as Kafka's clients ignore settings of another kind).
+(``security.protocol`` SASL_PLAINTEXT or SASL_SSL, ``sasl.*``, a JKS or PKCS12
+``ssl.truststore.*``/``ssl.keystore.*``, an ``ssl.*`` name not listed below),
+is one line naming the file, line and setting, exit 2; so is a bad value, and
+a TLS file that cannot be used (missing, unreadable, not PEM, a key not
+matching its certificate, a wrong ``ssl.key.password``): one line naming the
+setting and that file. Each client takes the settings it knows: ``acks`` in the
+file reaches the producer of ``produce``, not the admin client of ``topics
+list`` (as Kafka's clients ignore settings of another kind).
+
+TLS (every client; semantics in :mod:`broker.client._tls`)::
+
+    security.protocol=SSL                      PLAINTEXT (default) or SSL, either case
+    ssl.ca.location=FILE|DIR                   CAs that verify the broker (default: the system's)
+    ssl.certificate.location=FILE              client certificate (PEM), for brokers requiring one
+    ssl.key.location=FILE                      its private key (PEM; default: in the certificate file)
+    ssl.key.password=TEXT                      the key's password, if it is encrypted
+    enable.ssl.certificate.verification=false  accept any broker certificate (default true)
+    ssl.endpoint.identification.algorithm=none do not match the certificate to the host name
+                                               (default https: it must match)
+
+and the Java client's PEM spellings, so a Kafka tool's file works unchanged::
+
+    ssl.truststore.location=FILE + ssl.truststore.type=PEM    as ssl.ca.location
+    ssl.keystore.location=FILE + ssl.keystore.type=PEM        one PEM file with the private key and
+                                                              the certificate chain
+    ssl.truststore.password, ssl.keystore.password            accepted and ignored: PEM stores have
+                                                              no store password (JKS/PKCS12 are refused)
+
+A truststore or keystore of type JKS (the Java default when ``*.type`` is not
+given) or PKCS12 is refused with a hint to convert it to PEM (keytool, openssl).
+The same names work in ``-X`` (``--producer-property`` ...), where a bad one is
+exit 2 as well.
 """
 
 from __future__ import annotations
@@ -35,6 +63,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from broker.client import AdminConfig, ConsumerConfig, ProducerConfig, build_config, errors
+from broker.client import _tls as tls
 from broker import properties
 from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat
@@ -112,6 +141,27 @@ def _snake(name: str) -> str:
     return name.replace(".", "_").replace("-", "_")
 
 
+TLS_SETTINGS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+                "enable.ssl.certificate.verification", "ssl.endpoint.identification.algorithm",
+                "ssl.truststore.location/type (PEM)", "ssl.keystore.location/type (PEM)")
+
+
+def _check_stores(path: Path, entries: Mapping[str, tuple[int, str]]) -> None:
+    """A Java truststore or keystore that is not PEM: one line naming the file and line, with how to
+    convert it (the client library refuses it too, without the line)."""
+    for kind in ("truststore", "keystore"):
+        location, store_type = entries.get(f"ssl.{kind}.location"), entries.get(f"ssl.{kind}.type")
+        given = store_type[1].strip().upper() if store_type else None
+        if given == "PEM" or (given is None and location is None):
+            continue
+        line, _ = location or store_type
+        key = f"ssl.{kind}.location" if location else f"ssl.{kind}.type"
+        what = f"a {given} {kind}" if given else f"a JKS {kind} (the default without ssl.{kind}.type=PEM)"
+        convert = tls.CONVERT_TRUSTSTORE if kind == "truststore" else tls.CONVERT_KEYSTORE
+        raise CliError(f"{path} line {line}: unsupported client setting {key!r}: {what}; kafkactl reads PEM "
+                       f"only: {convert}")
+
+
 def load_command_config(path: Path) -> dict[str, str]:
     """The client settings of a ``--command-config`` file, every one checked; a bad one is a CliError."""
     try:
@@ -122,16 +172,19 @@ def load_command_config(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, (line, value) in entries.items():
         where = f"{path} line {line}"
-        if key == "security.protocol":
-            if value.strip().upper() != "PLAINTEXT":
-                raise CliError(f"{where}: security.protocol={value} is not supported: "
-                               "kafkactl connects with PLAINTEXT only")
-            continue
+        if key == "security.protocol" and value.strip().upper() not in ("PLAINTEXT", "SSL"):
+            raise CliError(f"{where}: security.protocol={value} is not supported: "
+                           "kafkactl connects with PLAINTEXT or SSL (no SASL yet)")
         name = _snake(key)
         if name not in every:
-            hint = " (kafkactl connects with PLAINTEXT only)" if key.startswith(("ssl.", "sasl.")) else ""
+            hint = ""
+            if key.startswith("sasl."):
+                hint = " (kafkactl connects with PLAINTEXT or SSL; no SASL yet)"
+            elif key.startswith("ssl."):
+                hint = f" (kafkactl's TLS settings: {', '.join(TLS_SETTINGS)})"
             raise CliError(f"{where}: unknown or unsupported client setting {key!r}{hint}")
         out[key] = value
+    _check_stores(path, entries)
     for kind, cls in CLIENT_KINDS.items():  # bad values: say so now, naming the file
         try:
             build_config(cls, {k: v for k, v in out.items() if _snake(k) in _SETTINGS[kind]}, {})

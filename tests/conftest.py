@@ -71,7 +71,8 @@ class BrokerProcess:
 
     def start(self, same_port: bool = True) -> "BrokerProcess":
         props = dict(self.props)
-        if same_port and self.port is not None:
+        if same_port and self.port is not None and str(props["listeners"]).startswith("PLAINTEXT://") \
+                and "," not in str(props["listeners"]):  # several listeners: their ports are the test's
             props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         self.config_path.write_text(yaml.safe_dump(props))
         stderr = open(self.stderr_path, "ab")

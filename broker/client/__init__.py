@@ -4,7 +4,9 @@ Each has an asyncio core (``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin``)
 and a blocking facade (``Producer``, ``Consumer``, ``Admin``) whose loop runs
 in a background thread. Configuration uses Kafka's property names in
 snake_case as keyword arguments; a mapping with Kafka's dotted names is
-accepted as the first argument (see :mod:`broker.client._config`).
+accepted as the first argument (see :mod:`broker.client._config`). TLS is
+``security.protocol=SSL`` with librdkafka's ``ssl.*`` properties, the Java
+client's PEM spellings accepted too (see :mod:`broker.client._tls`).
 Errors are in :mod:`broker.client.errors`.
 """
 

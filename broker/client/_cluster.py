@@ -60,7 +60,7 @@ class Cluster:
             host, port, node_id=node_id, client_id=c.client_id,
             request_timeout_ms=c.request_timeout_ms,
             connect_timeout_ms=c.socket_connection_setup_timeout_ms,
-            max_frame_bytes=c.max_frame_bytes,
+            max_frame_bytes=c.max_frame_bytes, ssl_context=c.ssl_context,
         )
 
     async def connection(self, node_id: int) -> BrokerConnection:

@@ -15,16 +15,33 @@ numeric or boolean property is converted (``{"linger.ms": "2"}``,
 ``{"enable.auto.commit": "false"}``); text that is not a number (or not
 ``true``/``false``) raises :class:`~broker.client.errors.ConfigError` naming
 the property. Unknown names raise ConfigError too.
+
+TLS (every client: :class:`CommonConfig`) uses librdkafka's names, the Java
+client's PEM spellings being accepted too; the semantics are in
+:mod:`broker.client._tls`::
+
+    Producer({"bootstrap.servers": "kafka1:9093", "security.protocol": "SSL",
+              "ssl.ca.location": "/etc/kafka/ca.pem",              # absent: the system's CAs
+              "ssl.certificate.location": "/etc/kafka/client.pem",  # client auth, if the broker wants it
+              "ssl.key.location": "/etc/kafka/client.key", "ssl.key.password": "...",
+              "enable.ssl.certificate.verification": "true",        # default
+              "ssl.endpoint.identification.algorithm": "https"})    # default; or none
+
+The files are read when the client is built (a bad one is a ConfigError naming
+the property and the file); the config's ``ssl_context`` attribute is the one
+:class:`ssl.SSLContext` its connections use (None with PLAINTEXT).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import socket
+import ssl
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ._tls import build_context as build_ssl_context
 from .errors import ConfigError
 
 
@@ -39,6 +56,25 @@ class CommonConfig:
     metadata_max_age_ms: int = 300000
     socket_connection_setup_timeout_ms: int = 10000
     max_frame_bytes: int = 128 * 1024 * 1024
+    # TLS: librdkafka's names and meanings, see broker.client._tls
+    security_protocol: str = "PLAINTEXT"
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    enable_ssl_certificate_verification: bool = True
+    ssl_endpoint_identification_algorithm: str = "https"
+    # the Java client's spellings (PEM stores only), see broker.client._tls
+    ssl_truststore_location: str | None = None
+    ssl_truststore_type: str | None = None
+    ssl_truststore_password: str | None = field(default=None, repr=False)  # accepted, unused: see _tls
+    ssl_keystore_location: str | None = None
+    ssl_keystore_type: str | None = None
+    ssl_keystore_password: str | None = field(default=None, repr=False)  # accepted, unused: see _tls
+
+    def __post_init__(self) -> None:
+        # One SSLContext per client (None with PLAINTEXT); every file is read and checked here.
+        self.ssl_context: ssl.SSLContext | None = build_ssl_context(self)
 
     def bootstrap_list(self) -> list[tuple[str, int]]:
         """``bootstrap_servers`` as ``[(host, port), ...]`` (comma-separated string or list)."""
@@ -123,6 +159,7 @@ class ProducerConfig(CommonConfig):
             if self.max_in_flight_requests_per_connection > 5:
                 raise ConfigError("enable_idempotence needs max_in_flight_requests_per_connection <= 5, not "
                                   f"{self.max_in_flight_requests_per_connection}")
+        super().__post_init__()
 
 
 @dataclass
@@ -179,7 +216,7 @@ class ConsumerConfig(CommonConfig):
             self.partition_assignment_strategy = [
                 s.strip() for s in self.partition_assignment_strategy.split(",") if s.strip()
             ]
-
+        super().__post_init__()
 
     def uses_zookeeper(self) -> bool:
         return self.group_protocol == "zookeeper" or self.offsets_storage == "zookeeper" or self.dual_commit_enabled

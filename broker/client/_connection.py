@@ -7,6 +7,13 @@ UNSUPPORTED_VERSION) and keep, for every API key, the highest version that the
 broker, the codec (``broker.protocol``) and this client (:data:`CLIENT_VERSIONS`)
 all support.
 
+With an ``ssl_context`` (the client's, see :mod:`broker.client._tls`) the
+connection is TLS: the handshake, with ``server_hostname`` the host connected
+to, is part of connecting and counts against ``connect_timeout_ms``; a failed
+handshake raises :class:`KafkaConnectionError` with a readable reason
+("certificate verify failed: ..."). Without one (the default, as the broker's
+own inter-broker connections use) it is plain TCP.
+
 A connection is owned by one event loop and is not thread-safe.
 """
 
@@ -15,10 +22,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
+import ssl
 from typing import Any
 
 from broker.protocol import ApiKey, FrameDecoder, api_versions_table, decode_response, encode_request
 
+from ._tls import describe_error as describe_tls_error
 from .errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedApiError, error_for_code
 
 log = logging.getLogger("broker.client")
@@ -103,12 +113,14 @@ class _ReaderProtocol(asyncio.BufferedProtocol):
 
 
 class BrokerConnection:
-    """A connection to ``host:port`` (``node_id`` -1 for a bootstrap address)."""
+    """A connection to ``host:port`` (``node_id`` -1 for a bootstrap address); TLS with an
+    ``ssl_context`` (see the module docstring), plain TCP without one."""
 
     def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "kafkapy",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 max_frame_bytes: int = 128 * 1024 * 1024) -> None:
+                 max_frame_bytes: int = 128 * 1024 * 1024, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host, self.port, self.node_id = host, port, node_id
+        self.ssl_context = ssl_context
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
@@ -120,6 +132,7 @@ class BrokerConnection:
         self._in_flight: dict[int, tuple[int, int, asyncio.Future]] = {}
         self._write_paused: asyncio.Future | None = None
         self._closed_exc: BaseException | None = None
+        self._negotiated = False
         self.closed = False
 
     def __repr__(self) -> str:
@@ -132,14 +145,36 @@ class BrokerConnection:
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
         self._decoder = FrameDecoder(self._max_frame_bytes)
+        tls: dict[str, Any] = {}
+        if self.ssl_context is not None:
+            tls = {"ssl": self.ssl_context, "server_hostname": self.host}
+            if self.connect_timeout > 0:
+                tls["ssl_handshake_timeout"] = self.connect_timeout
         try:
+            # the TLS handshake is part of create_connection, so within the timeout
             await asyncio.wait_for(
-                loop.create_connection(lambda: _ReaderProtocol(self), self.host, self.port),
+                loop.create_connection(lambda: _ReaderProtocol(self), self.host, self.port, **tls),
                 self.connect_timeout,
             )
         except (OSError, asyncio.TimeoutError) as exc:
-            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: "
+                                       f"{self._connect_failure(exc)}") from None
         await self._negotiate()
+        self._negotiated = True
+
+    def _connect_failure(self, exc: BaseException) -> str:
+        """Why connecting failed, readably (TLS errors and bare exceptions say what happened)."""
+        if isinstance(exc, ssl.SSLError):
+            return describe_tls_error(exc)
+        if isinstance(exc, TimeoutError) and not str(exc):
+            what = "connection and TLS handshake" if self.ssl_context is not None else "connection"
+            return f"{what} not done within {self.connect_timeout:g} s"
+        if self.ssl_context is not None and isinstance(exc, (ConnectionResetError, ConnectionAbortedError,
+                                                             BrokenPipeError)):
+            return (f"the broker closed the connection during the TLS handshake{': ' + str(exc) if str(exc) else ''}"
+                    " (is it a PLAINTEXT listener? does it require a client certificate? "
+                    "see security.protocol, ssl.certificate.location)")
+        return str(exc) or type(exc).__name__
 
     async def _negotiate(self) -> None:
         body = {"client_software_name": "kafkapy", "client_software_version": "0.1.0"}
@@ -208,7 +243,7 @@ class BrokerConnection:
         try:
             frames = self._decoder.buffer_updated(nbytes)
         except Exception as exc:
-            self.close(ProtocolError(f"bad frame from {self.host}:{self.port}: {exc}"))
+            self.close(ProtocolError(f"bad frame from {self.host}:{self.port}: {exc}{self._tls_hint(exc)}"))
             return
         decode = decode_response
         for frame in frames:
@@ -227,8 +262,29 @@ class BrokerConnection:
             if not fut.done():
                 fut.set_result(body)
 
+    def _tls_hint(self, exc: Exception) -> str:
+        """A hint when a plain connection's "frame size" is the start of a TLS record (a TLS listener)."""
+        match = re.match(r"frame size (-?\d+)", str(exc))
+        if self.ssl_context is None and match:
+            size = int(match.group(1)) & 0xFFFFFFFF
+            if size >> 24 in (0x15, 0x16) and (size >> 16) & 0xFF == 0x03:
+                return " (the broker answered with TLS: set security.protocol=SSL)"
+        return ""
+
     def _on_lost(self, exc) -> None:
-        self.close(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed by peer'}"))
+        if isinstance(exc, ssl.SSLError):
+            why = describe_tls_error(exc)
+        elif not self._negotiated and (exc is None or isinstance(exc, ConnectionResetError)):
+            closed = "closed by peer" if exc is None else str(exc)
+            if self.ssl_context is not None:
+                # TLS 1.3: a broker refusing our (missing) client certificate does so after our handshake is done
+                why = (f"{closed} right after the TLS handshake (does the broker require a client "
+                       "certificate? see ssl.certificate.location)")
+            else:
+                why = f"{closed} before answering ApiVersions (is it a TLS listener? see security.protocol)"
+        else:
+            why = exc or "closed by peer"
+        self.close(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {why}"))
 
     def close(self, exc: BaseException | None = None) -> None:
         if self.closed:

@@ -62,6 +62,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.cluster.controller_channel import ControllerChannel
+from broker.config import SECURITY_PROTOCOL_IDS
 from broker.cluster.controller_leaders import LeaderMoves
 from broker.cluster.controller_context import (
     ControllerContext,
@@ -581,7 +582,7 @@ class Controller(LeaderMoves):
         live_leaders = []
         for b in sorted(leaders):
             registration = ctx.live_brokers.get(b)
-            endpoint = None if registration is None else registration.endpoint()
+            endpoint = None if registration is None else registration.listener(self.broker.config.inter_broker_listener)
             if endpoint is not None:
                 live_leaders.append({"broker_id": b, "host_name": endpoint.host, "port": endpoint.port})
         return {"controller_id": self.broker.broker_id, "controller_epoch": ctx.epoch,
@@ -604,7 +605,8 @@ class Controller(LeaderMoves):
         live = []
         for b, registration in sorted(ctx.live_brokers.items()):
             live.append({"id": b, "rack": registration.rack, "endpoints": [
-                {"port": e.port, "host": e.host, "listener": e.listener_name, "security_protocol": 0}
+                {"port": e.port, "host": e.host, "listener": e.listener_name,
+                 "security_protocol": SECURITY_PROTOCOL_IDS.get(registration.security_protocol(e.listener_name), 0)}
                 for e in registration.endpoints]})
         body = {"controller_id": self.broker.broker_id, "controller_epoch": ctx.epoch,
                 "broker_epoch": UNKNOWN_BROKER_EPOCH,

@@ -47,9 +47,10 @@ class _BrokerQueue:
         self.channel = channel
         self.registration = registration
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.link = BrokerLink(registration.broker_id, registration.endpoint,
+        inter = channel.broker.config.inter_broker_listener
+        self.link = BrokerLink(registration.broker_id, lambda: registration.listener(inter),
                                client_id=f"controller-{channel.broker.broker_id}",
-                               request_timeout_ms=REQUEST_TIMEOUT_MS)
+                               request_timeout_ms=REQUEST_TIMEOUT_MS, ssl_context=channel.broker.tls.inter_broker)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:

@@ -89,6 +89,15 @@ class BrokerRegistration:
     timestamp_ms: int = 0
     #: the czxid of the znode (Kafka's broker epoch, KIP-380), when read from the store; never written in it
     broker_epoch: int = field(default=-1, compare=False)
+    #: ``((listener name, security protocol), ...)``; a listener not named here is PLAINTEXT
+    protocols: tuple[tuple[str, str], ...] = ()
+
+    def listener(self, listener_name: str) -> Endpoint | None:
+        """The listener named ``listener_name``, or None when this broker has none of that name."""
+        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+
+    def security_protocol(self, listener_name: str) -> str:
+        return dict(self.protocols).get(listener_name, "PLAINTEXT")
 
     def endpoint(self, listener_name: str = "PLAINTEXT") -> Endpoint | None:
         for e in self.endpoints:
@@ -104,9 +113,9 @@ class BrokerIdZNode:
 
     @staticmethod
     def encode(reg: BrokerRegistration) -> bytes:
-        # host and port are the first PLAINTEXT endpoint's, for clients older than endpoints (Kafka's rule);
-        # every listener is PLAINTEXT today (broker.config refuses others).
-        plaintext = next((e for e in reg.endpoints if e.listener_name == "PLAINTEXT"), None)
+        # host and port are the first endpoint's whose protocol is PLAINTEXT, for readers older than endpoints
+        # (Kafka's rule: -1 and null when there is none)
+        plaintext = next((e for e in reg.endpoints if reg.security_protocol(e.listener_name) == "PLAINTEXT"), None)
         doc = {
             "version": 5,
             "host": plaintext.host if plaintext else None,
@@ -114,7 +123,8 @@ class BrokerIdZNode:
             "jmx_port": -1,
             "timestamp": str(reg.timestamp_ms or int(time.time() * 1000)),
             "endpoints": [str(e) for e in reg.endpoints],
-            "listener_security_protocol_map": {e.listener_name: "PLAINTEXT" for e in reg.endpoints},
+            "listener_security_protocol_map": {e.listener_name: reg.security_protocol(e.listener_name)
+                                               for e in reg.endpoints},
             "features": {},
         }
         if reg.rack is not None:
@@ -129,7 +139,9 @@ class BrokerIdZNode:
         endpoints = tuple(parse_endpoint(e) for e in doc.get("endpoints", []))
         if not endpoints and doc.get("host"):
             endpoints = (Endpoint("PLAINTEXT", doc["host"], int(doc["port"])),)
-        return BrokerRegistration(broker_id, endpoints, doc.get("rack"), int(doc.get("timestamp", 0)))
+        protocols = tuple(sorted((str(k), str(v)) for k, v in (doc.get("listener_security_protocol_map") or {}).items()))
+        return BrokerRegistration(broker_id, endpoints, doc.get("rack"), int(doc.get("timestamp", 0)),
+                                  protocols=protocols)
 
 
 class BrokerSequenceIdZNode:

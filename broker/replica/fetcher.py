@@ -46,7 +46,7 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.client._connection import BrokerConnection
 from broker.client.errors import KafkaError
@@ -87,6 +87,8 @@ class FetcherSettings:
     response_max_bytes: int = 10485760
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    #: TLS context for leaders' inter-broker listener when it is SSL (:mod:`broker.tls`); None: PLAINTEXT
+    ssl_context: Any = None
 
 
 @dataclass(slots=True)
@@ -226,7 +228,8 @@ class ReplicaFetcher:
         if self._conn is None or self._conn.closed:
             conn = BrokerConnection(self.leader.host, self.leader.port, node_id=self.leader.broker_id,
                                     client_id=f"broker-{self._replicas.local_broker_id}-fetcher",
-                                    request_timeout_ms=self.settings.socket_timeout_ms)
+                                    request_timeout_ms=self.settings.socket_timeout_ms,
+                                    ssl_context=self.settings.ssl_context)
             await conn.connect()
             self._conn = conn
         return self._conn

@@ -76,6 +76,7 @@ from broker.server.network import NetworkServer
 from broker.server.shutdown import controlled_shutdown
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
+from broker.tls import TlsContexts
 from broker.txn import TransactionCoordinator
 
 log = logging.getLogger("broker")
@@ -104,6 +105,8 @@ class Broker:
             self.metrics)
         self.txn_coordinator = TransactionCoordinator(self)
         self.network: NetworkServer | None = None
+        #: TLS contexts of the SSL listeners and for SSL connections to other brokers (:mod:`broker.tls`)
+        self.tls = TlsContexts()
         self.cluster_id: str | None = None
         self.endpoints: list[Endpoint] = []
         self.metrics_port: int | None = None
@@ -166,6 +169,8 @@ class Broker:
         self._started = True
 
     async def _start(self) -> None:
+        # TLS key and trust stores first: one that cannot be read stops the start before any log dir is touched
+        self.tls = await self.run_blocking(TlsContexts.from_config, self.config)
         await self.run_blocking(self._open_storage)
         self.network = NetworkServer(self)
         bound = await self.network.start()
@@ -228,7 +233,8 @@ class Broker:
                              isr_writer=self.metadata.write_isr, fetcher_settings=FetcherSettings(
                                  cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes,
                                  cfg.replica_fetch_max_bytes, cfg.replica_fetch_response_max_bytes,
-                                 cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms),
+                                 cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms,
+                                 self.tls.inter_broker),
                              replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
                              partition_known=lambda t, p: self.metadata_cache.partition(t, p) is not None)
         for log_dir, exc in broken.items():
@@ -278,7 +284,9 @@ class Broker:
             return None
 
     def _register(self) -> None:
-        registration = BrokerRegistration(self.broker_id, tuple(self.endpoints), self.config.broker_rack)
+        protocols = tuple((e.listener_name, self.config.security_protocol(e.listener_name)) for e in self.endpoints)
+        registration = BrokerRegistration(self.broker_id, tuple(self.endpoints), self.config.broker_rack,
+                                          protocols=protocols)
         self.session = BrokerSession(self.metadata, registration, self.cluster_id,
                                      on_registered=lambda: self.controller.enqueue("registered"))
         self.session.register()

@@ -9,7 +9,10 @@ request starts on a fresh connection (the peer may have restarted or moved).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import ssl
 
 from broker.client._connection import BrokerConnection
 
@@ -23,8 +26,9 @@ class BrokerLink:
     """
 
     def __init__(self, broker_id: int, endpoint: Callable[[], Any], *, client_id: str, request_timeout_ms: int,
-                 connect_timeout_ms: int = 10000) -> None:
+                 connect_timeout_ms: int = 10000, ssl_context: "ssl.SSLContext | None" = None) -> None:
         self.broker_id = broker_id
+        self._ssl_context = ssl_context  # TLS when the inter-broker listener is SSL (broker.tls)
         self._endpoint = endpoint
         self._client_id = client_id
         self._request_timeout_ms = request_timeout_ms
@@ -39,7 +43,7 @@ class BrokerLink:
                 raise ConnectionError(f"broker {self.broker_id} is not alive")
             conn = BrokerConnection(endpoint.host, endpoint.port, node_id=self.broker_id, client_id=self._client_id,
                                     request_timeout_ms=self._request_timeout_ms,
-                                    connect_timeout_ms=self._connect_timeout_ms)
+                                    connect_timeout_ms=self._connect_timeout_ms, ssl_context=self._ssl_context)
             await conn.connect()
             self.connection = conn
         conn = self.connection

@@ -42,6 +42,8 @@ class RequestContext:
     produced: list | None = None
     #: Set by the network layer; see :meth:`appends_queued`.
     on_appends_queued: Callable[[], None] | None = None
+    #: The listener the request came in on (its name in ``listeners``): endpoints are answered for it.
+    listener: str = "PLAINTEXT"
 
     @property
     def api_version(self) -> int:

@@ -62,6 +62,13 @@ class BrokerInfo:
                 return e
         return self.endpoints[0] if self.endpoints else None
 
+    def listener(self, listener_name: str) -> BrokerEndpoint | None:
+        """The listener named ``listener_name``, or None when this broker has none of that name."""
+        for e in self.endpoints:
+            if e.listener_name == listener_name:
+                return e
+        return None
+
 
 @dataclass(slots=True)
 class PartitionMeta:

@@ -34,7 +34,15 @@ One event loop serves every connection. Per connection:
   A response is a list of parts: bytes are written to the transport, a file
   slice (an object with ``file``, ``position`` and ``length``, e.g. the log's
   ``FetchSlice``) is sent with ``loop.sendfile`` straight from the segment
-  file (``os.sendfile``: zero copy);
+  file (``os.sendfile``: zero copy); on a TLS connection asyncio reads the slice
+  and encrypts it instead (no zero copy under TLS, as in Kafka);
+* listeners: each listener of ``listeners`` is bound on its own; an SSL one
+  (``listener.security.protocol.map``) accepts TLS with the context
+  :mod:`broker.tls` built at start, and a handshake not finished within
+  ``TLS_HANDSHAKE_TIMEOUT_S`` (or a client speaking plaintext to it) closes
+  only that connection. A connection remembers its listener: Metadata,
+  FindCoordinator and DescribeCluster answer with the endpoints of the
+  listener the request came in on, as Kafka does;
 * back-pressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests
   (running or waiting to start) wait for their responses, and the writer
   waits while the transport's send buffer is above its high-water mark (a
@@ -79,6 +87,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.network")
 
 MAX_IN_FLIGHT = 128
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -177,8 +186,10 @@ class _SliceFile:
 class Connection(asyncio.BufferedProtocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, server: "NetworkServer") -> None:
+    def __init__(self, server: "NetworkServer", listener: str = "PLAINTEXT") -> None:
         self.server = server
+        #: The listener this connection came in on: Metadata and FindCoordinator answer its endpoints.
+        self.listener = listener
         self.broker = server.broker
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
@@ -252,10 +263,11 @@ class Connection(asyncio.BufferedProtocol):
             self._dispatch(frame)
 
     def eof_received(self):
-        # The client half-closed: answer what is in flight, then close.
+        # The client half-closed: answer what is in flight, then close. TLS has no half-close (asyncio
+        # closes an SSL transport at the peer's close_notify whatever this returns).
         self._closing_after_drain = True
         self._wakeup.set()
-        return True
+        return self.transport is None or self.transport.get_extra_info("sslcontext") is None
 
     # -- requests ----------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> None:
@@ -271,7 +283,7 @@ class Connection(asyncio.BufferedProtocol):
         if entry is None or not entry.supports(header.api_version):
             self._unsupported(header)
             return
-        ctx = RequestContext(self.broker, header, self.peer, self.loop.time())
+        ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener)
         if self._waiting or not self._may_start(header.api_key):
             slot = self.loop.create_future()
             self._enqueue(slot)
@@ -607,6 +619,64 @@ class Connection(asyncio.BufferedProtocol):
         self._abort(hard=True)
 
 
+#: OpenSSL's reasons for a failed server-side handshake that an operator meets most, in words
+_HANDSHAKE_REASONS = {
+    "WRONG_VERSION_NUMBER": "not TLS (a plaintext client on the TLS port?) (WRONG_VERSION_NUMBER)",
+    "HTTP_REQUEST": "an HTTP request, not TLS (HTTP_REQUEST)",
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate, and ssl.client.auth is required "
+                                         "(PEER_DID_NOT_RETURN_A_CERTIFICATE)",
+    "UNSUPPORTED_PROTOCOL": "the client offered no TLS version of ssl.enabled.protocols (UNSUPPORTED_PROTOCOL)",
+}
+
+
+class _TlsHandshake(asyncio.Protocol):
+    """A TCP connection on an SSL listener until its TLS handshake is done; then its :class:`Connection`.
+
+    ``loop.start_tls`` instead of ``create_server(ssl=...)`` so that a failed handshake is seen: asyncio
+    drops those silently, while an operator needs to know which clients were refused and why (Kafka
+    logs them as failed authentications). One INFO line and ``kafkapy_tls_handshake_failures_total``.
+    """
+
+    def __init__(self, server: "NetworkServer", listener: str, context) -> None:
+        self.server, self.listener, self.context = server, listener, context
+        self.task: asyncio.Task | None = None
+
+    def connection_made(self, transport) -> None:
+        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
+        self.task = self.server.loop.create_task(self._handshake(transport))
+        self.server.handshakes.add(self.task)
+        self.task.add_done_callback(self.server.handshakes.discard)
+
+    def data_received(self, data: bytes) -> None:  # reading is paused until start_tls takes over
+        pass
+
+    def connection_lost(self, exc) -> None:  # before start_tls took the transport: its handshake fails
+        pass
+
+    async def _handshake(self, transport) -> None:
+        peer = transport.get_extra_info("peername")
+        peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        conn = Connection(self.server, self.listener)
+        try:
+            tls = await self.server.loop.start_tls(transport, conn, self.context, server_side=True,
+                                                   ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        except (OSError, asyncio.TimeoutError, ConnectionError, RuntimeError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            reason = _HANDSHAKE_REASONS.get(reason, reason)
+            if reason == "CERTIFICATE_VERIFY_FAILED":
+                reason = f"client certificate not accepted: {getattr(exc, 'verify_message', '') or 'verify failed'}"
+            if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+                reason = f"not finished within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+            log.info("TLS handshake with %s on listener %s failed: %s", peer, self.listener, reason)
+            self.server.broker.metrics.tls_handshake_failures.labels(self.listener).inc()
+            transport.abort()
+            return
+        conn.connection_made(tls)
+
+
 class NetworkServer:
     """The listeners and their connections."""
 
@@ -615,16 +685,20 @@ class NetworkServer:
         self.loop = asyncio.get_running_loop()
         self.servers: list[asyncio.AbstractServer] = []
         self.connections: set[Connection] = set()
+        self.handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (_TlsHandshake)
         self.bound: dict[str, tuple[str, int]] = {}
 
     async def start(self) -> dict[str, tuple[str, int]]:
         """Bind every listener, not yet accepting (see :meth:`serve`); returns name -> (host, bound port)."""
+        tls = self.broker.tls.listeners
         for endpoint in self.broker.config.listeners:
             host = endpoint.host or None
-            server = await self.loop.create_server(
-                lambda: Connection(self), host, endpoint.port, reuse_address=True, backlog=1024,
-                start_serving=False,
-            )
+            name = endpoint.listener_name
+            context = tls.get(name)
+            factory = (functools.partial(Connection, self, name) if context is None
+                       else functools.partial(_TlsHandshake, self, name, context))
+            server = await self.loop.create_server(factory, host, endpoint.port, reuse_address=True, backlog=1024,
+                                                   start_serving=False)
             self.servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound[endpoint.listener_name] = (endpoint.host or sockname[0], sockname[1])
@@ -639,6 +713,8 @@ class NetworkServer:
         """Stop accepting, let in-flight requests finish (up to ``timeout``), close everything."""
         for server in self.servers:
             server.close()
+        for handshake in list(self.handshakes):  # not a client yet: nothing in flight to answer
+            handshake.cancel()
         connections = list(self.connections)
         for conn in connections:
             conn.stop_reading()

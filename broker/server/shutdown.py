@@ -67,11 +67,12 @@ async def _ask(broker: "Broker", controller_id: int) -> tuple[int, list[tuple[st
             return ErrorCode.NOT_CONTROLLER, []
         return await broker.controller.controlled_shutdown(broker.broker_id, broker.broker_epoch)
     info = broker.metadata_cache.broker(controller_id)
-    endpoint = None if info is None else info.endpoint()
+    endpoint = None if info is None else info.listener(broker.config.inter_broker_listener)
     if endpoint is None:
-        raise ConnectionError("not among the live brokers")
+        raise ConnectionError(f"not among the live brokers on listener {broker.config.inter_broker_listener}")
     conn = BrokerConnection(endpoint.host, endpoint.port, node_id=controller_id,
-                            client_id=f"broker-{broker.broker_id}", request_timeout_ms=REQUEST_TIMEOUT_MS)
+                            client_id=f"broker-{broker.broker_id}", request_timeout_ms=REQUEST_TIMEOUT_MS,
+                            ssl_context=broker.tls.inter_broker)
     await conn.connect()
     try:
         response = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": broker.broker_id,

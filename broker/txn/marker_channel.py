@@ -58,9 +58,10 @@ def _marker_request(producer_id: int, producer_epoch: int, commit: bool, coordin
             "coordinator_epoch": coordinator_epoch}
 
 
-def _endpoint_of(cache, broker_id: int):
-    info = cache.broker(broker_id)
-    return None if info is None else info.endpoint()
+def _endpoint_of(broker, broker_id: int):
+    """``broker_id``'s inter-broker listener, or None when it is not alive (or has no such listener)."""
+    info = broker.metadata_cache.broker(broker_id)
+    return None if info is None else info.listener(broker.config.inter_broker_listener)
 
 
 class _DestinationQueue:
@@ -70,9 +71,10 @@ class _DestinationQueue:
         self.channel = channel
         self.broker_id = broker_id
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.link = BrokerLink(broker_id, lambda: _endpoint_of(channel.broker.metadata_cache, broker_id),
+        self.link = BrokerLink(broker_id, lambda: _endpoint_of(channel.broker, broker_id),
                                client_id=f"txn-coordinator-{channel.broker.broker_id}",
-                               request_timeout_ms=REQUEST_TIMEOUT_MS, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+                               request_timeout_ms=REQUEST_TIMEOUT_MS, connect_timeout_ms=CONNECT_TIMEOUT_MS,
+                               ssl_context=channel.broker.tls.inter_broker)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                         error_message=f"endpoint type {endpoint_type} is not supported; only brokers (1)")
         return response
     response["brokers"] = [{"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack}
-                           for b in broker.metadata_cache.alive_brokers() if (e := b.endpoint()) is not None]
+                           for b in broker.metadata_cache.alive_brokers() if (e := b.listener(ctx.listener)) is not None]
     if request["include_cluster_authorized_operations"]:
         response["cluster_authorized_operations"] = ALL_CLUSTER_OPERATIONS
     return response

@@ -24,7 +24,10 @@ the throttle rates with their values: DYNAMIC_BROKER_CONFIG (2) or
 DYNAMIC_DEFAULT_BROKER_CONFIG (3) when set dynamically
 (:mod:`broker.server.dynamic_config`), STATIC_BROKER_CONFIG when set in the
 broker's file, else DEFAULT_CONFIG; synonyms list each layer that sets it;
-``read_only`` is false only for the dynamic configs. An empty name describes
+``read_only`` is false only for the dynamic configs; passwords and private
+keys (``ssl.key.password``, ``ssl.keystore.key``, ...) are answered with a
+null value and ``is_sensitive`` true, as Kafka answers its PASSWORD configs.
+An empty name describes
 the cluster-wide dynamic defaults that are set. Another broker id gets
 INVALID_REQUEST.
 
@@ -153,13 +156,17 @@ def broker_config_entries(ctx: RequestContext, names: Iterable[str] | None = Non
             parsed = prop.parse(prop.default) if prop.default is not None else None
             synonyms.append({"name": name, "value": _text(parsed), "source": DEFAULT_CONFIG})
         source = synonyms[0]["source"]
+        sensitive = prop is not None and prop.sensitive
+        if sensitive:  # passwords and keys are never answered, as Kafka's PASSWORD type
+            for synonym in synonyms:
+                synonym["value"] = None
         entries.append({
             "name": name,
             "value": synonyms[0]["value"],
             "read_only": name not in DYNAMIC,
             "is_default": source == DEFAULT_CONFIG,
             "config_source": source,
-            "is_sensitive": False,
+            "is_sensitive": sensitive,
             "synonyms": synonyms if include_synonyms else [],
             "config_type": _broker_type(default),
             "documentation": doc if include_documentation else None,

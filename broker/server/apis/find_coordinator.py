@@ -44,7 +44,7 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
     cache = broker.metadata_cache
     partition = cache.partition(topic, coordinator.partition_for(key))
     leader = None if partition is None else cache.broker(partition.leader)
-    endpoint = None if leader is None else leader.endpoint()
+    endpoint = None if leader is None else leader.listener(ctx.listener)
     if endpoint is None:
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                      error_message=f"the {topic} partition of {key!r} has no live leader")

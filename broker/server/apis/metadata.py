@@ -31,10 +31,11 @@ from broker.server.topics import TopicError, TopicInfo, validate_topic_name
 
 
 def broker_entries(ctx: RequestContext) -> list[dict]:
-    """The live brokers, each at its listener of the name the request came in on (PLAINTEXT)."""
+    """The live brokers, each at its listener of the name the request came in on; a broker without
+    that listener is left out (as Kafka does: a client reaches no broker on another listener)."""
     entries = []
     for b in ctx.broker.metadata_cache.alive_brokers():
-        endpoint = b.endpoint()
+        endpoint = b.listener(ctx.listener)
         if endpoint is not None:
             entries.append({"node_id": b.id, "host": endpoint.host, "port": endpoint.port, "rack": b.rack})
     return entries
