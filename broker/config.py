@@ -246,6 +246,14 @@ def _upper(value: Any) -> str:
     return _str(value).strip().upper()
 
 
+def _endpoint_identification(value: Any) -> str:
+    """``https`` or empty (Kafka's two values, any case); anything else is refused, never read as off."""
+    text = _str(value).strip().lower()
+    if text not in ("https", ""):
+        raise ValueError(f"{value!r} is not https or empty (empty: the other broker's host name is not checked)")
+    return text
+
+
 #: The TLS properties this broker implements (PEM key stores and trust stores, KIP-651's inline forms).
 #: Each may also be given for one listener as ``listener.name.<listener>.<property>`` (lower-case name).
 SSL_PROPERTIES = (
@@ -290,20 +298,22 @@ _PROPS: list[Prop] = [
          "Format of the key store: PEM only here (Kafka's default, JKS, must be converted)."),
     Prop("ssl.keystore.location", _optional(_str), None,
          "PEM file holding the private key and the certificate chain of this broker."),
-    Prop("ssl.keystore.certificate.chain", _optional(_str), None, "The certificate chain itself, PEM (KIP-651)."),
+    Prop("ssl.keystore.certificate.chain", _optional(_str), None, "The certificate chain itself, PEM (KIP-651).",
+         sensitive=True),
     Prop("ssl.keystore.key", _optional(_str), None, "The private key itself, PEM (KIP-651).", sensitive=True),
     Prop("ssl.keystore.password", _optional(_str), None, "Password of a JKS/PKCS12 key store (not used by PEM).",
          sensitive=True),
     Prop("ssl.key.password", _optional(_str), None, "Password of an encrypted PEM private key.", sensitive=True),
     Prop("ssl.truststore.type", _choice("PEM", "JKS", "PKCS12"), "PEM", "Format of the trust store: PEM only here."),
     Prop("ssl.truststore.location", _optional(_str), None, "PEM file of CA certificates trusted for client certificates."),
-    Prop("ssl.truststore.certificates", _optional(_str), None, "The trusted CA certificates themselves, PEM (KIP-651)."),
+    Prop("ssl.truststore.certificates", _optional(_str), None, "The trusted CA certificates themselves, PEM (KIP-651).",
+         sensitive=True),
     Prop("ssl.truststore.password", _optional(_str), None, "Password of a JKS/PKCS12 trust store (not used by PEM).",
          sensitive=True),
     Prop("ssl.client.auth", _choice("none", "requested", "required"), "none",
          "Client certificates on SSL listeners: none, requested (checked when sent) or required."),
     Prop("ssl.enabled.protocols", _list, "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2, TLSv1.3)."),
-    Prop("ssl.endpoint.identification.algorithm", _optional(_str), "https",
+    Prop("ssl.endpoint.identification.algorithm", _endpoint_identification, "https",
          "https: a broker's certificate must name the host another broker connects to; empty: not checked."),
     Prop("log.dirs", _optional(_list), None, "Comma-separated log directories (JBOD); overrides log.dir."),
     Prop("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
@@ -515,11 +525,13 @@ class BrokerConfig:
             raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol "
                               "may be set")
         if self.metadata_store_kind == "zookeeper":
+            # as Kafka: other brokers find this one by its registration, which holds the advertised ones
             inter = self.inter_broker_listener
-            if inter not in names:
-                raise ConfigError(f"inter-broker listener {inter} is not among the listeners "
-                                  f"({', '.join(sorted(names))}): set inter.broker.listener.name",
-                                  "inter.broker.listener.name")
+            advertised = {e.listener_name for e in (self["advertised.listeners"] or self.listeners)}
+            if inter not in advertised:
+                raise ConfigError(f"inter-broker listener {inter} is not among the advertised listeners "
+                                  f"({', '.join(sorted(advertised))}): set inter.broker.listener.name, or "
+                                  f"advertise it", "inter.broker.listener.name")
         for endpoint in self.listeners:
             if protocols[endpoint.listener_name] == "SSL":
                 self._check_ssl(endpoint.listener_name)
@@ -580,10 +592,8 @@ class BrokerConfig:
         return BrokerConfig(values)
 
     def _raw(self, name: str) -> Any:
-        value = self._values[name]
-        if isinstance(value, list):
-            return ",".join(str(v) for v in value)
-        return value
+        return _to_property_string(self._values[name]) if isinstance(self._values[name], (list, dict)) \
+            else self._values[name]
 
     # -- derived values -------------------------------------------------------
     @property
@@ -692,6 +702,9 @@ def _listener_override(name: str) -> tuple[str, str | None]:
         return name, None
     listener, _dot, prop = name[len("listener.name."):].partition(".")
     if listener and prop in SSL_PROPERTIES:
+        if listener != listener.lower():  # Kafka reads only the lower-case prefix and ignores others
+            raise ConfigError(f"{name}: write the listener's name in lower case "
+                              f"(listener.name.{listener.lower()}.{prop})", name)
         return listener.upper(), prop
     return name, None
 
@@ -699,6 +712,8 @@ def _listener_override(name: str) -> tuple[str, str | None]:
 def _to_property_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dict):  # listener.security.protocol.map, as Kafka writes it
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)

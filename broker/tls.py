@@ -35,8 +35,8 @@ line naming the property and the file (:class:`TlsSetupError`).
 from __future__ import annotations
 
 import os
+import re
 import ssl
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,31 +77,63 @@ def _versions(context: ssl.SSLContext, settings: dict[str, Any]) -> None:
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
 
 
+def _no_prompt(*_args) -> bytes:
+    """The password callback when ``ssl.key.password`` is unset: an encrypted key fails at once
+    (OpenSSL would otherwise ask on the terminal and the start would hang there)."""
+    raise TlsSetupError("the private key is encrypted: set ssl.key.password")
+
+
 def _load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str, settings: dict[str, Any]) -> None:
     password = settings["ssl.key.password"]
     location = settings["ssl.keystore.location"]
     if location is not None:
         prop = config.ssl_source(listener, "ssl.keystore.location")
-        _check_file(prop, location)
-        try:
-            context.load_cert_chain(location, password=password)
-        except ssl.SSLError as exc:
-            raise TlsSetupError(f"listener {listener}: {prop} {location}: {_reason(exc, password)}") from None
+        _check_file(prop, location, "keystore")
+        _load_chain(context, location, password, f"listener {listener}: {prop} {location}")
         return
     chain, key = settings["ssl.keystore.certificate.chain"], settings["ssl.keystore.key"]
     if chain is None:
         return
-    # load_cert_chain reads files only: the inline PEM goes through a private temporary file, removed at once
-    fd, path = tempfile.mkstemp(prefix="kafkapy-keystore-", suffix=".pem")
+    # load_cert_chain reads a path only: the inline PEM goes through an anonymous memory file
+    # (memfd), never onto a disk where a killed process would leave the private key behind
+    fd = os.memfd_create("kafkapy-keystore", os.MFD_CLOEXEC)
     try:
-        with os.fdopen(fd, "w", encoding="ascii", errors="replace") as out:
-            out.write(key.strip() + "\n" + chain.strip() + "\n")
-        context.load_cert_chain(path, password=password)
-    except ssl.SSLError as exc:
-        raise TlsSetupError(f"listener {listener}: ssl.keystore.certificate.chain / ssl.keystore.key: "
-                            f"{_reason(exc, password)}") from None
+        os.write(fd, (normalize_pem(key) + normalize_pem(chain)).encode("ascii", "replace"))
+        _load_chain(context, f"/proc/self/fd/{fd}", password,
+                    f"listener {listener}: ssl.keystore.certificate.chain / ssl.keystore.key")
     finally:
-        os.unlink(path)
+        os.close(fd)
+
+
+def _load_chain(context: ssl.SSLContext, path: str, password: str | None, where: str) -> None:
+    try:
+        context.load_cert_chain(path, password=password if password is not None else _no_prompt)
+    except TlsSetupError as exc:
+        raise TlsSetupError(f"{where}: {exc}") from None
+    except ssl.SSLError as exc:
+        raise TlsSetupError(f"{where}: {_reason(exc, password)}") from None
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> str:
+    """PEM blocks with their base64 re-wrapped at 64 columns, one block after another.
+
+    A PEM value written on one line, or continued with ``\\`` in a properties file
+    (KIP-651's inline form), arrives with its line breaks turned into spaces;
+    OpenSSL reads only the wrapped form. Blocks with headers (legacy encrypted
+    keys: ``Proc-Type: ...``) are kept as they are; text outside blocks is dropped.
+    """
+    out = []
+    for label, body in _PEM_BLOCK.findall(text):
+        if ":" in body:
+            out.append(f"-----BEGIN {label}-----{body}-----END {label}-----\n")
+            continue
+        data = "".join(body.split())
+        lines = [data[i:i + 64] for i in range(0, len(data), 64)]
+        out.append(f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----\n")
+    return "".join(out) or text
 
 
 def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: str, settings: dict[str, Any],
@@ -110,11 +142,11 @@ def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: s
     try:
         if location is not None:
             prop = config.ssl_source(listener, "ssl.truststore.location")
-            _check_file(prop, location)
+            _check_file(prop, location, "truststore")
             context.load_verify_locations(cafile=location)
         elif inline is not None:
             prop = config.ssl_source(listener, "ssl.truststore.certificates")
-            context.load_verify_locations(cadata=inline)
+            context.load_verify_locations(cadata=normalize_pem(inline))
         else:
             context.load_default_certs(purpose)
     except ssl.SSLError as exc:
@@ -142,17 +174,22 @@ def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     _versions(context, settings)
     _load_trust_store(context, config, listener, settings, ssl.Purpose.SERVER_AUTH)
     _load_key_store(context, config, listener, settings)
-    context.check_hostname = (settings["ssl.endpoint.identification.algorithm"] or "").lower() == "https"
+    context.check_hostname = settings["ssl.endpoint.identification.algorithm"] == "https"
     context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 
-def _check_file(prop: str, path: str) -> None:
+def _check_file(prop: str, path: str, kind: str) -> None:
+    """The file can be read, and is not a Java key store (whose bytes OpenSSL would only call "not PEM")."""
     try:
-        with open(path, "rb"):
-            pass
+        with open(path, "rb") as f:
+            head = f.read(4)
     except OSError as exc:
         raise TlsSetupError(f"{prop} {path}: {exc.strerror or exc}") from None
+    if head == b"\xfe\xed\xfe\xed" or head[:1] == b"\x30":
+        what = "a JKS" if head == b"\xfe\xed\xfe\xed" else "a PKCS12 (or DER)"
+        raise TlsSetupError(f"{prop} {path}: {what} {kind}, not PEM: convert it (keytool -importkeystore to "
+                            f"PKCS12, then openssl pkcs12 -nodes) and point {prop} at the PEM file")
 
 
 def _reason(exc: ssl.SSLError, password: str | None, what: str = "a PEM private key with its certificate chain") -> str:

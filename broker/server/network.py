@@ -34,13 +34,14 @@ One event loop serves every connection. Per connection:
   A response is a list of parts: bytes are written to the transport, a file
   slice (an object with ``file``, ``position`` and ``length``, e.g. the log's
   ``FetchSlice``) is sent with ``loop.sendfile`` straight from the segment
-  file (``os.sendfile``: zero copy); on a TLS connection asyncio reads the slice
-  and encrypts it instead (no zero copy under TLS, as in Kafka);
+  file (``os.sendfile``: zero copy); on a TLS connection the slice is read in
+  chunks and encrypted instead (no zero copy under TLS, as in Kafka), waiting
+  for room in the send buffer between chunks;
 * listeners: each listener of ``listeners`` is bound on its own; an SSL one
   (``listener.security.protocol.map``) accepts TLS with the context
-  :mod:`broker.tls` built at start, and a handshake not finished within
-  ``TLS_HANDSHAKE_TIMEOUT_S`` (or a client speaking plaintext to it) closes
-  only that connection. A connection remembers its listener: Metadata,
+  :mod:`broker.tls` built at start (see :class:`_TlsHandshake`), and a handshake
+  not finished within ``TLS_HANDSHAKE_TIMEOUT_S`` (or a client speaking
+  plaintext to it) closes only that connection, with one log line. A connection remembers its listener: Metadata,
   FindCoordinator and DescribeCluster answer with the endpoints of the
   listener the request came in on, as Kafka does;
 * back-pressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests
@@ -88,6 +89,7 @@ log = logging.getLogger("broker.network")
 
 MAX_IN_FLIGHT = 128
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+TLS_SLICE_CHUNK = 256 * 1024
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -186,10 +188,15 @@ class _SliceFile:
 class Connection(asyncio.BufferedProtocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, server: "NetworkServer", listener: str = "PLAINTEXT") -> None:
+    def __init__(self, server: "NetworkServer", listener: str = "PLAINTEXT", tls: bool = False) -> None:
         self.server = server
         #: The listener this connection came in on: Metadata and FindCoordinator answer its endpoints.
         self.listener = listener
+        #: TLS (an SSL listener): no half-close, and file slices are read and written, not sendfile'd.
+        self.tls = tls
+        self._made = False  # connection_made ran (a failed TLS handshake never gets there)
+        # Frames that arrived with the client's last handshake message, before connection_made
+        self._early_frames: list | None = None
         self.broker = server.broker
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
@@ -216,7 +223,11 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport) -> None:
+        if self._closing:  # TLS: bad input came with the handshake's end; nothing was registered yet
+            transport.abort()
+            return
         self.transport = transport
+        self._made = True
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -229,9 +240,16 @@ class Connection(asyncio.BufferedProtocol):
         self.broker.metrics.connections.inc()
         self.broker.metrics.active_connections.inc()
         self._writer = self.loop.create_task(self._write_loop())
+        early, self._early_frames = self._early_frames, None
+        for frame in early or ():
+            if self._closing:
+                break
+            self._dispatch(frame)
 
     def connection_lost(self, exc) -> None:
         self._closing = True
+        if not self._made:  # a TLS handshake that failed: never counted, never registered
+            return
         self.server.connections.discard(self)
         self.broker.metrics.active_connections.dec()
         self._drop_pending()
@@ -257,6 +275,9 @@ class Connection(asyncio.BufferedProtocol):
         except FrameTooLargeError as exc:
             self.close_for("too_large", str(exc))
             return
+        if not self._made:  # TLS: requests that came with the handshake's end wait for connection_made
+            self._early_frames = (self._early_frames or []) + frames
+            return
         for frame in frames:
             if self._closing:
                 return
@@ -267,7 +288,7 @@ class Connection(asyncio.BufferedProtocol):
         # closes an SSL transport at the peer's close_notify whatever this returns).
         self._closing_after_drain = True
         self._wakeup.set()
-        return self.transport is None or self.transport.get_extra_info("sslcontext") is None
+        return not self.tls
 
     # -- requests ----------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> None:
@@ -541,6 +562,9 @@ class Connection(asyncio.BufferedProtocol):
                 continue
             if not self._can_write.is_set():
                 await self._can_write.wait()
+            if self.tls:
+                await self._send_slice_tls(transport, part)
+                continue
             view = _SliceFile(part.file)
             self._sending_file = True
             try:
@@ -557,6 +581,29 @@ class Connection(asyncio.BufferedProtocol):
                 raise ConnectionError(f"sent {sent} of {part.length} bytes of a file slice")
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    async def _send_slice_tls(self, transport, part) -> None:
+        """A file slice on a TLS connection: ``pread`` in chunks of ``TLS_SLICE_CHUNK`` and written
+        through the TLS transport, waiting for room between chunks (``pause_writing``), so a slow
+        reader holds at most about one chunk beyond the transport's high-water mark. (asyncio's own
+        fallback for ``loop.sendfile`` can leave the protocol unpaused above the mark.) The read runs
+        on the loop, as ``sendfile`` does for plaintext: segment data is read from the page cache."""
+        fd = os.dup(part.file.fileno())  # ValueError if the segment file is closed already
+        try:
+            position, left = part.position, part.length
+            while left > 0:
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+                if self._closing or transport.is_closing():
+                    return
+                chunk = os.pread(fd, min(left, TLS_SLICE_CHUNK), position)
+                if not chunk:  # the file got shorter under us: the frame size is now wrong
+                    raise ConnectionError(f"sent {part.length - left} of {part.length} bytes of a file slice")
+                transport.write(chunk)
+                position += len(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
 
     # -- closing -----------------------------------------------------------------------
     def close_for(self, reason: str, detail: str) -> None:
@@ -634,7 +681,11 @@ class _TlsHandshake(asyncio.Protocol):
 
     ``loop.start_tls`` instead of ``create_server(ssl=...)`` so that a failed handshake is seen: asyncio
     drops those silently, while an operator needs to know which clients were refused and why (Kafka
-    logs them as failed authentications). One INFO line and ``kafkapy_tls_handshake_failures_total``.
+    logs them as failed authentications). One INFO line and ``kafkapy_tls_handshake_failures_total``
+    for each; a peer that connects and closes without a TLS word (a load balancer's or an
+    orchestrator's TCP health check, a client that gave up) is neither (a DEBUG line). The :class:`Connection` is counted and registered only once the
+    handshake is done (its ``connection_made``); requests that arrive with the handshake's last
+    message wait for that.
     """
 
     def __init__(self, server: "NetworkServer", listener: str, context) -> None:
@@ -642,39 +693,74 @@ class _TlsHandshake(asyncio.Protocol):
         self.task: asyncio.Task | None = None
 
     def connection_made(self, transport) -> None:
-        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
-        self.task = self.server.loop.create_task(self._handshake(transport))
+        if self.server.stopping:
+            transport.abort()
+            return
+        # start_tls's first step, up to its first wait, runs here: it takes the transport over (its
+        # protocol swapped for TLS) before the loop can read a byte, so the ClientHello is not lost to
+        # data_received below. (pause_reading would not hold: the transport adds its reader after this.)
+        coro = self._handshake(transport)
+        try:
+            awaiting = coro.send(None)
+        except StopIteration:
+            return
+        except BaseException:  # noqa: BLE001 - _handshake catches what start_tls raises; anything else
+            transport.abort()
+            raise
+        self.task = self.server.loop.create_task(self._finish(coro, awaiting))
         self.server.handshakes.add(self.task)
-        self.task.add_done_callback(self.server.handshakes.discard)
+        self.task.add_done_callback(functools.partial(self._done, transport))
 
-    def data_received(self, data: bytes) -> None:  # reading is paused until start_tls takes over
+    @staticmethod
+    async def _finish(coro, awaiting) -> None:
+        await _resume(coro, awaiting)
+
+    def _done(self, transport, task: asyncio.Task) -> None:
+        self.server.handshakes.discard(task)
+        if task.cancelled():  # shutdown, perhaps before the task's first step: close the socket
+            transport.abort()
+
+    def data_received(self, data: bytes) -> None:  # start_tls took the transport before any read
         pass
 
-    def connection_lost(self, exc) -> None:  # before start_tls took the transport: its handshake fails
+    def connection_lost(self, exc) -> None:
         pass
 
     async def _handshake(self, transport) -> None:
         peer = transport.get_extra_info("peername")
         peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        conn = Connection(self.server, self.listener)
+        conn = Connection(self.server, self.listener, tls=True)
+        conn.peer = peer
         try:
             tls = await self.server.loop.start_tls(transport, conn, self.context, server_side=True,
                                                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
-        except asyncio.CancelledError:
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            # the peer went away without a TLS word: a TCP health check, or a client that gave up
+            log.debug("connection from %s on listener %s closed during its TLS handshake: %r",
+                      peer, self.listener, exc)
             transport.abort()
-            raise
+            return
         except (OSError, asyncio.TimeoutError, ConnectionError, RuntimeError) as exc:
-            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-            reason = _HANDSHAKE_REASONS.get(reason, reason)
-            if reason == "CERTIFICATE_VERIFY_FAILED":
-                reason = f"client certificate not accepted: {getattr(exc, 'verify_message', '') or 'verify failed'}"
-            if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-                reason = f"not finished within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
-            log.info("TLS handshake with %s on listener %s failed: %s", peer, self.listener, reason)
-            self.server.broker.metrics.tls_handshake_failures.labels(self.listener).inc()
+            self._failed(peer, exc)
+            transport.abort()
+            return
+        if tls is None or tls.is_closing():  # the peer closed before or during the handshake
+            if tls is not None:
+                tls.abort()
             transport.abort()
             return
         conn.connection_made(tls)
+
+    def _failed(self, peer: str, exc: BaseException) -> None:
+        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+        if reason == "CERTIFICATE_VERIFY_FAILED":
+            reason = f"client certificate not accepted: {getattr(exc, 'verify_message', '') or 'verify failed'}"
+        elif isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or "taking longer than" in reason:
+            reason = f"not finished within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+        else:
+            reason = _HANDSHAKE_REASONS.get(reason, reason)
+        log.info("TLS handshake with %s on listener %s failed: %s", peer, self.listener, reason)
+        self.server.broker.metrics.tls_handshake_failures.labels(self.listener).inc()
 
 
 class NetworkServer:
@@ -686,6 +772,7 @@ class NetworkServer:
         self.servers: list[asyncio.AbstractServer] = []
         self.connections: set[Connection] = set()
         self.handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (_TlsHandshake)
+        self.stopping = False
         self.bound: dict[str, tuple[str, int]] = {}
 
     async def start(self) -> dict[str, tuple[str, int]]:
@@ -711,6 +798,7 @@ class NetworkServer:
 
     async def stop(self, timeout: float) -> None:
         """Stop accepting, let in-flight requests finish (up to ``timeout``), close everything."""
+        self.stopping = True
         for server in self.servers:
             server.close()
         for handshake in list(self.handshakes):  # not a client yet: nothing in flight to answer

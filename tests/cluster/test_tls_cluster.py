@@ -8,6 +8,7 @@ coordinator its markers over it. A follower that could not connect there would n
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -19,6 +20,43 @@ from tests.pki import make_pki
 from tests.zookeeper import free_port
 
 pytestmark = pytest.mark.clients
+
+
+def _established_ports(pid: int) -> set[int]:
+    """Remote ports of the established TCP connections of process ``pid`` (``ss``)."""
+    out = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True, text=True,
+                         check=True).stdout
+    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if f"pid={pid}," in line}
+
+
+def test_metadata_on_a_listener_the_leader_lacks(cluster_factory):
+    """Kafka 2.7's answer when a partition's leader has no listener of the request's name: the
+    brokers without it are left out, and the partition has no leader for that client."""
+    from broker.client._connection import BrokerConnection
+
+    extra = free_port()
+    cluster = cluster_factory(2, props={"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT"},
+                              per_broker={1: {"listeners": f"PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:{extra}"}})
+    cluster.create_topic("on-two", assignment={0: [2, 1], 1: [1, 2]}, replication_factor=None)
+
+    async def metadata(version: int) -> dict:
+        conn = BrokerConnection("127.0.0.1", extra, request_timeout_ms=10000)
+        await conn.connect()
+        try:
+            return await conn.request(3, {"topics": [{"name": "on-two"}], "allow_auto_topic_creation": False,
+                                          "include_cluster_authorized_operations": False,
+                                          "include_topic_authorized_operations": False}, version=version)
+        finally:
+            conn.close()
+
+    import asyncio
+
+    for version, code in ((9, 72), (5, 5)):  # LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE below
+        response = asyncio.run(metadata(version))
+        assert [(b["node_id"], b["port"]) for b in response["brokers"]] == [(1, extra)]
+        partitions = {p["partition_index"]: p for p in response["topics"][0]["partitions"]}
+        assert (partitions[0]["error_code"], partitions[0]["leader_id"]) == (code, -1)
+        assert (partitions[1]["error_code"], partitions[1]["leader_id"]) == (0, 1)
 
 
 def test_replication_and_failover_over_tls_between_brokers(cluster_factory, tmp_path):
@@ -43,6 +81,12 @@ def test_replication_and_failover_over_tls_between_brokers(cluster_factory, tmp_
     admin.create_topics([NewTopic("tls-replicated", 1, 3)], request_timeout=30)["tls-replicated"].result(WAIT_S)
     cluster.wait_for_leader("tls-replicated", 0)
     cluster.wait_for_isr("tls-replicated", 0, [1, 2, 3])  # both followers fetch over TLS
+    leader = cluster.leader("tls-replicated", 0)
+    # the followers' fetch connections go to the leader's INTERNAL (TLS) port, none to its PLAINTEXT one
+    for follower in set(ports) - {leader}:
+        peers = _established_ports(cluster.broker(follower).pid)
+        assert ports[leader] in peers, peers
+        assert cluster.broker(leader).port not in peers, peers
 
     producer = Producer({**tls, "acks": "all", "enable.idempotence": True})
     values = [b"rec-%d" % i for i in range(2000)]
@@ -51,7 +95,6 @@ def test_replication_and_failover_over_tls_between_brokers(cluster_factory, tmp_
     assert producer.flush(60) == 0
     cluster.wait_for_isr("tls-replicated", 0, [1, 2, 3])
 
-    leader = cluster.leader("tls-replicated", 0)
     cluster.kill(leader)
     cluster.wait_for_leader("tls-replicated", 0, not_in=(leader,))  # the controller reached the others over TLS
     # assigned, not subscribed: with one of three brokers down __consumer_offsets (replication factor 3)

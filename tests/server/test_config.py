@@ -91,7 +91,13 @@ def test_log_config_mapping_is_accepted_by_log_config():
           "listener.name.ssl.ssl.enabled.protocols": "TLSv1.1"}, "TLSv1.1"),
         ({"listeners": "SSL://:9093", "listener.name.other.ssl.keystore.location": "k.pem"}, "no listener is named"),
         ({"listeners": "SSL://:9093", "ssl.keystore.location": "k.pem", "zookeeper.connect": "zk:2181"},
-         "inter-broker listener PLAINTEXT is not among the listeners"),
+         "inter-broker listener PLAINTEXT is not among the advertised listeners"),
+        ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093", "listener.security.protocol.map":
+          "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT", "advertised.listeners": "PLAINTEXT://h:9092",
+          "inter.broker.listener.name": "INTERNAL", "zookeeper.connect": "zk:2181"},
+         "inter-broker listener INTERNAL is not among the advertised listeners"),
+        ({"ssl.endpoint.identification.algorithm": "htps"}, "not https or empty"),
+        ({"listeners": "SSL://:9093", "listener.name.SSL.ssl.keystore.location": "k.pem"}, "in lower case"),
         ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"}, "only one of"),
         ({"listener.security.protocol.map": "A:TLS"}, "not a security protocol"),
         ({"log.cleanup.policy": "forever"}, "log.cleanup.policy"),
@@ -307,3 +313,13 @@ def test_a_typo_in_a_properties_file_is_refused(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"broker: config error: unknown property 'num.partition' "
                                         f"(did you mean 'num.partitions'?) (in config file {path})"]
+
+
+def test_endpoint_identification_and_the_protocol_map_read_as_kafka_writes_them():
+    config = BrokerConfig({"ssl.endpoint.identification.algorithm": " HTTPS ",
+                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,internal:ssl"})
+    assert config["ssl.endpoint.identification.algorithm"] == "https"
+    assert BrokerConfig({"ssl.endpoint.identification.algorithm": ""})["ssl.endpoint.identification.algorithm"] == ""
+    assert config.security_protocol("INTERNAL") == "SSL"
+    again = config.with_overrides({"num.partitions": 2})  # the map survives a round trip through its text
+    assert again["listener.security.protocol.map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"}

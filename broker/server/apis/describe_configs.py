@@ -74,6 +74,8 @@ def _text(value) -> str | None:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # listener.security.protocol.map
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)
 
 

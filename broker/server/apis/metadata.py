@@ -12,6 +12,11 @@ partitions: leader, leader epoch (v7+), replicas, ISR and offline replicas
 gets UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal
 name. Internal topics are never auto-created here.
 
+Brokers are answered at the listener the request came in on (a broker without
+it is left out), and a partition whose leader has no such listener gets leader
+-1 with LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE below, and for a leader
+that is not alive), as Kafka 2.7 answers.
+
 A partition whose replica on this broker is in a failed log dir, while the
 cache still names this broker its leader (the controller has not acted on the
 failure yet; single node: it never finds another leader), answers as Kafka's
@@ -60,12 +65,23 @@ def partition_entry(p, offline_here: bool, broker_id: int) -> dict:
 def topic_entry(ctx: RequestContext, info: TopicInfo) -> dict:
     replicas = ctx.broker.replicas
     broker_id = ctx.broker.broker_id
+    partitions = [partition_entry(p, replicas.is_offline(info.name, p.partition), broker_id)
+                  for p in sorted(info.partitions.values(), key=lambda p: p.partition)]
+    cache = ctx.broker.metadata_cache
+    for entry in partitions:
+        leader = entry["leader_id"]
+        if leader >= 0 and ((b := cache.broker(leader)) is None or b.listener(ctx.listener) is None):
+            # a leader the client could not reach on this listener (Kafka 2.7's rule): no leader, and
+            # LISTENER_NOT_FOUND from v6 when the broker is alive without this listener
+            alive = b is not None
+            entry["error_code"] = (ErrorCode.LISTENER_NOT_FOUND if alive and ctx.api_version >= 6
+                                   else ErrorCode.LEADER_NOT_AVAILABLE)
+            entry["leader_id"] = -1
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "is_internal": info.is_internal,
-        "partitions": [partition_entry(p, replicas.is_offline(info.name, p.partition), broker_id)
-                       for p in sorted(info.partitions.values(), key=lambda p: p.partition)],
+        "partitions": partitions,
     }
 
 
