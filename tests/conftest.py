@@ -71,9 +71,12 @@ class BrokerProcess:
 
     def start(self, same_port: bool = True) -> "BrokerProcess":
         props = dict(self.props)
-        if same_port and self.port is not None and str(props["listeners"]).startswith("PLAINTEXT://") \
-                and "," not in str(props["listeners"]):  # several listeners: their ports are the test's
-            props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        if same_port and self.port is not None:
+            # the first listener (the one the ready line names) keeps the port it was given; the others
+            # have the ports the test chose
+            first, *others = str(props["listeners"]).split(",")
+            name = first.split("://", 1)[0]
+            props["listeners"] = ",".join([f"{name}://{self.host}:{self.port}", *others])
         self.config_path.write_text(yaml.safe_dump(props))
         stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
