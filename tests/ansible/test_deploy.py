@@ -57,9 +57,31 @@ def build_wheelhouse(dest: Path) -> Path:
     return dest
 
 
+def write_pki(root: Path, hosts) -> Path:
+    """A CA and, for every host, a PEM file of its private key and a certificate for its address
+    (``root/<name>.pem``), plus a client certificate (``root/client.pem``); made once, kept for later calls."""
+    import trustme
+
+    if (root / "ca.pem").exists():
+        return root
+    root.mkdir(parents=True)
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(root / "ca.pem"))
+    for host in hosts.hosts:
+        ca.issue_cert(host.address).private_key_and_cert_chain_pem.write_to_path(str(root / f"{host.name}.pem"))
+    ca.issue_cert("e2e-client").private_key_and_cert_chain_pem.write_to_path(str(root / "client.pem"))
+    return root
+
+
 def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NAMES) -> Path:
-    """The inventory of the deployment; ``brokers`` in kafka_brokers (a host left out is not touched)."""
+    """The inventory of the deployment; ``brokers`` in kafka_brokers (a host left out is not touched).
+
+    Every broker has an SSL listener (9093) beside PLAINTEXT, requires client certificates there,
+    and talks to the other brokers over it (``broker_tls_inter_broker``): replication, the controller,
+    controlled shutdowns and the moves of add-broker.yml all go over TLS.
+    """
     h = {host.name: host for host in hosts.hosts}
+    pki = write_pki(path.parent / "pki", hosts)
     inventory = {"all": {
         "vars": {
             "ansible_python_interpreter": "/usr/bin/python3", "ansible_user": "root",
@@ -73,9 +95,11 @@ def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NA
                                     for i, n in enumerate(NAMES, start=1)}},
             "kafka_brokers": {
                 "hosts": {n: {"ansible_host": h[n].address, "broker_id": i, "broker_rack": f"rack-{n}",
-                              "jbod_disks": h[n].disks}
+                              "jbod_disks": h[n].disks, "broker_tls_cert": str(pki / f"{n}.pem")}
                           for i, n in enumerate(brokers, start=1)},
-                "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000}},
+                "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000},
+                         "broker_tls_ca": str(pki / "ca.pem"), "broker_tls_client_auth": "required",
+                         "broker_tls_inter_broker": True},
             },
             "mirror_makers": {"hosts": {"h3": {"kafka_mirror_config": {
                 "clusters": {"self": {"bootstrap.servers": bootstrap(hosts)}},
@@ -177,6 +201,25 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
     produce_acknowledged(bootstrap(hosts), values)
     read = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
     assert sorted(v for _p, _o, v in read) == values
+
+    # the same records over TLS, with the client certificate the brokers require; the key stays private
+    pki = inventory.parent / "pki"
+    tls = ck.Consumer({"bootstrap.servers": ",".join(f"{hosts[n].address}:9093" for n in NAMES),
+                       "security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem"),
+                       "ssl.certificate.location": str(pki / "client.pem"), "ssl.key.location": str(pki / "client.pem"),
+                       "group.id": "e2e-tls", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    tls.subscribe([TOPIC])
+    over_tls = set()
+    deadline = time.monotonic() + WAIT_S
+    while len(over_tls) < len(values) and time.monotonic() < deadline:
+        msg = tls.poll(1)
+        if msg is not None and msg.error() is None:
+            over_tls.add(msg.value())
+    tls.close()
+    assert over_tls == set(values)
+    for name in NAMES:
+        assert hosts.ssh(hosts[name], "stat -c '%a %U %G' /etc/kafkapy/tls/broker.pem").split() == \
+            ["640", "root", "kafka"]
 
     # the mirror on h3 copies orders into self.orders
     consumer = ck.Consumer({"bootstrap.servers": bootstrap(hosts), "group.id": "e2e-mirror",
