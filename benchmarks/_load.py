@@ -193,12 +193,15 @@ def _send(producer: Producer, topic: str, values: list[bytes], sent: int, end: i
 
 def produce_throughput(bootstrap: str, topic: str, *, size: int, count: int, acks: str = "1",
                        compression: str = "none", linger_ms: float = 5, max_s: float = 60.0,
-                       idempotence: bool = False, warmup: bool = False) -> ProduceResult:
+                       idempotence: bool = False, warmup: bool = False,
+                       client: dict | None = None) -> ProduceResult:
     """librdkafka sends ``count`` records as fast as it takes them; ``warmup`` first delivers one untimed
-    record (an idempotent producer's first needs its producer id: librdkafka takes up to 0.5 s for it)."""
+    record (an idempotent producer's first needs its producer id: librdkafka takes up to 0.5 s for it).
+    ``client``: more librdkafka properties (TLS settings, say)."""
     errors = _Errors()
     producer = _producer(bootstrap, acks, compression, linger_ms, **{
-        "delivery.report.only.error": True, "on_delivery": errors, "enable.idempotence": idempotence})
+        "delivery.report.only.error": True, "on_delivery": errors, "enable.idempotence": idempotence,
+        **(client or {})})
     producer.list_topics(topic, timeout=30)
     values = payloads(size)
     if warmup:
@@ -263,10 +266,12 @@ class ConsumeResult:
 
 
 def consume_throughput(bootstrap: str, topic: str, partitions: int, count: int,
-                       max_s: float = 60.0, isolation_level: str | None = None) -> ConsumeResult:
+                       max_s: float = 60.0, isolation_level: str | None = None,
+                       client: dict | None = None) -> ConsumeResult:
     """librdkafka reads ``count`` records from offset 0; ``isolation_level`` None keeps its default
-    (read_committed)."""
+    (read_committed); ``client``: more librdkafka properties."""
     consumer = Consumer({
+        **(client or {}),
         **({"isolation.level": isolation_level} if isolation_level else {}),
         "bootstrap.servers": bootstrap,
         "group.id": "bench-unused",  # assign() only: no JoinGroup, no commits

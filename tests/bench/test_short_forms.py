@@ -80,6 +80,11 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^move \[1,2,3\] -> \[2,3,4\], no throttle: {NUM} MB in {NUM} s",
         rf"^move \[2,3,4\] -> \[1,2,3\], throttle {NUM} MB/s: {NUM} MB in {NUM} s",
     ]),
+    "tls_bench": ([], "file", [
+        rf"^\| plaintext \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^\| tls \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^TLS / PLAINTEXT: produce {NUM}x, consume {NUM}x, broker CPU per GB {NUM}x",
+    ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
         rf"^\| tansu \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
