@@ -592,8 +592,8 @@ class BrokerConfig:
         return BrokerConfig(values)
 
     def _raw(self, name: str) -> Any:
-        return _to_property_string(self._values[name]) if isinstance(self._values[name], (list, dict)) \
-            else self._values[name]
+        value = self._values[name]
+        return to_property_string(value) if isinstance(value, (list, dict)) else value
 
     # -- derived values -------------------------------------------------------
     @property
@@ -684,7 +684,7 @@ class BrokerConfig:
         """The broker-wide log defaults as topic-level properties (strings, as Kafka keeps them)."""
         props: dict[str, str] = {}
         for broker_name, topic_name in TOPIC_PROPERTY_OF.items():
-            props[topic_name] = _to_property_string(self._values[broker_name])
+            props[topic_name] = to_property_string(self._values[broker_name])
         props["cleanup.policy"] = ",".join(sorted(set(self._values["log.cleanup.policy"])))
         props["retention.ms"] = str(self.retention_ms)
         props["segment.ms"] = str(self.segment_ms)
@@ -709,12 +709,13 @@ def _listener_override(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def _to_property_string(value: Any) -> str:
+def to_property_string(value: Any) -> str:
+    """A parsed value as Kafka writes it in a properties file (booleans, lists, the protocol map)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):  # listener.security.protocol.map, as Kafka writes it
         return ",".join(f"{k}:{v}" for k, v in value.items())
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
 

@@ -100,10 +100,8 @@ class BrokerRegistration:
         return dict(self.protocols).get(listener_name, "PLAINTEXT")
 
     def endpoint(self, listener_name: str = "PLAINTEXT") -> Endpoint | None:
-        for e in self.endpoints:
-            if e.listener_name == listener_name:
-                return e
-        return self.endpoints[0] if self.endpoints else None
+        """The listener named ``listener_name``, else the first one, else None."""
+        return self.listener(listener_name) or (self.endpoints[0] if self.endpoints else None)
 
 
 class BrokerIdZNode:

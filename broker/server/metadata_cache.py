@@ -57,10 +57,7 @@ class BrokerInfo:
 
     def endpoint(self, listener_name: str = "PLAINTEXT") -> BrokerEndpoint | None:
         """The listener named ``listener_name``, else the first one, else None."""
-        for e in self.endpoints:
-            if e.listener_name == listener_name:
-                return e
-        return self.endpoints[0] if self.endpoints else None
+        return self.listener(listener_name) or (self.endpoints[0] if self.endpoints else None)
 
     def listener(self, listener_name: str) -> BrokerEndpoint | None:
         """The listener named ``listener_name``, or None when this broker has none of that name."""

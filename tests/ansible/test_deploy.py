@@ -129,6 +129,25 @@ def produce_acknowledged(servers: str, values: list[bytes]) -> None:
     assert producer.flush(60) == 0 and not failures, failures
 
 
+def subscribed_values(topic: str, count: int, config: dict) -> set[bytes]:
+    """The values a librdkafka consumer (``config``, from the earliest offset) reads from ``topic``,
+    until it has ``count`` of them or ``WAIT_S`` has passed."""
+    import confluent_kafka as ck
+
+    consumer = ck.Consumer({"auto.offset.reset": "earliest", **config})
+    consumer.subscribe([topic])
+    got: set[bytes] = set()
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                got.add(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
 def prometheus(hosts, path: str, **params) -> dict:
     url = f"http://{hosts['h1'].address}:9090/api/v1/{path}"
     if params:
@@ -204,34 +223,19 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
 
     # the same records over TLS, with the client certificate the brokers require; the key stays private
     pki = inventory.parent / "pki"
-    tls = ck.Consumer({"bootstrap.servers": ",".join(f"{hosts[n].address}:9093" for n in NAMES),
-                       "security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem"),
-                       "ssl.certificate.location": str(pki / "client.pem"), "ssl.key.location": str(pki / "client.pem"),
-                       "group.id": "e2e-tls", "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    tls.subscribe([TOPIC])
-    over_tls = set()
-    deadline = time.monotonic() + WAIT_S
-    while len(over_tls) < len(values) and time.monotonic() < deadline:
-        msg = tls.poll(1)
-        if msg is not None and msg.error() is None:
-            over_tls.add(msg.value())
-    tls.close()
+    over_tls = subscribed_values(TOPIC, len(values), {
+        "bootstrap.servers": ",".join(f"{hosts[n].address}:9093" for n in NAMES),
+        "security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem"),
+        "ssl.certificate.location": str(pki / "client.pem"), "ssl.key.location": str(pki / "client.pem"),
+        "group.id": "e2e-tls", "enable.auto.commit": False})
     assert over_tls == set(values)
     for name in NAMES:
         assert hosts.ssh(hosts[name], "stat -c '%a %U %G' /etc/kafkapy/tls/broker.pem").split() == \
             ["640", "root", "kafka"]
 
     # the mirror on h3 copies orders into self.orders
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap(hosts), "group.id": "e2e-mirror",
-                            "auto.offset.reset": "earliest"})
-    consumer.subscribe([f"self.{TOPIC}"])
-    mirrored = set()
-    deadline = time.monotonic() + WAIT_S
-    while len(mirrored) < len(values) and time.monotonic() < deadline:
-        msg = consumer.poll(1)
-        if msg is not None and msg.error() is None:
-            mirrored.add(msg.value())
-    consumer.close()
+    mirrored = subscribed_values(f"self.{TOPIC}", len(values),
+                                 {"bootstrap.servers": bootstrap(hosts), "group.id": "e2e-mirror"})
     assert mirrored == set(values)
 
     second = ansible_playbook(hosts, inventory, "site.yml")

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from broker.config import LONG_MAX, PROPERTIES as BROKER_PROPERTIES
+from broker.config import LONG_MAX, PROPERTIES as BROKER_PROPERTIES, to_property_string
 from broker.log import LogConfig
 from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
 from broker.log.config import TOPIC_CONFIGS
@@ -68,15 +68,7 @@ _TIMES = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "lo
 
 
 def _text(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, dict):  # listener.security.protocol.map
-        return ",".join(f"{k}:{v}" for k, v in value.items())
-    return str(value)
+    return None if value is None else to_property_string(value)
 
 
 def _in_topic_units(name: str, value) -> str | None:
