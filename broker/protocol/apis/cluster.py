@@ -1,5 +1,6 @@
 """Cluster and connection APIs: ApiVersions (18), Metadata (3), DescribeCluster (60),
-SaslHandshake (17), SaslAuthenticate (36).
+SaslHandshake (17), SaslAuthenticate (36),
+DescribeUserScramCredentials (50), AlterUserScramCredentials (51) (KIP-554).
 
 Schemas in the compact form of :mod:`broker.protocol.schema`; field facts follow Apache
 Kafka's message definitions (3.8).
@@ -124,4 +125,56 @@ SASL_AUTHENTICATE = Api(
     ],
 )
 
-APIS = (API_VERSIONS, METADATA, DESCRIBE_CLUSTER, SASL_HANDSHAKE, SASL_AUTHENTICATE,)
+#: ScramMechanism in the SCRAM credential APIs (0 is UNKNOWN)
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    key=50, name="DescribeUserScramCredentials", versions="0", flexible="0+",
+    request=[
+        f("users", "[]", nullable="0+", fields=[  # null: every user with a credential
+            f("name", "string"),
+        ]),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", nullable="0+", default=None),
+        f("results", "[]", fields=[
+            f("user", "string"),
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+            f("credential_infos", "[]", fields=[
+                f("mechanism", "int8"),
+                f("iterations", "int32"),
+            ]),
+        ]),
+    ],
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    key=51, name="AlterUserScramCredentials", versions="0", flexible="0+",
+    request=[
+        f("deletions", "[]", fields=[
+            f("name", "string"),
+            f("mechanism", "int8"),
+        ]),
+        f("upsertions", "[]", fields=[
+            f("name", "string"),
+            f("mechanism", "int8"),
+            f("iterations", "int32"),
+            f("salt", "bytes"),
+            f("salted_password", "bytes"),
+        ]),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("results", "[]", fields=[
+            f("user", "string"),
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+        ]),
+    ],
+)
+
+APIS = (API_VERSIONS, METADATA, DESCRIBE_CLUSTER, SASL_HANDSHAKE, SASL_AUTHENTICATE,
+        DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
