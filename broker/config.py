@@ -222,8 +222,11 @@ def _listeners(value: Any) -> list[Endpoint]:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Their ids in the protocol (UpdateMetadata's endpoints, ``security_protocol``).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-#: What this broker serves; SASL is refused at start with one line.
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+#: What this broker serves (every protocol of Kafka but Kerberos' mechanism).
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The protocols whose listeners speak TLS, and those that authenticate with SASL.
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _protocol_map(value: Any) -> dict[str, str]:
@@ -262,6 +265,11 @@ SSL_PROPERTIES = (
     "ssl.truststore.certificates", "ssl.truststore.password", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.endpoint.identification.algorithm",
 )
+
+#: The SASL properties that may be given per listener as ``listener.name.<listener>.<property>``, besides
+#: each mechanism's ``<mechanism>.sasl.jaas.config`` (see :mod:`broker.sasl`).
+SASL_LISTENER_PROPERTIES = ("sasl.enabled.mechanisms",)
+_JAAS_SUFFIX = ".sasl.jaas.config"
 
 
 # -- the property table ----------------------------------------------------------
@@ -315,6 +323,16 @@ _PROPS: list[Prop] = [
     Prop("ssl.enabled.protocols", _list, "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2, TLSv1.3)."),
     Prop("ssl.endpoint.identification.algorithm", _endpoint_identification, "https",
          "https: a broker's certificate must name the host another broker connects to; empty: not checked."),
+    Prop("sasl.enabled.mechanisms", _list, "GSSAPI",
+         "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not served)."),
+    Prop("sasl.mechanism.inter.broker.protocol", _upper, "GSSAPI",
+         "SASL mechanism between brokers when the inter-broker listener is SASL."),
+    Prop("connection.failed.authentication.delay.ms", _ranged(0, INT_MAX), 100,
+         "Delay before a failed authentication is answered and its connection closed."),
+    Prop("sasl.server.max.receive.size", _ranged(1, INT_MAX), 524288,
+         "Largest frame accepted from a client before it has authenticated."),
+    Prop("connections.max.reauth.ms", _ranged(0), 0,
+         "0 only: SASL re-authentication (KIP-368) is not served; a connection stays authenticated."),
     Prop("log.dirs", _optional(_list), None, "Comma-separated log directories (JBOD); overrides log.dir."),
     Prop("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
     Prop("num.partitions", _ranged(1, INT_MAX), 1, "Partitions of an auto-created topic."),
@@ -467,7 +485,8 @@ class BrokerConfig:
             if prop is not None:
                 raw = given[name]
                 try:
-                    value = PROPERTIES[prop].parse(raw) if raw is not None else None
+                    parse = _str if prop.endswith(_JAAS_SUFFIX) else PROPERTIES[prop].parse
+                    value = parse(raw) if raw is not None else None
                 except (ValueError, TypeError) as exc:
                     raise ConfigError(f"{name}: {exc}", name) from None
                 self._listener_raw[name] = raw
@@ -533,10 +552,46 @@ class BrokerConfig:
                                   f"({', '.join(sorted(advertised))}): set inter.broker.listener.name, or "
                                   f"advertise it", "inter.broker.listener.name")
         for endpoint in self.listeners:
-            if protocols[endpoint.listener_name] == "SSL":
+            if protocols[endpoint.listener_name] in TLS_PROTOCOLS:
                 self._check_ssl(endpoint.listener_name)
-        if self.metadata_store_kind == "zookeeper" and self.security_protocol(self.inter_broker_listener) == "SSL":
-            self._check_ssl(self.inter_broker_listener)
+            if protocols[endpoint.listener_name] in SASL_PROTOCOLS:
+                self.sasl_settings(endpoint.listener_name)
+        if self["connections.max.reauth.ms"] != 0:
+            raise ConfigError("connections.max.reauth.ms: only 0 is served (re-authentication, KIP-368, is not)",
+                              "connections.max.reauth.ms")
+        if self.metadata_store_kind == "zookeeper":
+            if self.security_protocol(self.inter_broker_listener) in TLS_PROTOCOLS:
+                self._check_ssl(self.inter_broker_listener)
+            self.inter_broker_sasl()
+
+    def sasl_settings(self, listener_name: str):
+        """A SASL listener's mechanisms and JAAS entries (:class:`broker.sasl.ListenerSasl`), checked."""
+        from broker import sasl
+
+        overrides = self.listener_overrides.get(listener_name, {})
+        mechanisms = overrides.get("sasl.enabled.mechanisms", self._values["sasl.enabled.mechanisms"])
+        where = (f"listener.name.{listener_name.lower()}.sasl.enabled.mechanisms"
+                 if "sasl.enabled.mechanisms" in overrides else "sasl.enabled.mechanisms")
+        jaas = {prop[:-len(_JAAS_SUFFIX)].upper(): value for prop, value in overrides.items()
+                if prop.endswith(_JAAS_SUFFIX) and value is not None}
+        try:
+            return sasl.listener_sasl(mechanisms, jaas, listener_name, where)
+        except sasl.SaslConfigError as exc:
+            raise ConfigError(str(exc), where) from None
+
+    def inter_broker_sasl(self):
+        """What this broker authenticates with to the others (:class:`broker.sasl.ClientCredentials`),
+        or None when the inter-broker listener is not SASL or there is no cluster."""
+        from broker import sasl
+
+        listener = self.inter_broker_listener
+        if self.metadata_store_kind != "zookeeper" or self.security_protocol(listener) not in SASL_PROTOCOLS:
+            return None
+        prop = "sasl.mechanism.inter.broker.protocol"
+        try:
+            return sasl.inter_broker_credentials(self.sasl_settings(listener), self._values[prop], prop)
+        except sasl.SaslConfigError as exc:
+            raise ConfigError(str(exc), prop) from None
 
     def _check_ssl(self, listener: str) -> None:
         """The TLS settings of an SSL listener: a PEM key store given one way, no JKS or PKCS12."""
@@ -551,7 +606,7 @@ class BrokerConfig:
                 raise ConfigError(f"{where(f'ssl.{kind}.password')} applies to JKS and PKCS12 {kind}s, not PEM"
                                   + (" (an encrypted PEM key takes ssl.key.password)" if kind == "keystore" else ""))
         if ssl["ssl.keystore.location"] is None and ssl["ssl.keystore.certificate.chain"] is None:
-            raise ConfigError(f"listener {listener} is SSL but has no key store: set {where('ssl.keystore.location')} "
+            raise ConfigError(f"listener {listener} is {self.security_protocol(listener)} but has no key store: set {where('ssl.keystore.location')} "
                               f"(a PEM file with the private key and the certificate chain)")
         if ssl["ssl.keystore.location"] is not None and (
                 ssl["ssl.keystore.certificate.chain"] is not None or ssl["ssl.keystore.key"] is not None):
@@ -697,11 +752,16 @@ class BrokerConfig:
 
 def _listener_override(name: str) -> tuple[str, str | None]:
     """``listener.name.external.ssl.keystore.location`` -> ``("EXTERNAL", "ssl.keystore.location")``;
-    ``(name, None)`` for anything that is not a per-listener TLS property."""
+    ``listener.name.sasl_ssl.plain.sasl.jaas.config`` -> ``("SASL_SSL", "plain.sasl.jaas.config")``;
+    ``(name, None)`` for anything that is not a per-listener TLS or SASL property."""
     if not name.startswith("listener.name."):
         return name, None
     listener, _dot, prop = name[len("listener.name."):].partition(".")
-    if listener and prop in SSL_PROPERTIES:
+    jaas = prop.endswith(_JAAS_SUFFIX) and prop.count(".") == 3
+    if jaas and prop != prop.lower():
+        raise ConfigError(f"{name}: write the mechanism in lower case (listener.name.{listener}.{prop.lower()})",
+                          name)
+    if listener and (prop in SSL_PROPERTIES or prop in SASL_LISTENER_PROPERTIES or jaas):
         if listener != listener.lower():  # Kafka reads only the lower-case prefix and ignores others
             raise ConfigError(f"{name}: write the listener's name in lower case "
                               f"(listener.name.{listener.lower()}.{prop})", name)

@@ -21,6 +21,9 @@ kafkapy_offline_log_dirs                               gauge      -      (failed
 kafkapy_connections_total                              counter    -      (accepted)
 kafkapy_protocol_errors_total                          counter    reason (garbage, too_large, ...)
 kafkapy_tls_handshake_failures_total                   counter    listener (refused or abandoned TLS handshakes)
+kafkapy_successful_authentication_total                counter    listener, mechanism (SASL)
+kafkapy_failed_authentication_total                    counter    listener, mechanism (SASL: wrong password,
+                                                                  unknown user, bad exchange)
 kafkapy_log_size_bytes                                 gauge      topic, partition (on scrape)
 kafkapy_log_segments                                   gauge      topic, partition (on scrape)
 kafkapy_log_end_offset                                 gauge      topic, partition (on scrape)
@@ -529,6 +532,15 @@ class BrokerMetrics:
             PREFIX + "tls_handshake_failures",
             "TLS handshakes on SSL listeners that failed (untrusted or missing client certificate, plaintext "
             "spoken to the TLS port, a client gone or silent past the handshake timeout).", ["listener"], registry=r,
+        )
+        self.successful_authentication = Counter(
+            PREFIX + "successful_authentication", "SASL authentications that succeeded (Kafka's "
+            "successful-authentication-total).", ["listener", "mechanism"], registry=r,
+        )
+        self.failed_authentication = Counter(
+            PREFIX + "failed_authentication", "SASL authentications that failed: unknown user, wrong password, a "
+            "mechanism not enabled, a request before authentication (Kafka's failed-authentication-total).",
+            ["listener", "mechanism"], registry=r,
         )
         self.group_rebalances = Counter(
             PREFIX + "group_rebalances", "Rebalances completed: a new generation became Stable.", registry=r

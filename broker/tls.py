@@ -40,7 +40,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import BrokerConfig
+from broker.config import TLS_PROTOCOLS, BrokerConfig
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -63,11 +63,11 @@ class TlsContexts:
         contexts = cls()
         for endpoint in config.listeners:
             name = endpoint.listener_name
-            if config.security_protocol(name) == "SSL":
+            if config.security_protocol(name) in TLS_PROTOCOLS:
                 contexts.listeners[name] = server_context(config, name)
         if config.metadata_store_kind == "zookeeper":
             inter = config.inter_broker_listener
-            if config.security_protocol(inter) == "SSL":
+            if config.security_protocol(inter) in TLS_PROTOCOLS:
                 contexts.inter_broker = client_context(config, inter)
         return contexts
 

@@ -54,6 +54,7 @@ from broker.cluster.znodes import (
     ProducerIdBlockZNode,
     ReassignPartitionsZNode,
     TopicConfigZNode,
+    UserConfigZNode,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicZNode,
@@ -254,6 +255,31 @@ class ClusterMetadata:
         else:
             self.store.set(path, data)
         self.store.create(ConfigChangeNotificationZNode.create_path(), ConfigChangeNotificationZNode.encode_broker(entity),
+                          sequence=True, make_parents=True)
+        self._purge_notifications()
+
+    def users(self) -> list[str]:
+        """The sanitized names of every user with configs (SCRAM credentials)."""
+        return self.store.get_children(UserConfigZNode.root()) if self.store.exists(UserConfigZNode.root()) else []
+
+    def user_config(self, sanitized: str) -> dict[str, str]:
+        """Configs of one user (``SCRAM-SHA-256`` -> its credential text); {} for none."""
+        found = self.store.get_or_none(UserConfigZNode.path(sanitized))
+        return {} if found is None else UserConfigZNode.decode(found[0])
+
+    def set_user_config(self, sanitized: str, config: dict[str, str]) -> None:
+        """Write a user's configs (deleting the node when none is left) and notify every broker (``users/<user>``)."""
+        path = UserConfigZNode.path(sanitized)
+        if not config:
+            try:
+                self.store.delete(path)
+            except NoNodeError:
+                return
+        elif self.store.exists(path) is None:
+            self.store.create(path, UserConfigZNode.encode(config), make_parents=True)
+        else:
+            self.store.set(path, UserConfigZNode.encode(config))
+        self.store.create(ConfigChangeNotificationZNode.create_path(), ConfigChangeNotificationZNode.encode_user(sanitized),
                           sequence=True, make_parents=True)
         self._purge_notifications()
 

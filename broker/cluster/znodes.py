@@ -20,8 +20,12 @@ tooling reads ours and we read theirs::
     /config/brokers/<id> and /config/brokers/<default>
                                              {"version":1,"config":{"leader.replication.throttled.rate":"1000"}}
                                              (dynamic broker configs, KIP-226: one broker's, every broker's)
+    /config/users/<user>                     {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,
+                                              server_key=...,iterations=4096"}}  (SCRAM credentials; the
+                                              name URL-encoded as Kafka's Sanitizer does)
     /config/changes/config_change_<10 digits> {"version":2,"entity_path":"topics/<t>"}  (sequential;
-                                              "brokers/<id>" or "brokers/<default>" for broker configs)
+                                              "brokers/<id>" or "brokers/<default>" for broker configs,
+                                              "users/<user>" for users)
     /controller                  (ephemeral) {"version":1,"brokerid":0,"timestamp":"<ms>"}
     /controller_epoch                        "1"  (a bare integer; made as "0", bumped by every election)
     /admin/delete_topics/<t>                 (empty)
@@ -261,6 +265,22 @@ class BrokerConfigZNode:
     decode = staticmethod(TopicConfigZNode.decode)
 
 
+class UserConfigZNode:
+    """Configs of one user, ``/config/users/<sanitized name>`` (:func:`broker.sasl.sanitize_user`): its SCRAM
+    credentials (``SCRAM-SHA-256`` -> Kafka's credential text), the topic config layout."""
+
+    @staticmethod
+    def root() -> str:
+        return "/config/users"
+
+    @staticmethod
+    def path(sanitized: str) -> str:
+        return f"/config/users/{sanitized}"
+
+    encode = staticmethod(TopicConfigZNode.encode)
+    decode = staticmethod(TopicConfigZNode.decode)
+
+
 class ConfigChangeNotificationZNode:
     """A sequential node telling every broker that an entity's config changed."""
 
@@ -281,6 +301,10 @@ class ConfigChangeNotificationZNode:
     @staticmethod
     def encode_broker(entity: str) -> bytes:
         return _dump({"version": 2, "entity_path": f"brokers/{entity}"})
+
+    @staticmethod
+    def encode_user(sanitized: str) -> bytes:
+        return _dump({"version": 2, "entity_path": f"users/{sanitized}"})
 
     @staticmethod
     def decode(data: bytes) -> str:

@@ -76,6 +76,7 @@ from broker.server.network import NetworkServer
 from broker.server.shutdown import controlled_shutdown
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
+from broker.sasl import ScramCredential, sanitize_user, scram_credentials
 from broker.tls import TlsContexts
 from broker.txn import TransactionCoordinator
 
@@ -122,6 +123,12 @@ class Broker:
     async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run blocking work (store writes, file removal) in the default executor."""
         return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args))
+
+    async def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """A user's SCRAM credential for ``mechanism`` from the metadata store (read at each authentication,
+        so a change made on any broker is in force at once), or None."""
+        config = await self.run_blocking(self.metadata.user_config, sanitize_user(user))
+        return scram_credentials(config).get(mechanism)
 
     @property
     def broker_epoch(self) -> int:

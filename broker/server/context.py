@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from broker.protocol import RequestHeader
     from broker.server.broker import Broker
+    from broker.server.network import Connection
 
 
 @dataclass(slots=True)
@@ -44,6 +45,9 @@ class RequestContext:
     on_appends_queued: Callable[[], None] | None = None
     #: The listener the request came in on (its name in ``listeners``): endpoints are answered for it.
     listener: str = "PLAINTEXT"
+    #: The :class:`~broker.server.network.Connection` it came on (None for requests made inside the broker):
+    #: its ``sasl`` session and ``principal`` (``User:ANONYMOUS`` until a SASL exchange names the client).
+    connection: "Connection | None" = None
 
     @property
     def api_version(self) -> int:

@@ -64,6 +64,7 @@ import functools
 import logging
 import os
 import socket
+import struct
 import types
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,8 @@ from broker.protocol import (
     decode_request,
     encode_response,
 )
+from broker.config import SASL_PROTOCOLS
+from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
 from broker.server.registry import api_name
 
@@ -88,6 +91,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.network")
 
 MAX_IN_FLIGHT = 128
+#: What a client on a SASL listener may send before its SASL exchange succeeds (Kafka's rule).
+_BEFORE_AUTHENTICATION = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
+ANONYMOUS = "User:ANONYMOUS"
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 TLS_SLICE_CHUNK = 256 * 1024
 _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -201,7 +207,13 @@ class Connection(asyncio.BufferedProtocol):
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self._decoder = FrameDecoder(self.broker.config["socket.request.max.bytes"])
+        #: The SASL exchange of a connection on a SASL listener (None elsewhere); see :mod:`broker.sasl`.
+        self.sasl: SaslServerSession | None = server.sasl_session(listener)
+        #: Who the client is: ``User:<name>`` once its SASL exchange succeeded, else ``User:ANONYMOUS``.
+        self.principal = ANONYMOUS
+        config = self.broker.config
+        self._decoder = FrameDecoder(config["sasl.server.max.receive.size"] if self.sasl is not None
+                                     else config["socket.request.max.bytes"])
         self._pending: collections.deque[asyncio.Future] = collections.deque()
         # Requests not started yet (see "order of effects"): (entry, ctx, body, slot), where
         # ``slot`` is their place in ``_pending``.
@@ -292,6 +304,12 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- requests ----------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> None:
+        sasl = self.sasl
+        if sasl is not None and not sasl.complete and self._closing_after_drain:
+            return  # the exchange was broken off: nothing more is read from this client
+        if sasl is not None and sasl.raw and sasl.state == "authenticate":
+            self._raw_token(frame)  # after SaslHandshake v0 the client's tokens come as bare frames
+            return
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -304,7 +322,12 @@ class Connection(asyncio.BufferedProtocol):
         if entry is None or not entry.supports(header.api_version):
             self._unsupported(header)
             return
-        ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener)
+        if sasl is not None and not sasl.complete and header.api_key not in _BEFORE_AUTHENTICATION:
+            self.sasl_refused(f"{api_name(header.api_key)} before SASL authentication")
+            self._abort()
+            return
+        ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener,
+                             connection=self)
         if self._waiting or not self._may_start(header.api_key):
             slot = self.loop.create_future()
             self._enqueue(slot)
@@ -498,6 +521,61 @@ class Connection(asyncio.BufferedProtocol):
         """
         return self.broker.metrics.count_request(name, ctx.received_at, ctx.started_at, ctx.answered_at,
                                                  ctx.produced)
+
+    # -- SASL -------------------------------------------------------------------------
+    def _raw_token(self, frame: bytes) -> None:
+        """A bare SASL token (after SaslHandshake v0): answered as a bare size-prefixed frame, in order."""
+        slot = self.loop.create_future()
+        self._enqueue(slot)
+        self.loop.create_task(self._raw_step(bytes(frame), slot))
+
+    async def _raw_step(self, token: bytes, slot: asyncio.Future) -> None:
+        try:
+            answer = await self.sasl.step(token)
+        except AuthenticationFailed as exc:
+            await self.sasl_failed(exc)  # v0 has no error response: the connection just closes
+            if not slot.done():
+                slot.set_result([])
+            return
+        except Exception as exc:  # noqa: BLE001 - a lookup that failed: this connection only
+            log.warning("SASL exchange with %s on listener %s failed: %r", self.peer, self.listener, exc)
+            if not slot.done():
+                slot.set_exception(_CloseConnection())
+            return
+        if self.sasl.complete:
+            self.sasl_succeeded()
+        if not slot.done():
+            slot.set_result([struct.pack(">i", len(answer)) + answer])
+
+    def sasl_succeeded(self) -> None:
+        """The SASL exchange proved who the client is: every request is open to it from now on."""
+        sasl = self.sasl
+        self.principal = sasl.principal
+        self._decoder.max_frame_bytes = self.broker.config["socket.request.max.bytes"]
+        self.broker.metrics.successful_authentication.labels(self.listener, sasl.mechanism).inc()
+        log.debug("%s authenticated as %s on listener %s (%s)", self.peer, self.principal, self.listener,
+                  sasl.mechanism)
+
+    async def sasl_failed(self, exc: AuthenticationFailed) -> None:
+        """A failed authentication: one log line, the metric, Kafka's delay; closed after the answer."""
+        self._sasl_closing(f"SASL authentication failed ({self.sasl.mechanism}): {exc.detail}",
+                           self.sasl.mechanism)
+        delay = self.broker.config["connection.failed.authentication.delay.ms"]
+        if delay:
+            await asyncio.sleep(delay / 1000)
+
+    def sasl_refused(self, why: str, mechanism: str | None = None) -> None:
+        """A SASL exchange broken off (a mechanism not enabled, a request out of turn): closed after the answer."""
+        self._sasl_closing(f"SASL exchange refused: {why}", mechanism or (self.sasl.mechanism if self.sasl else None))
+
+    def _sasl_closing(self, line: str, mechanism: str | None) -> None:
+        self.broker.metrics.failed_authentication.labels(self.listener, mechanism or "none").inc()
+        log.info("connection from %s on listener %s: %s", self.peer, self.listener, line)
+        self._closing_after_drain = True
+        if self.transport is not None and not self.transport.is_closing() and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wakeup.set()
 
     # -- responses --------------------------------------------------------------------
     async def _write_loop(self) -> None:
@@ -774,6 +852,14 @@ class NetworkServer:
         self.handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (_TlsHandshake)
         self.stopping = False
         self.bound: dict[str, tuple[str, int]] = {}
+        config = broker.config
+        #: The SASL settings of each SASL listener (checked when the configuration was read)
+        self.sasl = {e.listener_name: config.sasl_settings(e.listener_name) for e in config.listeners
+                     if config.security_protocol(e.listener_name) in SASL_PROTOCOLS}
+
+    def sasl_session(self, listener: str) -> SaslServerSession | None:
+        settings = self.sasl.get(listener)
+        return None if settings is None else SaslServerSession(settings, self.broker.scram_credential)
 
     async def start(self) -> dict[str, tuple[str, int]]:
         """Bind every listener, not yet accepting (see :meth:`serve`); returns name -> (host, bound port)."""

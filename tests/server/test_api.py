@@ -293,7 +293,11 @@ def test_list_offsets_earliest_latest_and_by_time(broker):
         assert ask(1000, version=1)["offset"] == 0
 
 
-def test_sasl_handshake_has_no_mechanism(broker):
+def test_sasl_on_a_plaintext_listener_is_an_illegal_state_as_in_kafka(broker):
     with Wire(broker.bootstrap) as w:
         body = w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-        assert body == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+        assert body == {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+        body = w.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0a\0b"})
+        assert body["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        # the connection stays usable, as Kafka's
+        assert w.call(ApiKey.METADATA, 1, {"topics": []})["brokers"]

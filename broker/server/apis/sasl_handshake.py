@@ -1,23 +1,74 @@
-"""SaslHandshake (key 17), versions 0-1.
+"""SaslHandshake (17) v0-1 and SaslAuthenticate (36) v0-2: the SASL exchange of :mod:`broker.sasl`.
 
-No SASL mechanism is enabled until the security issue lands: every handshake
-gets UNSUPPORTED_SASL_MECHANISM (33) with an empty mechanism list, so a client
-configured for SASL fails fast with a clear error instead of hanging.
+On a SASL listener, before the exchange succeeds (the network layer lets
+only ApiVersions, SaslHandshake and SaslAuthenticate through):
+
+* SaslHandshake names a mechanism. One of the listener's
+  ``sasl.enabled.mechanisms``: NONE and the enabled list; the client's tokens
+  follow in SaslAuthenticate requests (v1) or as bare size-prefixed frames
+  (v0, handled by the network layer). Any other mechanism:
+  UNSUPPORTED_SASL_MECHANISM with the enabled list, and the connection is
+  closed after the answer (as Kafka). A second handshake: ILLEGAL_SASL_STATE,
+  closed.
+* SaslAuthenticate carries one client token and answers the server's
+  (``auth_bytes``); ``session_lifetime_ms`` (v1+) is 0: no re-authentication.
+  A failed authentication (unknown user, wrong password, a bad message) is
+  answered with SASL_AUTHENTICATION_FAILED and Kafka's message, after
+  ``connection.failed.authentication.delay.ms``, and the connection is closed
+  after that answer; the broker logs why (never the password).
+
+On a listener without SASL, or once authenticated, both answer
+ILLEGAL_SASL_STATE, as a Kafka 2.7 broker does (no re-authentication).
 """
 
 from __future__ import annotations
 
 from broker.protocol import ApiKey, ErrorCode
+from broker.sasl import AuthenticationFailed
 from broker.server.context import RequestContext
 
-ENABLED_MECHANISMS: list[str] = []
+
+def _session(ctx: RequestContext):
+    conn = ctx.connection
+    return None if conn is None else conn.sasl
 
 
-async def handle(ctx: RequestContext, request: dict) -> dict:
-    if request["mechanism"] in ENABLED_MECHANISMS:  # pragma: no cover - none yet
-        return {"error_code": ErrorCode.NONE, "mechanisms": ENABLED_MECHANISMS}
-    return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": ENABLED_MECHANISMS}
+async def handshake(ctx: RequestContext, request: dict) -> dict:
+    session = _session(ctx)
+    if session is None or session.complete:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+    mechanisms = list(session.sasl.mechanisms)
+    if session.state != "handshake":
+        ctx.connection.sasl_refused(f"a second SaslHandshake ({request['mechanism']})")
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
+    if not session.handshake(request["mechanism"], ctx.api_version):
+        ctx.connection.sasl_refused(f"mechanism {request['mechanism']!r} is not enabled "
+                                    f"({', '.join(mechanisms)})", request["mechanism"])
+        return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}
+    return {"error_code": ErrorCode.NONE, "mechanisms": mechanisms}
+
+
+async def authenticate(ctx: RequestContext, request: dict) -> dict:
+    session = _session(ctx)
+    if session is None or session.complete:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+                "error_message": "SaslAuthenticate request received after successful authentication"
+                if session is not None else "SaslAuthenticate on a listener without SASL"}
+    if session.state != "authenticate" or session.raw:
+        ctx.connection.sasl_refused("SaslAuthenticate before a SaslHandshake v1")
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+                "error_message": "Unexpected SaslAuthenticate request before a SaslHandshake"}
+    try:
+        answer = await session.step(request["auth_bytes"])
+    except AuthenticationFailed as exc:
+        await ctx.connection.sasl_failed(exc)
+        return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc), "auth_bytes": b"",
+                "session_lifetime_ms": 0}
+    if session.complete:
+        ctx.connection.sasl_succeeded()
+    return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": 0}
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.SASL_HANDSHAKE, 0, 1, handle)
+    registry.register(ApiKey.SASL_HANDSHAKE, 0, 1, handshake)
+    registry.register(ApiKey.SASL_AUTHENTICATE, 0, 2, authenticate)

@@ -1,0 +1,408 @@
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: PLAIN and SCRAM-SHA-256/512, as Kafka 2.7 serves them.
+
+Configuration (Kafka's property names; :mod:`broker.config` checks them at start):
+
+``sasl.enabled.mechanisms``
+    The mechanisms a SASL listener offers, e.g. ``PLAIN,SCRAM-SHA-256``. Kafka's
+    default is ``GSSAPI`` (Kerberos), which is not served here: a SASL listener
+    must name PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512. Per listener as
+    ``listener.name.<listener>.sasl.enabled.mechanisms``.
+``listener.name.<listener>.<mechanism>.sasl.jaas.config``
+    The JAAS login module of one mechanism on one listener (the listener and
+    the mechanism in lower case), as in Kafka::
+
+        listener.name.sasl_plaintext.plain.sasl.jaas.config=\\
+            org.apache.kafka.common.security.plain.PlainLoginModule required \\
+            username="admin" password="admin-secret" \\
+            user_admin="admin-secret" user_alice="alice-secret";
+
+    PLAIN needs it: each ``user_<name>="<password>"`` is a user the listener
+    accepts. SCRAM reads its users from the metadata store instead (below);
+    its module (``org.apache.kafka.common.security.scram.ScramLoginModule``)
+    is needed only on the inter-broker listener. ``username`` and ``password``
+    are what this broker authenticates with to other brokers, on the
+    inter-broker listener with ``sasl.mechanism.inter.broker.protocol``.
+``sasl.mechanism.inter.broker.protocol``
+    The mechanism brokers authenticate to each other with, when the
+    inter-broker listener is SASL (Kafka's default, GSSAPI, is refused).
+``connection.failed.authentication.delay.ms`` (100)
+    A failed authentication is answered after this delay, then the connection
+    is closed: a client with a wrong password cannot try thousands a second.
+``sasl.server.max.receive.size`` (524288)
+    The largest frame accepted from a client before it has authenticated: an
+    unauthenticated client cannot make the broker allocate a 100 MB request.
+``connections.max.reauth.ms``
+    Only 0 (Kafka's default: a connection stays authenticated for its life);
+    re-authentication (KIP-368) is not served.
+
+SCRAM credentials are kept where Kafka 2.7 keeps them, in the metadata store
+(ZooKeeper, or the embedded store of a single node) at ``/config/users/<user>``
+(the name URL-encoded as Kafka's ``Sanitizer`` does), as
+``{"version":1,"config":{"SCRAM-SHA-256":"salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>"}}``;
+AlterUserScramCredentials writes them (KIP-554), so ``kafka-configs.sh
+--zookeeper`` and Kafka's brokers read the same nodes. The password itself is
+never stored: the stored key and the server key are derived from the salted
+password (RFC 5802), and SCRAM proves knowledge of it without sending it.
+Credentials are read from the store at each authentication, so a change is
+in force on every broker at once.
+
+The exchange, per connection (:class:`SaslServerSession`): ApiVersions may
+come first; then SaslHandshake names a mechanism (UNSUPPORTED_SASL_MECHANISM
+and the enabled list if it is not one); after SaslHandshake v1 the tokens
+travel in SaslAuthenticate requests, after v0 as bare size-prefixed frames
+(Kafka's original protocol, still used by old clients). Any other request
+before the exchange succeeds closes the connection. The authenticated
+principal is ``User:<name>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Mapping
+
+import scramp
+from scramp import core as _scram_core
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+#: The mechanisms served here, in Kafka's spelling.
+MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
+#: Kafka's bounds on a SCRAM credential's iteration count (ScramMechanism.minIterations/maxIterations).
+MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_MODULES = {PLAIN: PLAIN_MODULE, SCRAM_SHA_256: SCRAM_MODULE, SCRAM_SHA_512: SCRAM_MODULE}
+_FLAGS = ("required", "requisite", "sufficient", "optional")
+
+#: What a client is told when SCRAM fails, whatever the reason (unknown user or wrong proof), as Kafka words it.
+SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+PLAIN_FAILED = "Authentication failed: Invalid username or password"
+
+
+class SaslConfigError(ValueError):
+    """A SASL setting that cannot be used; ``str(err)`` is one line naming the property."""
+
+
+class AuthenticationFailed(Exception):
+    """The client did not prove who it is; ``str(err)`` is what it is told (never which part was wrong)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        #: for the broker's log line only
+        self.detail = detail or message
+
+
+# -- JAAS ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JaasEntry:
+    """One login module of a ``sasl.jaas.config``: its class, control flag and options."""
+
+    module: str
+    flag: str
+    options: Mapping[str, str]
+
+
+_JAAS_TOKEN = re.compile(r'\s*(?:(?P<semi>;)|(?P<eq>=)|"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<word>[^\s=;"]+))', re.S)
+
+
+def parse_jaas(text: str, prop: str) -> JaasEntry:
+    """Parse ``<module> <flag> key="value" ... ;`` (exactly one login module, as Kafka's
+    ``sasl.jaas.config``); values quoted (``\\`` escapes the next character) or bare words."""
+    tokens: list[tuple[str, str]] = []
+    pos, text = 0, text.strip()
+    while pos < len(text):
+        match = _JAAS_TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            raise SaslConfigError(f"{prop}: cannot read the JAAS configuration at {text[pos:pos + 20]!r}")
+        pos = match.end()
+        if match.group("semi"):
+            tokens.append((";", ";"))
+        elif match.group("eq"):
+            tokens.append(("=", "="))
+        elif match.group("quoted") is not None:
+            tokens.append(("value", re.sub(r"\\(.)", r"\1", match.group("quoted"), flags=re.S)))
+        elif match.group("word") is not None:
+            tokens.append(("word", match.group("word")))
+    usage = (f"{prop}: expected '<LoginModule class> required key=\"value\" ...;' "
+             f"(one login module, ending with ;)")
+    if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "word" or tokens[-1][0] != ";":
+        raise SaslConfigError(usage)
+    module, flag = tokens[0][1], tokens[1][1].lower()
+    if flag not in _FLAGS:
+        raise SaslConfigError(f"{prop}: {tokens[1][1]!r} is not a JAAS control flag ({', '.join(_FLAGS)})")
+    options: dict[str, str] = {}
+    body = tokens[2:-1]
+    if any(kind == ";" for kind, _ in body):
+        raise SaslConfigError(f"{prop}: holds more than one login module; give exactly one")
+    if len(body) % 3:
+        raise SaslConfigError(usage)
+    for i in range(0, len(body), 3):
+        key, eq, value = body[i:i + 3]
+        if key[0] != "word" or eq[0] != "=" or value[0] not in ("word", "value"):
+            raise SaslConfigError(usage)
+        options[key[1]] = value[1]
+    return JaasEntry(module, flag, options)
+
+
+# -- per listener ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ListenerSasl:
+    """What one SASL listener serves: its mechanisms, and PLAIN's users (name -> password)."""
+
+    listener: str
+    mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: The JAAS entry of each mechanism that has one (for ``username``/``password`` to other brokers).
+    jaas: Mapping[str, JaasEntry] = field(default_factory=dict, repr=False)
+
+
+def jaas_property(listener: str, mechanism: str) -> str:
+    return f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+
+
+def listener_sasl(mechanisms: list[str], jaas_texts: Mapping[str, str], listener: str,
+                  mechanisms_prop: str) -> ListenerSasl:
+    """Check and gather one SASL listener's settings (``jaas_texts``: mechanism -> its JAAS text)."""
+    names = [m.strip().upper() for m in mechanisms if m.strip()]
+    if not names:
+        raise SaslConfigError(f"{mechanisms_prop} is empty: a SASL listener ({listener}) needs a mechanism "
+                              f"({', '.join(MECHANISMS)})")
+    unknown = [m for m in names if m not in MECHANISMS]
+    if unknown:
+        hint = " (Kafka's default; Kerberos is not served here)" if unknown == ["GSSAPI"] else ""
+        raise SaslConfigError(f"{mechanisms_prop}={','.join(names)}: {', '.join(unknown)} not supported{hint}; "
+                              f"set it to one or more of {', '.join(MECHANISMS)}")
+    jaas: dict[str, JaasEntry] = {}
+    for mechanism, text in jaas_texts.items():
+        prop = jaas_property(listener, mechanism)
+        if mechanism not in MECHANISMS:
+            raise SaslConfigError(f"{prop}: {mechanism} is not a mechanism served here ({', '.join(MECHANISMS)})")
+        entry = parse_jaas(text, prop)
+        if entry.module != _MODULES[mechanism]:
+            raise SaslConfigError(f"{prop}: {mechanism} takes {_MODULES[mechanism]}, not {entry.module}")
+        jaas[mechanism] = entry
+    plain_users: dict[str, str] = {}
+    if PLAIN in names:
+        entry = jaas.get(PLAIN)
+        if entry is None:
+            raise SaslConfigError(f"listener {listener} enables PLAIN but {jaas_property(listener, PLAIN)} is not "
+                                  f"set: its user_<name>=\"<password>\" options are the users it accepts")
+        plain_users = {k[len("user_"):]: v for k, v in entry.options.items() if k.startswith("user_") and len(k) > 5}
+        if not plain_users:
+            raise SaslConfigError(f"{jaas_property(listener, PLAIN)}: no user_<name>=\"<password>\" option: "
+                                  f"the listener would accept nobody")
+    return ListenerSasl(listener, tuple(dict.fromkeys(names)), plain_users, jaas)
+
+
+@dataclass(frozen=True)
+class ClientCredentials:
+    """What this broker authenticates with to other brokers (a SASL inter-broker listener)."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+def inter_broker_credentials(sasl: ListenerSasl, mechanism: str, prop: str) -> ClientCredentials:
+    """The ``username``/``password`` of the inter-broker listener's JAAS entry for ``mechanism``."""
+    if mechanism not in MECHANISMS:
+        hint = " (Kafka's default; Kerberos is not served here)" if mechanism == "GSSAPI" else ""
+        raise SaslConfigError(f"{prop}={mechanism} is not supported{hint}: set it to one of "
+                              f"{', '.join(sasl.mechanisms)}, the mechanisms of listener {sasl.listener}")
+    if mechanism not in sasl.mechanisms:
+        raise SaslConfigError(f"{prop}={mechanism} is not enabled on the inter-broker listener {sasl.listener} "
+                              f"({', '.join(sasl.mechanisms)})")
+    entry = sasl.jaas.get(mechanism)
+    where = jaas_property(sasl.listener, mechanism)
+    if entry is None or "username" not in entry.options or "password" not in entry.options:
+        raise SaslConfigError(f"{where} must give username=\"...\" password=\"...\": what this broker "
+                              f"authenticates with to the others over {mechanism}")
+    return ClientCredentials(mechanism, entry.options["username"], entry.options["password"])
+
+
+# -- SCRAM credentials ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScramCredential:
+    """One user's credential for one SCRAM mechanism (RFC 5802): never the password itself."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def encode(self) -> str:
+        """Kafka's text form: ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``."""
+        b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
+        return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},server_key={b64(self.server_key)},"
+                f"iterations={self.iterations}")
+
+    @classmethod
+    def decode(cls, text: str) -> "ScramCredential":
+        fields = dict(item.partition("=")[::2] for item in text.split(","))
+        try:
+            return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
+                       base64.b64decode(fields["server_key"]), int(fields["iterations"]))
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"not a SCRAM credential: {exc}") from None
+
+    @classmethod
+    def from_salted_password(cls, mechanism: str, salt: bytes, salted_password: bytes,
+                             iterations: int) -> "ScramCredential":
+        """The stored key and server key of a salted password (what AlterUserScramCredentials sends)."""
+        hf = scramp.ScramMechanism(mechanism).hf
+        _client_key, stored_key, server_key = _scram_core._c_key_stored_key_s_key(hf, salted_password)
+        return cls(bytes(salt), stored_key, server_key, iterations)
+
+    @classmethod
+    def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> "ScramCredential":
+        salt, stored_key, server_key, iterations = scramp.ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=iterations)
+        return cls(salt, stored_key, server_key, iterations)
+
+
+def scram_credentials(user_config: Mapping[str, str]) -> dict[str, ScramCredential]:
+    """The SCRAM credentials among a user's stored configs, by mechanism (other keys and bad entries skipped)."""
+    found = {}
+    for name, text in user_config.items():
+        if name in SCRAM_MECHANISMS:
+            try:
+                found[name] = ScramCredential.decode(text)
+            except ValueError:
+                continue
+    return found
+
+
+def sanitize_user(name: str) -> str:
+    """A user name as a znode name, as Kafka's ``Sanitizer.sanitize`` writes it (URL-encoded, UTF-8;
+    ``*`` as ``%2A``, a space as ``%20``)."""
+    return urllib.parse.quote(name, safe="-_.").replace("~", "%7E")
+
+
+def desanitize_user(node: str) -> str:
+    return urllib.parse.unquote(node)
+
+
+# -- the server side of one connection ------------------------------------------------------
+
+#: ``await lookup(user, mechanism)``: the user's credential from the store, or None.
+CredentialLookup = Callable[[str, str], Awaitable["ScramCredential | None"]]
+
+
+class SaslServerSession:
+    """The SASL state of one connection on a SASL listener (see the module docstring).
+
+    States: ``handshake`` (waiting for SaslHandshake), ``authenticate`` (a mechanism chosen; tokens come
+    in SaslAuthenticate requests, or as bare frames when ``raw``), ``done`` (``principal`` set) and
+    ``failed``.
+    """
+
+    def __init__(self, sasl: ListenerSasl, lookup: CredentialLookup) -> None:
+        self.sasl = sasl
+        self._lookup = lookup
+        self.state = "handshake"
+        self.raw = False
+        self.mechanism: str | None = None
+        self.user: str | None = None  # once known (for the log), even if the exchange then fails
+        self.principal: str | None = None
+        self._scram: "_scram_core.ScramServer | None" = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "done"
+
+    def handshake(self, mechanism: str, version: int) -> bool:
+        """SaslHandshake: True when ``mechanism`` is enabled here (then tokens are expected)."""
+        if mechanism not in self.sasl.mechanisms:
+            return False
+        self.mechanism = mechanism
+        self.state = "authenticate"
+        self.raw = version == 0
+        return True
+
+    async def step(self, token: bytes) -> bytes:
+        """One client token in, the server's answer out; raises :class:`AuthenticationFailed`."""
+        try:
+            if self.mechanism == PLAIN:
+                return self._plain(bytes(token))
+            return await self._scram_step(bytes(token))
+        except AuthenticationFailed:
+            self.state = "failed"
+            raise
+
+    def _plain(self, token: bytes) -> bytes:
+        # RFC 4616: [authzid] NUL authcid NUL passwd
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens, got "
+                                       f"{len(parts)}", "malformed PLAIN message")
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8", "malformed PLAIN message") from None
+        self.user = user
+        if not user:
+            raise AuthenticationFailed("Authentication failed: username not specified", "no user name")
+        if authzid and authzid != user:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username", f"user {user!r} asked to act as {authzid!r}")
+        expected = self.sasl.plain_users.get(user)
+        if expected is None or not hmac.compare_digest(expected.encode("utf-8"), password.encode("utf-8")):
+            raise AuthenticationFailed(PLAIN_FAILED, f"user {user!r}: " + (
+                "unknown user" if expected is None else "wrong password"))
+        self._done(user)
+        return b""
+
+    async def _scram_step(self, token: bytes) -> bytes:
+        failed = SCRAM_FAILED.format(self.mechanism)
+        try:
+            message = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(failed, "SCRAM message not UTF-8") from None
+        if self._scram is None:
+            user = _scram_user(message)
+            self.user = user
+            if user is None:
+                raise AuthenticationFailed(failed, "malformed SCRAM client-first message")
+            credential = await self._lookup(user, self.mechanism)
+            if credential is None:
+                raise AuthenticationFailed(failed, f"user {user!r}: no {self.mechanism} credential")
+            found = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
+            server = scramp.ScramMechanism(self.mechanism).make_server(lambda _name: found)
+            try:
+                server.set_client_first(message)
+                first = server.get_server_first()
+            except scramp.ScramException as exc:
+                raise AuthenticationFailed(failed, f"user {user!r}: {exc}") from None
+            self._scram = server
+            return first.encode("utf-8")
+        server, self._scram = self._scram, None
+        try:
+            server.set_client_final(message)
+        except scramp.ScramException as exc:
+            raise AuthenticationFailed(failed, f"user {self.user!r}: {exc}") from None
+        final = server.get_server_final()
+        self._done(self.user or "")
+        return final.encode("utf-8")
+
+    def _done(self, user: str) -> None:
+        self.state = "done"
+        self.principal = f"User:{user}"
+
+
+def _scram_user(client_first: str) -> str | None:
+    """The user name of a SCRAM client-first message (``n,,n=<saslname>,r=<nonce>[,ext]``), unescaped."""
+    parts = client_first.split(",")
+    if len(parts) < 4 or not parts[2].startswith("n="):
+        return None
+    return parts[2][2:].replace("=2C", ",").replace("=3D", "=")
