@@ -76,7 +76,9 @@ globalpartitioncount,globaltopiccount}``,
 ``kafka_controller_controllereventmanager_eventqueuesize``,
 ``kafka_log_logmanager_offlinelogdirectorycount`` and
 ``kafka_server_brokertopicmetrics_{bytesin,bytesout,messagesin}_total{topic}``
-(copies of ``kafkapy_bytes_in_total`` etc. made at scrape time).
+(copies of ``kafkapy_bytes_in_total`` etc. made at scrape time) and
+``kafka_server_socket_server_metrics_{successful,failed}_authentication_total{listener}``
+(SASL; Kafka's ``networkProcessor`` label has no counterpart here).
 
 Consumer lag under kafka_exporter's names, for the groups this broker
 coordinates (every committed offset of a partition this broker holds a replica
@@ -420,18 +422,24 @@ class _HealthCollector(Collector):
 
 
 class _TopicCopyCollector(Collector):
-    """Kafka's per-topic BrokerTopicMetrics names, copied from our counters at scrape time."""
+    """Kafka's names for some of our counters, copied at scrape time: each copy keeps ``labels`` (default
+    ``topic``, BrokerTopicMetrics) and sums over the counter's other labels."""
 
-    def __init__(self, copies: tuple[tuple[Counter, str, str], ...]) -> None:
+    def __init__(self, copies: tuple[tuple, ...]) -> None:
         self._copies = copies
 
     def collect(self):
-        for counter, name, doc in self._copies:
-            family = CounterMetricFamily(name, doc, labels=["topic"])
+        for counter, name, doc, *rest in self._copies:
+            labels = rest[0] if rest else ("topic",)
+            family = CounterMetricFamily(name, doc, labels=list(labels))
+            sums: dict[tuple, float] = {}
             for metric in counter.collect():
                 for sample in metric.samples:
                     if sample.name.endswith("_total"):
-                        family.add_metric([sample.labels["topic"]], sample.value)
+                        key = tuple(sample.labels[label] for label in labels)
+                        sums[key] = sums.get(key, 0.0) + sample.value
+            for key, value in sums.items():
+                family.add_metric(list(key), value)
             yield family
 
 
@@ -557,7 +565,11 @@ class BrokerMetrics:
         r.register(_TopicCopyCollector((
             (self.bytes_in, "kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended, by topic."),
             (self.bytes_out, "kafka_server_brokertopicmetrics_bytesout", "Record bytes sent to fetchers, by topic."),
-            (self.messages_in, "kafka_server_brokertopicmetrics_messagesin", "Records appended, by topic."))))
+            (self.messages_in, "kafka_server_brokertopicmetrics_messagesin", "Records appended, by topic."),
+            (self.successful_authentication, "kafka_server_socket_server_metrics_successful_authentication",
+             "SASL authentications that succeeded, by listener.", ("listener",)),
+            (self.failed_authentication, "kafka_server_socket_server_metrics_failed_authentication",
+             "SASL authentications that failed, by listener.", ("listener",)))))
         self._http: MetricsHTTPServer | None = None
         self.port: int | None = None
 

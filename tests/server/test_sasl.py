@@ -214,6 +214,9 @@ def test_wrong_passwords_and_unknown_users_fail_promptly_with_kafkas_messages(br
     assert "erin-secret" not in log
     assert _metric(broker, 'kafkapy_failed_authentication_total{listener="SASL_PLAINTEXT",mechanism="PLAIN"}') >= 2
     assert _metric(broker, 'kafkapy_failed_authentication_total{listener="SASL_PLAINTEXT",mechanism="SCRAM-SHA-256"}') >= 2
+    # and under Kafka's name, which the alert rule KafkaAuthenticationFailures reads
+    assert _metric(broker, 'kafka_server_socket_server_metrics_failed_authentication_total{listener="SASL_PLAINTEXT"}') \
+        >= 5
     # the failures closed only their own connections
     assert AdminClient(_conf(broker, "SCRAM-SHA-256", "erin", "erin-secret")).list_topics(timeout=10).brokers
 
