@@ -6,7 +6,9 @@ in a background thread. Configuration uses Kafka's property names in
 snake_case as keyword arguments; a mapping with Kafka's dotted names is
 accepted as the first argument (see :mod:`broker.client._config`). TLS is
 ``security.protocol=SSL`` with librdkafka's ``ssl.*`` properties, the Java
-client's PEM spellings accepted too (see :mod:`broker.client._tls`).
+client's PEM spellings accepted too (see :mod:`broker.client._tls`); SASL (PLAIN,
+SCRAM-SHA-256/512) is ``security.protocol=SASL_PLAINTEXT|SASL_SSL`` with the
+``sasl.*`` properties (see :mod:`broker.client._sasl`).
 Errors are in :mod:`broker.client.errors`.
 """
 
@@ -14,11 +16,12 @@ from ._producer import AsyncProducer, Producer
 from ._consumer import AsyncConsumer, Consumer
 from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
                      GroupListing, LogDirDescription, PartitionReassignment, MemberDescription, NewTopic, PartitionLag,
-                     ReplicaLogDirInfo)
+                     ReplicaLogDirInfo, ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
 from ._accumulator import RecordFuture
 from ._config import AdminConfig, ConsumerConfig, ProducerConfig, build_config
+from ._sasl import SaslSettings
 from ._partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, murmur2_partition
 from ._serde import (bytes_deserializer, bytes_serializer, json_deserializer, json_serializer,
                      string_deserializer, string_serializer)
@@ -33,6 +36,7 @@ __all__ = [
     "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GroupListing", "GroupDescription",
     "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo", "PartitionReassignment",
     "ProducerState", "TransactionDescription", "TransactionListing",
+    "ScramCredentialInfo", "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "SaslSettings",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
     "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",
     "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",

@@ -4,7 +4,8 @@ Requests go where Kafka routes them: topic creation, deletion, partition
 additions and partition reassignments to the controller; broker configs to that broker; group operations
 to the group's coordinator; ListGroups to every broker; DeleteRecords and
 ListOffsets to partition leaders; the transaction calls as
-:mod:`._admin_transactions` says. Each method raises the first per-item error
+:mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554) to any
+broker, as Kafka 2.7's admin client sends them. Each method raises the first per-item error
 as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
 
 Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
@@ -23,6 +24,7 @@ from ._cluster import Cluster
 from ._admin_transactions import TransactionsAdmin
 from ._config import AdminConfig, build_config
 from ._connection import Api
+from ._sasl import scram_credential
 from ._consumer_protocol import decode_assignment
 from ._sync import LoopThread
 from ._types import BrokerMetadata, OffsetAndMetadata, TopicMetadata, TopicPartition
@@ -132,6 +134,45 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     coordinator: int
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    """One SCRAM credential of a user (DescribeUserScramCredentials): its mechanism and iterations."""
+
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    iterations: int
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """Set ``user``'s credential for ``mechanism`` (SCRAM-SHA-256 or SCRAM-SHA-512) from ``password``:
+    the client sends a random salt and the salted password, never the password (see
+    :func:`broker.client._sasl.scram_credential`). ``iterations``: 4096 (Kafka's minimum) to 16384."""
+
+    user: str
+    mechanism: str
+    password: str = field(repr=False)
+    iterations: int = 4096
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """Remove ``user``'s credential for ``mechanism``."""
+
+    user: str
+    mechanism: str
+
+
+SCRAM_MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+SCRAM_MECHANISM_NAMES = {v: k for k, v in SCRAM_MECHANISM_IDS.items()}
+
+
+def _scram_mechanism_id(mechanism: str) -> int:
+    try:
+        return SCRAM_MECHANISM_IDS[str(mechanism).strip().upper()]
+    except KeyError:
+        raise ConfigError(f"SCRAM mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, not {mechanism!r}") from None
 
 
 @dataclass(frozen=True)
@@ -261,6 +302,50 @@ class AsyncAdmin(TransactionsAdmin):
         return {(t["name"], p["partition_index"]): PartitionReassignment(p["replicas"], p["adding_replicas"],
                                                                           p["removing_replicas"])
                 for t in resp["topics"] for p in t["partitions"]}
+
+    # -- SCRAM credentials (KIP-554) ------------------------------------------------
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                              ) -> dict[str, list[ScramCredentialInfo]]:
+        """``{user: [ScramCredentialInfo]}`` of ``users`` (every user with a credential when None).
+        A named user without any credential raises RESOURCE_NOT_FOUND (91) naming the user."""
+        body = {"users": None if users is None else [{"name": u} for u in users]}
+        resp = await self._cluster.request(None, Api.DESCRIBE_USER_SCRAM_CREDENTIALS, body)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], resp.get("error_message"), context="DescribeUserScramCredentials")
+        out = {}
+        for r in resp["results"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"user {r['user']}")
+            out[r["user"]] = sorted((ScramCredentialInfo(SCRAM_MECHANISM_NAMES.get(c["mechanism"], "UNKNOWN"),
+                                                         c["iterations"]) for c in r["credential_infos"]),
+                                    key=lambda c: c.mechanism)
+        return dict(sorted(out.items()))
+
+    async def alter_user_scram_credentials(self, upsertions: Iterable[UserScramCredentialUpsertion] = (),
+                                           deletions: Iterable[UserScramCredentialDeletion] = ()) -> None:
+        """Set and remove SCRAM credentials in one request (AlterUserScramCredentials); raises the first
+        user's error (RESOURCE_NOT_FOUND for a credential that is not there, UNACCEPTABLE_CREDENTIAL,
+        DUPLICATE_RESOURCE for one user and mechanism twice ...). A bad mechanism, iterations or password
+        is a ConfigError before anything is sent."""
+        items = []
+        for u in upsertions:
+            mechanism = SCRAM_MECHANISM_NAMES[_scram_mechanism_id(u.mechanism)]
+            if not u.user:
+                raise ConfigError("a SCRAM credential needs a user name")
+            try:
+                salt, salted = scram_credential(mechanism, u.password, u.iterations)
+            except ConfigError as exc:
+                raise ConfigError(f"user {u.user} {mechanism}: {exc}") from None
+            items.append({"name": u.user, "mechanism": SCRAM_MECHANISM_IDS[mechanism], "iterations": u.iterations,
+                          "salt": salt, "salted_password": salted})
+        removals = [{"name": d.user, "mechanism": _scram_mechanism_id(d.mechanism)} for d in deletions]
+        if not items and not removals:
+            return
+        resp = await self._cluster.request(None, Api.ALTER_USER_SCRAM_CREDENTIALS,
+                                           {"deletions": removals, "upsertions": items})
+        for r in resp["results"]:
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"user {r['user']}")
 
     # -- cluster and topics -------------------------------------------------------
     async def describe_cluster(self) -> ClusterDescription:

@@ -20,6 +20,7 @@ from ._config import CommonConfig
 from ._connection import Api, BrokerConnection
 from ._types import BrokerMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from .errors import (
+    AuthenticationError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -60,7 +61,7 @@ class Cluster:
             host, port, node_id=node_id, client_id=c.client_id,
             request_timeout_ms=c.request_timeout_ms,
             connect_timeout_ms=c.socket_connection_setup_timeout_ms,
-            max_frame_bytes=c.max_frame_bytes, ssl_context=c.ssl_context,
+            max_frame_bytes=c.max_frame_bytes, ssl_context=c.ssl_context, sasl=c.sasl,
         )
 
     async def connection(self, node_id: int) -> BrokerConnection:
@@ -68,7 +69,7 @@ class Cluster:
         if self.closed:
             raise IllegalStateError("client is closed")
         conn = self._conns.get(node_id)
-        if conn is not None and not conn.closed:
+        if conn is not None and conn.usable:
             return conn
         task = self._connecting.get(node_id)
         if task is None:
@@ -100,7 +101,7 @@ class Cluster:
         (:meth:`drop_fetch_connection`) without failing them.
         """
         conn = self._fetch_conns.get(node_id)
-        if conn is not None and not conn.closed:
+        if conn is not None and conn.usable:
             return conn
         if self.closed:
             raise IllegalStateError("client is closed")
@@ -108,12 +109,14 @@ class Cluster:
         conn = self._new_conn(broker.host, broker.port, broker.node_id)
         await conn.connect()
         old = self._fetch_conns.get(node_id)
-        if old is not None and not old.closed:  # opened concurrently: keep one
+        if old is not None and old.usable:  # opened concurrently: keep one
             conn.close()
             return old
         if self.closed:
             conn.close()
             raise IllegalStateError("client is closed")
+        if old is not None:
+            old.retire()  # its SASL session is nearly over
         self._fetch_conns[node_id] = conn
         return conn
 
@@ -126,6 +129,9 @@ class Cluster:
     async def _open(self, broker: BrokerMetadata) -> BrokerConnection:
         conn = self._new_conn(broker.host, broker.port, broker.node_id)
         await conn.connect()
+        old = self._conns.get(broker.node_id)
+        if old is not None:
+            old.retire()  # its SASL session is nearly over
         self._conns[broker.node_id] = conn
         return conn
 
@@ -137,12 +143,15 @@ class Cluster:
             conn.close()
 
     async def any_connection(self) -> BrokerConnection:
-        """A connection to any broker: a known live one, else the bootstrap list in random order."""
+        """A connection to any broker: a known live one, else the bootstrap list in random order.
+        An authentication failure is raised at once: the same credentials fail at every broker."""
         for conn in self._conns.values():
-            if not conn.closed:
+            if conn.usable:
                 return conn
-        if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
-            return self._bootstrap_conn
+        if self._bootstrap_conn is not None:
+            if self._bootstrap_conn.usable:
+                return self._bootstrap_conn
+            self._bootstrap_conn.retire()
         errors = []
         candidates = [(b.host, b.port) for b in self.brokers.values()] + list(self.bootstrap)
         seen = set()
@@ -153,6 +162,8 @@ class Cluster:
             conn = self._new_conn(host, port, -1)
             try:
                 await conn.connect()
+            except AuthenticationError:
+                raise
             except KafkaError as exc:
                 errors.append(str(exc))
                 continue

@@ -29,7 +29,19 @@ client's PEM spellings being accepted too; the semantics are in
 
 The files are read when the client is built (a bad one is a ConfigError naming
 the property and the file); the config's ``ssl_context`` attribute is the one
-:class:`ssl.SSLContext` its connections use (None with PLAINTEXT).
+:class:`ssl.SSLContext` its connections use (None without TLS).
+
+SASL (every client) is ``security.protocol`` SASL_PLAINTEXT or SASL_SSL (TLS as
+above, then SASL) with librdkafka's ``sasl.*`` names, or the Java client's
+``sasl.jaas.config``; the semantics are in :mod:`broker.client._sasl`::
+
+    Producer({"bootstrap.servers": "kafka1:9094", "security.protocol": "SASL_SSL",
+              "ssl.ca.location": "/etc/kafka/ca.pem",
+              "sasl.mechanism": "SCRAM-SHA-512",      # or PLAIN, SCRAM-SHA-256; sasl.mechanisms too
+              "sasl.username": "alice", "sasl.password": "alice-secret"})
+
+The config's ``sasl`` attribute is the :class:`~broker.client._sasl.SaslSettings`
+every connection authenticates with (None without SASL).
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ._sasl import SaslSettings, settings_from as sasl_settings_from
 from ._tls import build_context as build_ssl_context
 from .errors import ConfigError
 
@@ -71,10 +84,19 @@ class CommonConfig:
     ssl_keystore_location: str | None = None
     ssl_keystore_type: str | None = None
     ssl_keystore_password: str | None = field(default=None, repr=False)  # accepted, unused: see _tls
+    # SASL: librdkafka's names (sasl.mechanisms is its other spelling) and the Java client's
+    # sasl.jaas.config, see broker.client._sasl
+    sasl_mechanism: str | None = None
+    sasl_mechanisms: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    sasl_jaas_config: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        # One SSLContext per client (None with PLAINTEXT); every file is read and checked here.
+        # One SSLContext per client (None without TLS); every file is read and checked here.
         self.ssl_context: ssl.SSLContext | None = build_ssl_context(self)
+        # What every connection authenticates with (None without SASL)
+        self.sasl: SaslSettings | None = sasl_settings_from(self)
 
     def bootstrap_list(self) -> list[tuple[str, int]]:
         """``bootstrap_servers`` as ``[(host, port), ...]`` (comma-separated string or list)."""

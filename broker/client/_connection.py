@@ -14,6 +14,15 @@ handshake raises :class:`KafkaConnectionError` with a readable reason
 ("certificate verify failed: ..."). Without one (the default, as the broker's
 own inter-broker connections use) it is plain TCP.
 
+With ``sasl`` (a :class:`~broker.client._sasl.SaslSettings`, the client's
+``config.sasl``) the connection authenticates after ApiVersions (SaslHandshake,
+SaslAuthenticate: see :mod:`broker.client._sasl`) before ``connect`` returns; a
+refusal raises :class:`~broker.client.errors.AuthenticationError` and closes the
+connection. A connection whose SASL session the broker limited
+(``session_lifetime_ms``) is ``usable`` no longer once the session is nearly
+over: its owner opens another and :meth:`BrokerConnection.retire` closes this one
+when its last answer is in.
+
 A connection is owned by one event loop and is not thread-safe.
 """
 
@@ -24,10 +33,12 @@ import itertools
 import logging
 import re
 import ssl
+import time
 from typing import Any
 
 from broker.protocol import ApiKey, FrameDecoder, api_versions_table, decode_response, encode_request
 
+from ._sasl import SaslSettings, authenticate, session_deadline
 from ._tls import describe_error as describe_tls_error
 from .errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedApiError, error_for_code
 
@@ -79,6 +90,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.DESCRIBE_PRODUCERS: (0, 0),
     Api.DESCRIBE_TRANSACTIONS: (0, 0),
     Api.LIST_TRANSACTIONS: (0, 0),
+    Api.SASL_HANDSHAKE: (1, 1),
+    Api.SASL_AUTHENTICATE: (0, 2),
+    Api.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    Api.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 UNSUPPORTED_VERSION = 35
@@ -114,13 +129,19 @@ class _ReaderProtocol(asyncio.BufferedProtocol):
 
 class BrokerConnection:
     """A connection to ``host:port`` (``node_id`` -1 for a bootstrap address); TLS with an
-    ``ssl_context`` (see the module docstring), plain TCP without one."""
+    ``ssl_context``, plain TCP without one; SASL with ``sasl`` (see the module docstring)."""
 
     def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "kafkapy",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 max_frame_bytes: int = 128 * 1024 * 1024, ssl_context: ssl.SSLContext | None = None) -> None:
+                 max_frame_bytes: int = 128 * 1024 * 1024, ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslSettings | None = None) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         self.ssl_context = ssl_context
+        self.sasl = sasl
+        self._authenticating = False
+        self._served = False  # an answer came after ApiVersions (and SASL): see _on_lost
+        self._session_deadline: float | None = None  # monotonic; None: the session lasts as long as the connection
+        self._retiring = False
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
@@ -142,6 +163,19 @@ class BrokerConnection:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def usable(self) -> bool:
+        """Open, and not in the last part of a SASL session the broker limited (see the module docstring)."""
+        if self.closed or self._retiring:
+            return False
+        return self._session_deadline is None or time.monotonic() < self._session_deadline
+
+    def retire(self) -> None:
+        """Take no new requests; close once the answers in flight are in (at once if none are)."""
+        self._retiring = True
+        if not self._in_flight:
+            self.close()
+
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
         self._decoder = FrameDecoder(self._max_frame_bytes)
@@ -159,8 +193,16 @@ class BrokerConnection:
         except (OSError, asyncio.TimeoutError) as exc:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: "
                                        f"{self._connect_failure(exc)}") from None
-        await self._negotiate()
-        self._negotiated = True
+        try:
+            await self._negotiate()
+            self._negotiated = True
+            if self.sasl is not None:
+                self._authenticating = True
+                self._session_deadline = session_deadline(await authenticate(self, self.sasl))
+                self._authenticating = False
+        except BaseException:
+            self.close()
+            raise
 
     def _connect_failure(self, exc: BaseException) -> str:
         """Why connecting failed, readably (TLS errors and bare exceptions say what happened)."""
@@ -253,6 +295,7 @@ class BrokerConnection:
                 self.close(ProtocolError(f"unexpected correlation id {cid} from {self.host}:{self.port}"))
                 return
             api_key, version, fut = entry
+            self._served = self._served or (self._negotiated and not self._authenticating)
             try:
                 _, body = decode(api_key, version, frame)
             except Exception as exc:
@@ -261,6 +304,8 @@ class BrokerConnection:
                 continue
             if not fut.done():
                 fut.set_result(body)
+        if self._retiring and not self._in_flight:
+            self.close()
 
     def _tls_hint(self, exc: Exception) -> str:
         """A hint when a plain connection's "frame size" is the start of a TLS record (a TLS listener)."""
@@ -274,6 +319,14 @@ class BrokerConnection:
     def _on_lost(self, exc) -> None:
         if isinstance(exc, ssl.SSLError):
             why = describe_tls_error(exc)
+        elif self._authenticating and (exc is None or isinstance(exc, ConnectionResetError)):
+            why = (f"{'closed by peer' if exc is None else exc} during SASL {self.sasl.mechanism} "
+                   "authentication (is it a SASL listener? see security.protocol)")
+        elif (self._negotiated and not self._served and self.sasl is None
+              and (exc is None or isinstance(exc, ConnectionResetError))):
+            # a SASL listener closes a connection whose first request after ApiVersions is not SaslHandshake
+            why = (f"{'closed by peer' if exc is None else exc} at the first request after ApiVersions (does the "
+                   "listener require SASL? see security.protocol, sasl.mechanism)")
         elif not self._negotiated and (exc is None or isinstance(exc, ConnectionResetError)):
             closed = "closed by peer" if exc is None else str(exc)
             if self.ssl_context is not None:

@@ -43,7 +43,7 @@ from ._sync import LoopThread, wait_event
 from ._types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._zk_group import ZooKeeperGroupMember
 from ._zookeeper import ZooKeeperOffsetStore
-from .errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
+from .errors import AuthenticationError, ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError
 
 log = logging.getLogger("broker.client")
 
@@ -229,6 +229,8 @@ class AsyncConsumer:
             if self._cluster.stale():
                 try:
                     await self._cluster.refresh_metadata()
+                except AuthenticationError:
+                    raise
                 except KafkaError as exc:
                     log.debug("metadata refresh failed: %s", exc)
             fetcher.data_ready.clear()

@@ -42,7 +42,7 @@ from ._config import ConsumerConfig
 from ._connection import Api
 from ._serde import bytes_deserializer
 from ._types import ConsumerRecord, TopicPartition
-from .errors import KafkaError, NoOffsetForPartitionError, error_for_code
+from .errors import AuthenticationError, KafkaError, NoOffsetForPartitionError, error_for_code
 
 log = logging.getLogger("broker.client")
 
@@ -235,6 +235,9 @@ class Fetcher:
             resp = await conn.request(Api.FETCH, body,
                                       timeout=c.request_timeout_ms / 1000 + c.fetch_max_wait_ms / 1000)
             self._handle(resp, positions)
+        except AuthenticationError as exc:  # not retried: poll raises it
+            self.errors.append(exc)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         except KafkaError as exc:
             log.debug("fetch from broker %s failed: %s", node, exc)
             self._forget_preferred(positions)  # a follower out of reach: back to the leader

@@ -53,6 +53,7 @@ from ._sync import LoopThread, wait_event
 from ._transactions import IdempotenceManager, TransactionManager
 from ._types import TopicPartition
 from .errors import (
+    AuthenticationError,
     ConfigError,
     IllegalStateError,
     KafkaConnectionError,
@@ -323,6 +324,12 @@ class AsyncProducer:
         if cluster.stale():
             try:
                 await cluster.refresh_metadata()
+            except AuthenticationError as exc:  # not retried: fail what is ready, as Kafka's sender does
+                for tp in ready:
+                    while (b := self._acc.take(tp)) is not None:
+                        self._sequence_gap(b)
+                        self._acc.finished(b, -1, -1, exc)
+                return self.config.retry_backoff_ms / 1000
             except KafkaError as exc:
                 log.debug("metadata refresh failed: %s", exc)
                 return self.config.retry_backoff_ms / 1000

@@ -5,10 +5,11 @@ accepted too, so a Kafka tool's properties file carries over. As keyword
 arguments the names are snake_case (``ssl_ca_location=...``).
 
 ``security.protocol``
-    ``PLAINTEXT`` (default) or ``SSL``, either case. ``SASL_PLAINTEXT`` and
-    ``SASL_SSL`` are refused (SASL is not supported yet). With PLAINTEXT the
-    ``ssl.*`` files are not read (as in librdkafka and the Java client), though
-    the values below are still checked.
+    ``PLAINTEXT`` (default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``, either
+    case. TLS is ``SSL`` and ``SASL_SSL`` (the SASL part is
+    :mod:`broker.client._sasl`). Without TLS the ``ssl.*`` files are not read
+    (as in librdkafka and the Java client), though the values below are still
+    checked.
 ``ssl.ca.location``
     PEM file of CA certificates that verify the broker's certificate, or a
     directory of them in OpenSSL's hashed layout (``openssl rehash DIR``).
@@ -61,8 +62,8 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from ._config import CommonConfig
 
-PROTOCOLS = ("PLAINTEXT", "SSL")
-UNSUPPORTED_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 ENDPOINT_ALGORITHMS = {"https": True, "none": False, "": False}  # -> check_hostname
 
 CONVERT_TRUSTSTORE = ("convert it to PEM, e.g. keytool -exportcert -rfc -keystore STORE -alias CA -file ca.pem, "
@@ -79,11 +80,9 @@ class _NeedPassword(Exception):
 def check(config: "CommonConfig") -> None:
     """Check (and normalize) the values of the TLS properties; no file is read."""
     proto = str(config.security_protocol or "PLAINTEXT").strip().upper()
-    if proto in UNSUPPORTED_PROTOCOLS:
-        raise ConfigError(f"security.protocol={config.security_protocol} is not supported: SASL is not "
-                          "implemented yet, use PLAINTEXT or SSL")
     if proto not in PROTOCOLS:
-        raise ConfigError(f"security.protocol must be PLAINTEXT or SSL, not {config.security_protocol!r}")
+        raise ConfigError("security.protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, "
+                          f"not {config.security_protocol!r}")
     config.security_protocol = proto
     algo = str(config.ssl_endpoint_identification_algorithm or "").strip().lower()
     if algo not in ENDPOINT_ALGORITHMS:
@@ -113,9 +112,9 @@ def check(config: "CommonConfig") -> None:
 
 
 def build_context(config: "CommonConfig") -> ssl.SSLContext | None:
-    """The client's SSLContext (None with PLAINTEXT), every file read and checked now."""
+    """The client's SSLContext (None without TLS), every file read and checked now."""
     check(config)
-    if config.security_protocol != "SSL":
+    if config.security_protocol not in TLS_PROTOCOLS:
         return None
     verify = bool(config.enable_ssl_certificate_verification)
     if config.ssl_truststore_location:

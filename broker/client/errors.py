@@ -26,6 +26,9 @@ misuse are kept apart from errors the peer caused::
         │                                REBALANCE_IN_PROGRESS 27, ...): membership lost
         ├── ProducerFencedError         (PRODUCER_FENCED 90, INVALID_PRODUCER_EPOCH 47): a newer
         │                                producer with the same transactional id took over
+        ├── AuthenticationError         SASL refused (SASL_AUTHENTICATION_FAILED 58, ILLEGAL_SASL_STATE
+        │   │                            34, a SCRAM answer that does not verify): never retried
+        │   └── UnsupportedSaslMechanismError  (33): ``mechanisms`` the broker offers
         └── ...                         any other code: BrokerResponseError itself
 
 :func:`error_for_code` maps a code to the most specific class. ``str(err)`` is
@@ -123,6 +126,25 @@ class ProducerFencedError(BrokerResponseError):
     """PRODUCER_FENCED (90) / INVALID_PRODUCER_EPOCH (47): fatal for a transactional producer; close it."""
 
 
+class AuthenticationError(BrokerResponseError):
+    """SASL authentication failed (see :mod:`broker.client._sasl`): ``error_message`` is the broker's
+    reason (wrong password, unknown user) or ours. Not retriable: the same credentials fail again."""
+
+    def __init__(self, error_code: int, message: str | None = None, *, context: str = "") -> None:
+        super().__init__(error_code, message, context=context)
+        self.retriable = False
+
+
+class UnsupportedSaslMechanismError(AuthenticationError):
+    """UNSUPPORTED_SASL_MECHANISM (33): the broker does not enable ``sasl.mechanism``;
+    ``mechanisms`` lists those it does."""
+
+    def __init__(self, error_code: int = 33, message: str | None = None, *, context: str = "",
+                 mechanisms: list[str] | None = None) -> None:
+        super().__init__(error_code, message, context=context)
+        self.mechanisms = list(mechanisms or [])
+
+
 class RetriableError(BrokerResponseError):
     """A broker error Kafka marks retriable; the client retries these itself first."""
 
@@ -176,6 +198,9 @@ MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 INVALID_PRODUCER_EPOCH = 47
 PRODUCER_FENCED = 90
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
 
 _FALLBACK_NAMES = {
     -1: "UNKNOWN_SERVER_ERROR", 0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
@@ -228,6 +253,9 @@ _SPECIFIC: dict[int, type[BrokerResponseError]] = {
     FENCED_INSTANCE_ID: GroupError,
     INVALID_PRODUCER_EPOCH: ProducerFencedError,
     PRODUCER_FENCED: ProducerFencedError,
+    UNSUPPORTED_SASL_MECHANISM: UnsupportedSaslMechanismError,
+    ILLEGAL_SASL_STATE: AuthenticationError,
+    SASL_AUTHENTICATION_FAILED: AuthenticationError,
 }
 
 

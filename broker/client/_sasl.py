@@ -1,0 +1,344 @@
+"""SASL for the client: ``security.protocol=SASL_PLAINTEXT|SASL_SSL`` and the ``sasl.*`` properties.
+
+Names and meanings are librdkafka's and the Java client's; as keyword arguments
+the names are snake_case (``sasl_mechanism="SCRAM-SHA-256"``).
+
+``security.protocol``
+    ``SASL_PLAINTEXT``: SASL on a plain TCP connection (the password crosses the
+    network in clear text with PLAIN). ``SASL_SSL``: TLS first, with every
+    ``ssl.*`` property as for ``SSL`` (:mod:`broker.client._tls`), then SASL
+    inside it. Either case.
+``sasl.mechanism`` (librdkafka also spells it ``sasl.mechanisms``)
+    ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``, either case. Required with
+    a SASL protocol (the Java and librdkafka default, GSSAPI, is not supported);
+    ``GSSAPI`` and ``OAUTHBEARER`` are refused.
+``sasl.username``, ``sasl.password``
+    The credentials (librdkafka's names).
+``sasl.jaas.config``
+    The Java client's form of the same credentials, one login module::
+
+        org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";
+        org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";
+
+    The flag is ``required``, ``requisite``, ``sufficient`` or ``optional``
+    (any is taken as ``required``); values are double-quoted, with backslash
+    escapes (``\\"``, ``\\\\``, ``\\n``, ``\\t``, ``\\r``; ``\\`` before any other
+    character is that character), or bare words (letters, digits, ``_-.$``);
+    options other than ``username`` and ``password`` are ignored, as Java does.
+    Either module serves any of the three mechanisms (the mechanism is
+    ``sasl.mechanism``), as in Java. Other login modules (Kerberos, OAuth) are
+    refused. Giving both ``sasl.jaas.config`` and ``sasl.username``/``sasl.password``
+    is an error.
+
+With ``PLAINTEXT`` or ``SSL`` the ``sasl.*`` values are checked but not used,
+as librdkafka and the Java client ignore them. Bad values raise
+:class:`~broker.client.errors.ConfigError` when the client is built; no message
+ever holds the password (nor the text of ``sasl.jaas.config``).
+
+The exchange, on every new connection (:class:`~broker.client._connection.BrokerConnection`
+with ``sasl=SaslSettings(...)``), after the TLS handshake if any and after
+ApiVersions (which a Kafka broker answers before authentication)::
+
+    SaslHandshake v1   {mechanism}             -> error_code, the broker's enabled mechanisms
+    SaslAuthenticate   {auth_bytes}            (v0-v2, the highest the broker serves)
+        PLAIN:         b"\\0" + username + b"\\0" + password (RFC 4616, no authorization id)
+        SCRAM-SHA-*:   client-first -> server-first, client-final -> server-final (RFC 5802,
+                       by scramp's ScramClient; no channel binding, as Kafka); the
+                       server-final's signature must verify, else the broker did not
+                       know the password: the connection is refused.
+
+Errors (:class:`~broker.client.errors.AuthenticationError`, never retried by the
+client: Producer, Consumer and Admin raise it from their constructor, or from the
+call that opened the connection)::
+
+    UNSUPPORTED_SASL_MECHANISM (33)   UnsupportedSaslMechanismError naming the broker's mechanisms
+    ILLEGAL_SASL_STATE (34)           the connection does not expect SASL (a PLAINTEXT/SSL listener)
+    SASL_AUTHENTICATION_FAILED (58)   with the broker's error_message (wrong password, unknown user)
+    a SCRAM answer that does not verify, or cannot be parsed: SASL_AUTHENTICATION_FAILED too
+
+``session_lifetime_ms`` (SaslAuthenticate v1+, the broker's
+``connections.max.reauth.ms``, KIP-368) is kept on the connection: the client
+stops sending on a connection whose session is (nearly) over, lets its requests
+in flight finish, and opens and authenticates a new one instead of
+re-authenticating in place.
+
+SCRAM credentials for AlterUserScramCredentials (:func:`scram_credential`): a
+random 32-byte salt and ``Hi(password, salt, iterations)`` (RFC 5802, PBKDF2 with
+the mechanism's HMAC) as the Java admin client sends them. Kafka applies no
+SASLprep (RFC 4013) to passwords and scramp's client does, so a password that
+SASLprep changes (or refuses) is refused there, where the two would disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scramp import ScramClient, ScramException
+from scramp.utils import saslprep
+
+from broker.protocol import ApiKey
+
+from .errors import AuthenticationError, ConfigError, UnsupportedSaslMechanismError
+
+if TYPE_CHECKING:
+    from ._config import CommonConfig
+    from ._connection import BrokerConnection
+
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+#: Kafka's bounds for a SCRAM credential's iterations (ScramMechanism.minIterations/maxIterations)
+SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
+UNSUPPORTED = {"GSSAPI": "Kerberos", "OAUTHBEARER": "OAuth 2 bearer tokens"}
+LOGIN_MODULES = {"org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+                 "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM"}
+FLAGS = ("required", "requisite", "sufficient", "optional")
+#: a session is given up this far before its end (the Java client re-authenticates at 85-95 %)
+SESSION_MARGIN = 0.1
+
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    """What a connection authenticates with: ``mechanism`` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512),
+    ``username`` and ``password``. The broker's own links may build one directly."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        mechanism = str(self.mechanism).strip().upper()
+        _check_mechanism("sasl.mechanism", mechanism, self.mechanism)
+        object.__setattr__(self, "mechanism", mechanism)
+        if not isinstance(self.username, str) or not self.username:
+            raise ConfigError("the SASL username is empty")
+        if not isinstance(self.password, str) or not self.password:
+            raise ConfigError("the SASL password is empty")
+        if mechanism == "PLAIN" and ("\0" in self.username or "\0" in self.password):
+            raise ConfigError("a PLAIN username or password cannot hold a NUL character")
+
+
+def _check_mechanism(prop: str, mechanism: str, given: Any) -> None:
+    if mechanism in UNSUPPORTED:
+        raise ConfigError(f"{prop}={given} ({UNSUPPORTED[mechanism]}) is not supported: use PLAIN, SCRAM-SHA-256 "
+                          "or SCRAM-SHA-512")
+    if mechanism not in MECHANISMS:
+        raise ConfigError(f"{prop} must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not {given!r}")
+
+
+# -- configuration --------------------------------------------------------------------------------
+
+def settings_from(config: "CommonConfig") -> SaslSettings | None:
+    """Check the ``sasl.*`` properties of ``config`` (its ``security.protocol`` already normalized,
+    see :func:`broker.client._tls.check`); the settings its connections use, None without SASL."""
+    sasl = config.security_protocol in SASL_PROTOCOLS
+    mechanism_prop, mechanism = "sasl.mechanism", config.sasl_mechanism
+    if config.sasl_mechanisms is not None:
+        if mechanism is not None and str(mechanism).strip().upper() != str(config.sasl_mechanisms).strip().upper():
+            raise ConfigError("sasl.mechanism and sasl.mechanisms are the same setting: give one")
+        mechanism_prop, mechanism = "sasl.mechanisms", config.sasl_mechanisms
+    if mechanism is not None:
+        if "," in str(mechanism):
+            raise ConfigError(f"{mechanism_prop} takes one mechanism, not {mechanism!r}")
+        _check_mechanism(mechanism_prop, str(mechanism).strip().upper(), mechanism)
+        mechanism = str(mechanism).strip().upper()
+        setattr(config, mechanism_prop.replace(".", "_"), mechanism)
+    username, password = config.sasl_username, config.sasl_password
+    if config.sasl_jaas_config is not None:
+        if username is not None or password is not None:
+            raise ConfigError("give either sasl.jaas.config or sasl.username and sasl.password, not both")
+        _, options = parse_jaas_config(str(config.sasl_jaas_config))
+        username, password = options.get("username"), options.get("password")
+        if username is None or password is None:
+            missing = " and ".join(k for k in ("username", "password") if options.get(k) is None)
+            raise ConfigError(f"sasl.jaas.config has no {missing} option")
+    if not sasl:
+        return None
+    if mechanism is None:
+        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism: PLAIN, "
+                          "SCRAM-SHA-256 or SCRAM-SHA-512 (the default of Kafka's clients, GSSAPI, is not supported)")
+    if username is None or password is None:
+        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.username and sasl.password "
+                          "(or sasl.jaas.config)")
+    try:
+        return SaslSettings(mechanism, str(username), str(password))
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (sasl.{'jaas.config' if config.sasl_jaas_config is not None else 'username'}"
+                          " / sasl.password)") from None
+
+
+_JAAS_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<quoted>"(?:[^"\\]|\\.)*")
+  | (?P<word>[A-Za-z0-9_.$-]+)
+  | (?P<eq>=)
+  | (?P<semi>;)
+""", re.VERBOSE | re.DOTALL)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    """``[(kind, value, position)]`` of a JAAS entry; the text itself is never in an error (it holds a password)."""
+    out, pos = [], 0
+    while pos < len(text):
+        match = _JAAS_TOKEN.match(text, pos)
+        if match is None:
+            what = "an unterminated quoted value" if text[pos] == '"' else f"an unexpected {text[pos]!r}"
+            raise ConfigError(f"sasl.jaas.config: {what} at character {pos + 1}")
+        kind = match.lastgroup
+        if kind == "quoted":
+            value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), match.group()[1:-1],
+                           flags=re.DOTALL)
+            out.append(("value", value, pos))
+        elif kind == "word":
+            out.append(("word", match.group(), pos))
+        elif kind in ("eq", "semi"):
+            out.append((kind, match.group(), pos))
+        pos = match.end()
+    return out
+
+
+def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
+    """``(login module class, {option: value})`` of a ``sasl.jaas.config`` value (the module docstring
+    says what it takes); a ConfigError names the place, never the text."""
+    tokens = _tokens(text)
+    if not tokens:
+        raise ConfigError("sasl.jaas.config is empty: expected e.g. "
+                          'org.apache.kafka.common.security.plain.PlainLoginModule required username="..." '
+                          'password="...";')
+    kind, module, pos = tokens[0]
+    if kind != "word":
+        raise ConfigError(f"sasl.jaas.config: expected a login module class at character {pos + 1}")
+    if module not in LOGIN_MODULES:
+        short = module.rsplit(".", 1)[-1]
+        why = ""
+        if "krb5" in short.lower() or "kerberos" in short.lower():
+            why = " (Kerberos, GSSAPI, is not supported)"
+        elif "oauth" in short.lower():
+            why = " (OAUTHBEARER is not supported)"
+        raise ConfigError(f"sasl.jaas.config: login module {module} is not supported{why}: use "
+                          "org.apache.kafka.common.security.plain.PlainLoginModule or "
+                          "org.apache.kafka.common.security.scram.ScramLoginModule")
+    if len(tokens) < 2 or tokens[1][0] != "word" or tokens[1][1].lower() not in FLAGS:
+        at = f"at character {tokens[1][2] + 1}" if len(tokens) > 1 else "at the end"
+        raise ConfigError(f"sasl.jaas.config: expected the control flag (required) after {module.rsplit('.', 1)[-1]} "
+                          f"{at}")
+    options: dict[str, str] = {}
+    i = 2
+    while i < len(tokens) and tokens[i][0] != "semi":
+        kind, name, pos = tokens[i]
+        if kind != "word":
+            raise ConfigError(f"sasl.jaas.config: expected an option name at character {pos + 1}")
+        if i + 1 >= len(tokens) or tokens[i + 1][0] != "eq":
+            raise ConfigError(f"sasl.jaas.config: expected = after option {name}")
+        if i + 2 >= len(tokens) or tokens[i + 2][0] not in ("value", "word"):
+            raise ConfigError(f"sasl.jaas.config: expected a value for option {name}")
+        if name in options:
+            raise ConfigError(f"sasl.jaas.config: option {name} is given twice")
+        options[name] = tokens[i + 2][1]
+        i += 3
+    if i >= len(tokens):
+        raise ConfigError("sasl.jaas.config: expected ; at the end of the login module entry")
+    if i + 1 < len(tokens):
+        if tokens[i + 1][0] == "word":
+            raise ConfigError("sasl.jaas.config holds more than one login module: give one")
+        raise ConfigError(f"sasl.jaas.config: unexpected text after ; at character {tokens[i + 1][2] + 1}")
+    return module, options
+
+
+# -- the exchange ---------------------------------------------------------------------------------
+
+async def authenticate(conn: "BrokerConnection", sasl: SaslSettings) -> int:
+    """SaslHandshake and SaslAuthenticate on ``conn`` (ApiVersions done); returns the session
+    lifetime the broker gave (ms, 0: none). Raises AuthenticationError (see the module docstring)."""
+    where = f"SASL {sasl.mechanism} authentication of {sasl.username!r} at {conn.host}:{conn.port}"
+    handshake = conn.broker_versions.get(ApiKey.SASL_HANDSHAKE)
+    if handshake is None or handshake[1] < 1:
+        served = "no SaslHandshake" if handshake is None else "SaslHandshake v0 only (no SaslAuthenticate)"
+        raise AuthenticationError(ILLEGAL_SASL_STATE, f"the broker serves {served} (is this a SASL listener? "
+                                  "see security.protocol)", context=where)
+    resp = await conn.request(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.mechanism}, version=1)
+    code = resp["error_code"]
+    if code == UNSUPPORTED_SASL_MECHANISM:
+        offered = resp.get("mechanisms") or []
+        text = (f"the broker offers {', '.join(offered)}, not {sasl.mechanism} (see sasl.mechanism)" if offered else
+                "the broker offers no SASL mechanism (is this a PLAINTEXT or SSL listener? see security.protocol)")
+        raise UnsupportedSaslMechanismError(code, text, context=where, mechanisms=offered)
+    if code == ILLEGAL_SASL_STATE:
+        raise AuthenticationError(code, "the broker does not expect SASL on this connection (is this a PLAINTEXT "
+                                  "or SSL listener? see security.protocol)", context=where)
+    if code:
+        raise AuthenticationError(code, "SaslHandshake refused", context=where)
+    version = conn.version(ApiKey.SASL_AUTHENTICATE)
+
+    async def step(token: bytes) -> dict[str, Any]:
+        r = await conn.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=version)
+        if r["error_code"]:
+            raise AuthenticationError(r["error_code"], r.get("error_message") or None, context=where)
+        return r
+
+    if sasl.mechanism == "PLAIN":
+        r = await step(b"\0" + sasl.username.encode() + b"\0" + sasl.password.encode())
+    else:
+        try:
+            client = ScramClient([sasl.mechanism], sasl.username, sasl.password)
+            r = await step(client.get_client_first().encode())
+            client.set_server_first(_text(r["auth_bytes"]))
+            r = await step(client.get_client_final().encode())
+            client.set_server_final(_text(r["auth_bytes"]))
+        except ScramException as exc:
+            raise AuthenticationError(SASL_AUTHENTICATION_FAILED, f"the broker's SCRAM answer does not verify: {exc}"
+                                      " (the broker does not hold this user's credential, or is not the broker "
+                                      "meant)", context=where) from None
+    return int(r.get("session_lifetime_ms") or 0)
+
+
+def _text(auth_bytes: bytes | None) -> str:
+    try:
+        return bytes(auth_bytes or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScramException("not UTF-8") from None
+
+
+def session_deadline(lifetime_ms: int) -> float | None:
+    """The monotonic time after which a connection with this session lifetime takes no new requests."""
+    if lifetime_ms <= 0:
+        return None
+    return time.monotonic() + lifetime_ms * (1 - SESSION_MARGIN) / 1000
+
+
+# -- SCRAM credentials (AlterUserScramCredentials) ---------------------------------------------------
+
+def scram_credential(mechanism: str, password: str, iterations: int, salt: bytes | None = None
+                     ) -> tuple[bytes, bytes]:
+    """``(salt, salted password)`` for a SCRAM credential: ``Hi(password, salt, iterations)`` (RFC 5802)
+    with a random 32-byte salt unless one is given. See the module docstring on SASLprep."""
+    if mechanism not in SCRAM_HASHES:
+        raise ConfigError(f"mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, not {mechanism!r}")
+    if not isinstance(iterations, int) or isinstance(iterations, bool) \
+            or not SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
+        raise ConfigError(f"iterations must be {SCRAM_MIN_ITERATIONS} to {SCRAM_MAX_ITERATIONS} (Kafka's bounds), "
+                          f"not {iterations!r}")
+    if not isinstance(password, str) or not password:
+        raise ConfigError("the password is empty")
+    try:
+        prepared = saslprep(password)
+    except ScramException as exc:
+        raise ConfigError(f"the password cannot be used with SCRAM: {exc} (SASLprep, RFC 4013)") from None
+    if prepared != password:
+        raise ConfigError("the password changes under SASLprep (RFC 4013: non-ASCII spaces, soft hyphens, "
+                          "compatibility forms ...): Kafka's clients and this one would disagree on it; "
+                          "choose another")
+    salt = secrets.token_bytes(32) if salt is None else salt
+    # scramp exposes no public Hi(); hashlib's PBKDF2 is that function (RFC 5802 section 2.2)
+    return salt, hashlib.pbkdf2_hmac(SCRAM_HASHES[mechanism], password.encode(), salt, iterations)
