@@ -6,6 +6,9 @@ durations).
 Error mapping (codes from :mod:`kafkactl.errors`)::
 
     KafkaConnectionError                -> 3 "cannot reach the cluster at HOST:PORT: ..."
+    AuthenticationError (SASL)          -> "cannot authenticate to the cluster at HOST:PORT: ...":
+                                           1 SASL_AUTHENTICATION_FAILED (refused), 2
+                                           UNSUPPORTED_SASL_MECHANISM (the setting), 3 otherwise
     KafkaTimeoutError                   -> 3 "the cluster at HOST:PORT did not answer in time: ..."
     BrokerResponseError                 -> "NAME (code): message", exit by :func:`exit_code_for`:
                                            1 refused, 2 about the input, 3 anything else
@@ -49,13 +52,15 @@ def client_config(ctx: typer.Context, kind: str, props: dict[str, str] | None = 
 
 # Kafka's error names by what they say about the request (see kafkactl.errors).
 REFUSED = frozenset({"NON_EMPTY_GROUP", "TOPIC_ALREADY_EXISTS", "POLICY_VIOLATION", "GROUP_SUBSCRIBED_TO_TOPIC",
-                     "TOPIC_DELETION_DISABLED", "REASSIGNMENT_IN_PROGRESS", "GROUP_MAX_SIZE_REACHED"})
+                     "TOPIC_DELETION_DISABLED", "REASSIGNMENT_IN_PROGRESS", "GROUP_MAX_SIZE_REACHED",
+                     "SASL_AUTHENTICATION_FAILED"})
 ABOUT_THE_INPUT = frozenset({
     "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "GROUP_ID_NOT_FOUND", "INVALID_GROUP_ID",
     "INVALID_TOPIC_EXCEPTION", "INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
     "INVALID_REPLICA_ASSIGNMENT", "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD",
     "INVALID_TIMESTAMP", "INVALID_REQUIRED_ACKS", "OFFSET_METADATA_TOO_LARGE", "LOG_DIR_NOT_FOUND",
-    "TRANSACTIONAL_ID_NOT_FOUND",
+    "TRANSACTIONAL_ID_NOT_FOUND", "UNSUPPORTED_SASL_MECHANISM", "RESOURCE_NOT_FOUND", "DUPLICATE_RESOURCE",
+    "UNACCEPTABLE_CREDENTIAL",
 })
 
 
@@ -77,6 +82,9 @@ def error_for(ctx: typer.Context, exc: errors.KafkaError) -> CliError:
         return CliError(f"the cluster at {settings(ctx).bootstrap()} did not answer in time: {exc}", EXIT_CLUSTER)
     if isinstance(exc, errors.ConfigError):
         return CliError(str(exc), EXIT_USAGE)
+    if isinstance(exc, errors.AuthenticationError):
+        return CliError(f"cannot authenticate to the cluster at {settings(ctx).bootstrap()}: {exc}",
+                        exit_code_for(exc))
     if isinstance(exc, errors.BrokerResponseError):
         return CliError(str(exc), exit_code_for(exc))
     if isinstance(exc, errors.ProtocolError):

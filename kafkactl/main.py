@@ -46,6 +46,7 @@ from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
 from kafkactl import topics as topics_cmd
 from kafkactl import transactions as transactions_cmd
+from kafkactl import users as users_cmd
 from kafkactl.errors import EXIT_PROBLEM, EXIT_USAGE, CliError
 from kafkactl.output import OutputFormat
 from kafkactl.settings import Settings
@@ -116,6 +117,7 @@ app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(perf_cmd.app, name="perf")
 app.add_typer(mirror_cmd.app, name="mirror")
 app.add_typer(transactions_cmd.app, name="transactions")
+app.add_typer(users_cmd.app, name="users")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 

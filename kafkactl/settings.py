@@ -20,8 +20,8 @@ Client settings, later layers winning::
 
 The file is checked as a whole when a command first needs a client: a setting
 none of our clients (admin, producer, consumer) knows, or one it cannot honour
-(``security.protocol`` SASL_PLAINTEXT or SASL_SSL, ``sasl.*``, a JKS or PKCS12
-``ssl.truststore.*``/``ssl.keystore.*``, an ``ssl.*`` name not listed below),
+(a JKS or PKCS12 ``ssl.truststore.*``/``ssl.keystore.*``, an ``ssl.*`` or
+``sasl.*`` name not listed below, ``sasl.mechanism`` GSSAPI or OAUTHBEARER),
 is one line naming the file, line and setting, exit 2; so is a bad value, and
 a TLS file that cannot be used (missing, unreadable, not PEM, a key not
 matching its certificate, a wrong ``ssl.key.password``): one line naming the
@@ -39,6 +39,14 @@ TLS (every client; semantics in :mod:`broker.client._tls`)::
     enable.ssl.certificate.verification=false  accept any broker certificate (default true)
     ssl.endpoint.identification.algorithm=none do not match the certificate to the host name
                                                (default https: it must match)
+
+SASL (every client; semantics in :mod:`broker.client._sasl`)::
+
+    security.protocol=SASL_PLAINTEXT|SASL_SSL  SASL on TCP, or on TLS with the ssl.* settings above
+    sasl.mechanism=PLAIN                       or SCRAM-SHA-256, SCRAM-SHA-512 (librdkafka: sasl.mechanisms)
+    sasl.username=NAME, sasl.password=TEXT     the credentials (librdkafka's names), or the Java client's
+    sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+        username="NAME" password="TEXT";       (or ...scram.ScramLoginModule), not both
 
 and the Java client's PEM spellings, so a Kafka tool's file works unchanged::
 
@@ -141,6 +149,8 @@ def _snake(name: str) -> str:
     return name.replace(".", "_").replace("-", "_")
 
 
+SASL_SETTINGS = ("sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", "sasl.username", "sasl.password",
+                 "sasl.jaas.config")
 TLS_SETTINGS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
                 "enable.ssl.certificate.verification", "ssl.endpoint.identification.algorithm",
                 "ssl.truststore.location/type (PEM)", "ssl.keystore.location/type (PEM)")
@@ -172,14 +182,11 @@ def load_command_config(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, (line, value) in entries.items():
         where = f"{path} line {line}"
-        if key == "security.protocol" and value.strip().upper() not in ("PLAINTEXT", "SSL"):
-            raise CliError(f"{where}: security.protocol={value} is not supported: "
-                           "kafkactl connects with PLAINTEXT or SSL (no SASL yet)")
         name = _snake(key)
         if name not in every:
             hint = ""
             if key.startswith("sasl."):
-                hint = " (kafkactl connects with PLAINTEXT or SSL; no SASL yet)"
+                hint = f" (kafkactl's SASL settings: {', '.join(SASL_SETTINGS)})"
             elif key.startswith("ssl."):
                 hint = f" (kafkactl's TLS settings: {', '.join(TLS_SETTINGS)})"
             raise CliError(f"{where}: unknown or unsupported client setting {key!r}{hint}")

@@ -88,10 +88,8 @@ def test_verification_off_in_the_file(tls: TlsBroker, certs: Certs, tmp_path: Pa
     ("security.protocol=SSL\nssl.keystore.type=PKCS12\nssl.keystore.location=/etc/kafka/client.p12\n",
      "line 3: unsupported client setting 'ssl.keystore.location': a PKCS12 keystore; kafkactl reads PEM only: "
      "convert it to PEM, e.g. keytool -importkeystore"),
-    ("security.protocol=SASL_SSL\n", "line 1: security.protocol=SASL_SSL is not supported: kafkactl connects "
-                                     "with PLAINTEXT or SSL (no SASL yet)"),
-    ("sasl.mechanism=PLAIN\n", "line 1: unknown or unsupported client setting 'sasl.mechanism' (kafkactl "
-                               "connects with PLAINTEXT or SSL; no SASL yet)"),
+    ("security.protocol=SASL_SSL\nssl.truststore.location=/etc/kafka/truststore.jks\n",
+     "line 2: unsupported client setting 'ssl.truststore.location': a JKS truststore"),
     ("security.protocol=SSL\nssl.cipher.suites=HIGH\n",
      "line 2: unknown or unsupported client setting 'ssl.cipher.suites' (kafkactl's TLS settings: "
      "ssl.ca.location, "),
