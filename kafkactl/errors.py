@@ -5,12 +5,14 @@ Exit codes, the contract scripts rely on::
     0  success
     1  refused, or a problem found: the request was understood and refused (a
        group that still has members, a topic that already exists, a policy or
-       authorization refusal), or the command found a problem (corrupt log data,
-       records not acknowledged, fewer records than asked)
+       authorization refusal, a failed SASL authentication), or the command found
+       a problem (corrupt log data, records not acknowledged, fewer records than
+       asked)
     2  bad input: a bad flag or value, a missing or unreadable path, a directory
        holding no segments, a bad --command-config file, or a name that does not
-       exist (topic, partition, group, broker id), whether kafkactl or the broker
-       notices (INVALID_CONFIG, INVALID_PARTITIONS, UNKNOWN_TOPIC_OR_PARTITION ...)
+       exist (topic, partition, group, broker id, SCRAM credential), whether
+       kafkactl or the broker notices (INVALID_CONFIG, INVALID_PARTITIONS,
+       UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_SASL_MECHANISM ...)
     3  the cluster: no connection could be made or it broke, no answer in time,
        or an error answer that is not about the input (KAFKA_STORAGE_ERROR,
        COORDINATOR_NOT_AVAILABLE, an API the broker does not serve ...)

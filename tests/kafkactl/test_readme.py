@@ -128,6 +128,15 @@ def _mirror_status(out, err):
     assert billing and all(r[-1] == "-" for r in billing)  # nor translated
 
 
+def _scram_set(out, err):
+    assert out == "set the SCRAM-SHA-256 credential of alice (8192 iterations)\n"
+
+
+def _scram_listed(out, err):
+    rows = [line.split() for line in _lines(out)]
+    assert rows == [["USER", "MECHANISM", "ITERATIONS"], ["alice", "SCRAM-SHA-256", "8192"]]
+
+
 def _version(out, err):
     assert re.fullmatch(r"kafkactl \S+\n", out)
 
@@ -174,6 +183,8 @@ EXPECT: list[tuple[str, Check]] = [
     (r"perf consume orders", _perf_consumed),
     (r"perf e2e orders", _perf_e2e),
     (r"mirror status --config mirror.yaml", _mirror_status),
+    (r"users set-scram alice", _scram_set),
+    (r"users list", _scram_listed),
     (r"kafkactl --version", _version),
     (r"--show-completion bash", _completion),
     (r"log dump \S+/orders-0 --records", _dumped_records),
