@@ -108,7 +108,7 @@ class JaasEntry:
 
     module: str
     flag: str
-    options: Mapping[str, str]
+    options: Mapping[str, str] = field(repr=False)  # passwords among them
 
 
 _JAAS_TOKEN = re.compile(r'\s*(?:(?P<semi>;)|(?P<eq>=)|"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<word>[^\s=;"]+))', re.S)
@@ -122,7 +122,9 @@ def parse_jaas(text: str, prop: str) -> JaasEntry:
     while pos < len(text):
         match = _JAAS_TOKEN.match(text, pos)
         if match is None or match.end() == pos:
-            raise SaslConfigError(f"{prop}: cannot read the JAAS configuration at {text[pos:pos + 20]!r}")
+            # the position only: the text there may be a password
+            raise SaslConfigError(f"{prop}: cannot read the JAAS configuration at character {pos + 1} "
+                                  f"(an unclosed quote?)")
         pos = match.end()
         if match.group("semi"):
             tokens.append((";", ";"))
@@ -224,9 +226,11 @@ def inter_broker_credentials(sasl: ListenerSasl, mechanism: str, prop: str) -> C
                               f"({', '.join(sasl.mechanisms)})")
     entry = sasl.jaas.get(mechanism)
     where = jaas_property(sasl.listener, mechanism)
-    if entry is None or "username" not in entry.options or "password" not in entry.options:
-        raise SaslConfigError(f"{where} must give username=\"...\" password=\"...\": what this broker "
-                              f"authenticates with to the others over {mechanism}")
+    if entry is None or not entry.options.get("username") or not entry.options.get("password"):
+        raise SaslConfigError(f"{where} must give username=\"...\" password=\"...\" (neither empty): what this "
+                              f"broker authenticates with to the others over {mechanism}")
+    if mechanism == PLAIN and ("\0" in entry.options["username"] or "\0" in entry.options["password"]):
+        raise SaslConfigError(f"{where}: a PLAIN username or password cannot hold a NUL character")
     return ClientCredentials(mechanism, entry.options["username"], entry.options["password"])
 
 
@@ -332,6 +336,9 @@ class SaslServerSession:
 
     async def step(self, token: bytes) -> bytes:
         """One client token in, the server's answer out; raises :class:`AuthenticationFailed`."""
+        if self.state != "authenticate":
+            self.state = "failed"
+            raise AuthenticationFailed("Unexpected SASL token", f"a token in state {self.state}")
         try:
             if self.mechanism == PLAIN:
                 return self._plain(bytes(token))
@@ -351,15 +358,18 @@ class SaslServerSession:
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8", "malformed PLAIN message") from None
         self.user = user
+        # Kafka's PlainSaslServer, in its order
         if not user:
             raise AuthenticationFailed("Authentication failed: username not specified", "no user name")
-        if authzid and authzid != user:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                       "different from username", f"user {user!r} asked to act as {authzid!r}")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified", f"user {user!r}: no password")
         expected = self.sasl.plain_users.get(user)
         if expected is None or not hmac.compare_digest(expected.encode("utf-8"), password.encode("utf-8")):
             raise AuthenticationFailed(PLAIN_FAILED, f"user {user!r}: " + (
                 "unknown user" if expected is None else "wrong password"))
+        if authzid and authzid != user:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username", f"user {user!r} asked to act as {authzid!r}")
         self._done(user)
         return b""
 
@@ -372,11 +382,17 @@ class SaslServerSession:
         if self._scram is None:
             user = _scram_user(message)
             self.user = user
-            if user is None:
-                raise AuthenticationFailed(failed, "malformed SCRAM client-first message")
-            credential = await self._lookup(user, self.mechanism)
+            if not user:
+                raise AuthenticationFailed(failed, "malformed SCRAM client-first message (no user name)")
+            try:
+                credential = await self._lookup(user, self.mechanism)
+            except Exception as exc:  # noqa: BLE001 - a name the store cannot hold, or the store unreachable
+                raise AuthenticationFailed(failed, f"user {user!r}: credential not read ({exc})") from None
             if credential is None:
                 raise AuthenticationFailed(failed, f"user {user!r}: no {self.mechanism} credential")
+            if credential.iterations < MIN_ITERATIONS:
+                raise AuthenticationFailed(failed, f"user {user!r}: its {self.mechanism} credential has "
+                                                   f"{credential.iterations} iterations, below {MIN_ITERATIONS}")
             found = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
             server = scramp.ScramMechanism(self.mechanism).make_server(lambda _name: found)
             try:
@@ -405,4 +421,7 @@ def _scram_user(client_first: str) -> str | None:
     parts = client_first.split(",")
     if len(parts) < 4 or not parts[2].startswith("n="):
         return None
-    return parts[2][2:].replace("=2C", ",").replace("=3D", "=")
+    name = parts[2][2:]
+    if "=" in name.replace("=2C", "").replace("=3D", ""):  # RFC 5802: '=' only in those two escapes
+        return None
+    return name.replace("=2C", ",").replace("=3D", "=")

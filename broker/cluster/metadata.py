@@ -263,19 +263,18 @@ class ClusterMetadata:
         return self.store.get_children(UserConfigZNode.root()) if self.store.exists(UserConfigZNode.root()) else []
 
     def user_config(self, sanitized: str) -> dict[str, str]:
-        """Configs of one user (``SCRAM-SHA-256`` -> its credential text); {} for none."""
+        """Configs of one user (``SCRAM-SHA-256`` -> its credential text); {} for none (or a name that cannot
+        be a node: empty, ``.`` or ``..``)."""
+        if sanitized in ("", ".", ".."):
+            return {}
         found = self.store.get_or_none(UserConfigZNode.path(sanitized))
         return {} if found is None else UserConfigZNode.decode(found[0])
 
     def set_user_config(self, sanitized: str, config: dict[str, str]) -> None:
-        """Write a user's configs (deleting the node when none is left) and notify every broker (``users/<user>``)."""
+        """Write a user's configs and notify every broker (``users/<user>``). A user left without any keeps
+        its node, with an empty config, as Kafka writes it (the node may hold quota children)."""
         path = UserConfigZNode.path(sanitized)
-        if not config:
-            try:
-                self.store.delete(path)
-            except NoNodeError:
-                return
-        elif self.store.exists(path) is None:
+        if self.store.exists(path) is None:
             self.store.create(path, UserConfigZNode.encode(config), make_parents=True)
         else:
             self.store.set(path, UserConfigZNode.encode(config))

@@ -89,6 +89,8 @@ class FetcherSettings:
     socket_timeout_ms: int = 30000
     #: TLS context for leaders' inter-broker listener when it is SSL (:mod:`broker.tls`); None: PLAINTEXT
     ssl_context: Any = None
+    #: SASL settings for it when it is SASL_PLAINTEXT or SASL_SSL (``Broker.inter_broker_sasl``); None: no SASL
+    sasl: Any = None
 
 
 @dataclass(slots=True)
@@ -229,7 +231,7 @@ class ReplicaFetcher:
             conn = BrokerConnection(self.leader.host, self.leader.port, node_id=self.leader.broker_id,
                                     client_id=f"broker-{self._replicas.local_broker_id}-fetcher",
                                     request_timeout_ms=self.settings.socket_timeout_ms,
-                                    ssl_context=self.settings.ssl_context)
+                                    ssl_context=self.settings.ssl_context, sasl=self.settings.sasl)
             await conn.connect()
             self._conn = conn
         return self._conn

@@ -76,11 +76,20 @@ from broker.server.network import NetworkServer
 from broker.server.shutdown import controlled_shutdown
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
+from broker.client._sasl import SaslSettings
 from broker.sasl import ScramCredential, sanitize_user, scram_credentials
 from broker.tls import TlsContexts
 from broker.txn import TransactionCoordinator
 
 log = logging.getLogger("broker")
+
+
+def _inter_broker_sasl(config: BrokerConfig) -> SaslSettings | None:
+    """The inter-broker listener's SASL client settings (its JAAS ``username``/``password`` for
+    ``sasl.mechanism.inter.broker.protocol``), or None when it is not SASL."""
+    credentials = config.inter_broker_sasl()
+    return None if credentials is None else SaslSettings(credentials.mechanism, credentials.username,
+                                                         credentials.password)
 
 
 class Broker:
@@ -108,6 +117,8 @@ class Broker:
         self.network: NetworkServer | None = None
         #: TLS contexts of the SSL listeners and for SSL connections to other brokers (:mod:`broker.tls`)
         self.tls = TlsContexts()
+        #: What this broker authenticates with to the others when the inter-broker listener is SASL
+        self.inter_broker_sasl: SaslSettings | None = _inter_broker_sasl(self.config)
         self.cluster_id: str | None = None
         self.endpoints: list[Endpoint] = []
         self.metrics_port: int | None = None
@@ -241,7 +252,7 @@ class Broker:
                                  cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes,
                                  cfg.replica_fetch_max_bytes, cfg.replica_fetch_response_max_bytes,
                                  cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms,
-                                 self.tls.inter_broker),
+                                 self.tls.inter_broker, self.inter_broker_sasl),
                              replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
                              partition_known=lambda t, p: self.metadata_cache.partition(t, p) is not None)
         for log_dir, exc in broken.items():

@@ -81,6 +81,7 @@ from broker.protocol import (
     encode_response,
 )
 from broker.config import SASL_PROTOCOLS
+from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
 from broker.server.registry import api_name
@@ -91,8 +92,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.network")
 
 MAX_IN_FLIGHT = 128
-#: What a client on a SASL listener may send before its SASL exchange succeeds (Kafka's rule).
-_BEFORE_AUTHENTICATION = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
+#: What a client on a SASL listener may send before its SASL exchange succeeds, by the exchange's state
+#: (Kafka's SaslServerAuthenticator): ApiVersions and SaslHandshake first, then SaslAuthenticate only.
+_ALLOWED = {"handshake": frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)),
+            "authenticate": frozenset((ApiKey.SASL_AUTHENTICATE,)), "failed": frozenset()}
 ANONYMOUS = "User:ANONYMOUS"
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 TLS_SLICE_CHUNK = 256 * 1024
@@ -211,6 +214,7 @@ class Connection(asyncio.BufferedProtocol):
         self.sasl: SaslServerSession | None = server.sasl_session(listener)
         #: Who the client is: ``User:<name>`` once its SASL exchange succeeded, else ``User:ANONYMOUS``.
         self.principal = ANONYMOUS
+        self._sasl_held: list | None = None  # frames that came behind a bare token being checked
         config = self.broker.config
         self._decoder = FrameDecoder(config["sasl.server.max.receive.size"] if self.sasl is not None
                                      else config["socket.request.max.bytes"])
@@ -305,11 +309,15 @@ class Connection(asyncio.BufferedProtocol):
     # -- requests ----------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> None:
         sasl = self.sasl
-        if sasl is not None and not sasl.complete and self._closing_after_drain:
-            return  # the exchange was broken off: nothing more is read from this client
-        if sasl is not None and sasl.raw and sasl.state == "authenticate":
-            self._raw_token(frame)  # after SaslHandshake v0 the client's tokens come as bare frames
-            return
+        if sasl is not None and not sasl.complete:
+            if self._closing_after_drain:
+                return  # the exchange was broken off: nothing more is read from this client
+            if self._sasl_held is not None:  # a bare token is being checked: what follows waits for it
+                self._sasl_held.append(frame)
+                return
+            if sasl.raw and sasl.state == "authenticate":
+                self._raw_token(frame)  # after SaslHandshake v0 the client's tokens come as bare frames
+                return
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -322,9 +330,12 @@ class Connection(asyncio.BufferedProtocol):
         if entry is None or not entry.supports(header.api_version):
             self._unsupported(header)
             return
-        if sasl is not None and not sasl.complete and header.api_key not in _BEFORE_AUTHENTICATION:
-            self.sasl_refused(f"{api_name(header.api_key)} before SASL authentication")
-            self._abort()
+        if sasl is not None and not sasl.complete and header.api_key not in _ALLOWED[sasl.state]:
+            # as Kafka: closed unanswered (after the failed-authentication delay)
+            self.sasl_refused(f"{api_name(header.api_key)} " + (
+                "before SASL authentication" if sasl.state == "handshake" else "during SASL authentication"))
+            delay = self.broker.config["connection.failed.authentication.delay.ms"]
+            self.loop.call_later(delay / 1000, self._abort)
             return
         ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener,
                              connection=self)
@@ -524,12 +535,24 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- SASL -------------------------------------------------------------------------
     def _raw_token(self, frame: bytes) -> None:
-        """A bare SASL token (after SaslHandshake v0): answered as a bare size-prefixed frame, in order."""
+        """A bare SASL token (after SaslHandshake v0): answered as a bare size-prefixed frame, in order.
+        Frames behind it wait until it is checked (they are requests once it succeeds)."""
         slot = self.loop.create_future()
         self._enqueue(slot)
+        self._sasl_held = []
         self.loop.create_task(self._raw_step(bytes(frame), slot))
 
     async def _raw_step(self, token: bytes, slot: asyncio.Future) -> None:
+        try:
+            await self._raw_check(token, slot)
+        finally:
+            held, self._sasl_held = self._sasl_held, None
+            for frame in held or ():
+                if self._closing:
+                    break
+                self._dispatch(frame)
+
+    async def _raw_check(self, token: bytes, slot: asyncio.Future) -> None:
         try:
             answer = await self.sasl.step(token)
         except AuthenticationFailed as exc:
@@ -560,6 +583,10 @@ class Connection(asyncio.BufferedProtocol):
         """A failed authentication: one log line, the metric, Kafka's delay; closed after the answer."""
         self._sasl_closing(f"SASL authentication failed ({self.sasl.mechanism}): {exc.detail}",
                            self.sasl.mechanism)
+        await self.failure_delay()
+
+    async def failure_delay(self) -> None:
+        """``connection.failed.authentication.delay.ms`` before a failure is answered (no fast guessing)."""
         delay = self.broker.config["connection.failed.authentication.delay.ms"]
         if delay:
             await asyncio.sleep(delay / 1000)
@@ -569,7 +596,9 @@ class Connection(asyncio.BufferedProtocol):
         self._sasl_closing(f"SASL exchange refused: {why}", mechanism or (self.sasl.mechanism if self.sasl else None))
 
     def _sasl_closing(self, line: str, mechanism: str | None) -> None:
-        self.broker.metrics.failed_authentication.labels(self.listener, mechanism or "none").inc()
+        # the label only ever takes the mechanisms served: a client's made-up names must not grow the metrics
+        label = mechanism if mechanism in SASL_MECHANISMS else ("none" if mechanism is None else "unsupported")
+        self.broker.metrics.failed_authentication.labels(self.listener, label).inc()
         log.info("connection from %s on listener %s: %s", self.peer, self.listener, line)
         self._closing_after_drain = True
         if self.transport is not None and not self.transport.is_closing() and not self._reading_paused:

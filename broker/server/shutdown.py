@@ -72,7 +72,7 @@ async def _ask(broker: "Broker", controller_id: int) -> tuple[int, list[tuple[st
         raise ConnectionError(f"not among the live brokers on listener {broker.config.inter_broker_listener}")
     conn = BrokerConnection(endpoint.host, endpoint.port, node_id=controller_id,
                             client_id=f"broker-{broker.broker_id}", request_timeout_ms=REQUEST_TIMEOUT_MS,
-                            ssl_context=broker.tls.inter_broker)
+                            ssl_context=broker.tls.inter_broker, sasl=broker.inter_broker_sasl)
     await conn.connect()
     try:
         response = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": broker.broker_id,

@@ -289,6 +289,37 @@ def cluster_factory(broker_factory, zk_connect):
         cluster.close()
 
 
+def failover_keeps_every_record(cluster: Cluster, topic: str, client_conf: dict, count: int = 2000) -> int:
+    """Produce ``count`` idempotent acks=all records to partition 0 of ``topic`` (replicated on every broker,
+    all in its ISR), SIGKILL its leader, read every record back from the new leader (assigned, not
+    subscribed: with a broker down ``__consumer_offsets`` may not be creatable), and return the killed id."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    everyone = sorted(cluster.ids)
+    producer = Producer({**client_conf, "acks": "all", "enable.idempotence": True})
+    values = [b"rec-%d" % i for i in range(count)]
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(60) == 0
+    cluster.wait_for_isr(topic, 0, everyone)
+    leader = cluster.leader(topic, 0)
+    cluster.kill(leader)
+    cluster.wait_for_leader(topic, 0, not_in=(leader,))
+    consumer = Consumer({**client_conf, "group.id": f"{topic}-reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = []
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    assert got == values  # every acknowledged record, from a follower that replicated it
+    return leader
+
+
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:
     """Three brokers (ids 1, 2, 3) on the test's ZooKeeper chroot."""

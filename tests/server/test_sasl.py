@@ -232,9 +232,10 @@ def test_a_changed_or_deleted_credential_is_in_force_at_once(broker_factory):
     futures = admin.alter_user_scram_credentials([UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_256)])
     futures["frank"].result(timeout=10)
     assert _auth_error(_conf(broker, "SCRAM-SHA-256", "frank", "new-password")).code() == KafkaError._AUTHENTICATION
-    # the user node is gone with its last credential
+    # the user keeps its node without a credential, as Kafka writes it
     nodes = json.loads((broker.workdir / "data" / "metadata-store.json").read_text())["nodes"]
-    assert "/config/users/frank" not in nodes
+    assert json.loads(nodes["/config/users/frank"]["data"])["config"] == {}
+    assert admin.describe_user_scram_credentials().result(timeout=10) == {}
 
 
 def test_scram_credentials_are_kept_as_kafka_keeps_them_and_survive_a_restart(broker_factory):
@@ -290,11 +291,22 @@ def test_requests_before_authentication_and_unknown_mechanisms_close_the_connect
         body = w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
         assert body == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["SCRAM-SHA-256"]}
         assert w.is_closed_by_peer()
-    # SaslAuthenticate without a handshake
+    # SaslAuthenticate without a handshake, and anything but SaslAuthenticate after one: closed unanswered
     with Wire(broker.sasl_bootstrap) as w:
-        assert w.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"n,,n=a,r=x"})["error_code"] == \
-            ErrorCode.ILLEGAL_SASL_STATE
+        w.send(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"n,,n=a,r=x"})
         assert w.is_closed_by_peer()
+    with Wire(broker.sasl_bootstrap) as w:
+        assert w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})["error_code"] == 0
+        w.send(ApiKey.API_VERSIONS, 2, {})
+        assert w.is_closed_by_peer()
+    # made-up mechanism names do not become metric labels (a client could grow the metrics without end)
+    for i in range(5):
+        with Wire(broker.sasl_bootstrap) as w:
+            w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": f"MADE-UP-{i}"})
+    text = urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
+    assert "MADE-UP" not in text
+    assert _metric(broker, 'kafkapy_failed_authentication_total{listener="SASL_PLAINTEXT",mechanism="unsupported"}') \
+        >= 5
     # before authentication a frame may not exceed sasl.server.max.receive.size (512 KiB)
     with Wire(broker.sasl_bootstrap) as w:
         w.send_raw(struct.pack(">i", 600_000) + b"\0" * 1000)
@@ -321,6 +333,41 @@ def test_the_v0_exchange_in_bare_frames(broker_factory):
         token = b"\0alice\0wrong"
         w.send_raw(struct.pack(">i", len(token)) + token)
         assert w.is_closed_by_peer()  # v0 has no error answer: the connection closes
+    # a request sent right behind the token, in the same write, is served once the token is accepted
+    with Wire(broker.sasl_bootstrap) as w:
+        assert w.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+        token = b"\0alice\0alice-secret"
+        w.correlation_id = 7
+        w.send_raw(struct.pack(">i", len(token)) + token + encode_request(ApiKey.METADATA, 1, 8, "wire", {"topics": []}))
+        assert w.read_frame() == b""
+        correlation_id, body = w.receive(ApiKey.METADATA, 1)
+        assert correlation_id == 8 and body["brokers"]
+    assert "SASL authentication failed (PLAIN): malformed" not in broker.stderr_text()
+
+
+def test_scram_names_the_store_cannot_hold_and_empty_plain_passwords_fail_cleanly(broker_factory):
+    jaas = PLAIN_JAAS.replace('user_alice="alice-secret";', 'user_alice="alice-secret" user_bob="";')
+    broker = _sasl_broker(broker_factory, **{"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas})
+    for name in ("", "..", "a=b"):  # empty, not a node name, an '=' outside RFC 5802's escapes
+        with Wire(broker.sasl_bootstrap) as w:
+            assert w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})["error_code"] == 0
+            body = w.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": f"n,,n={name},r=abcdef".encode()})
+            assert body["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED, (name, body)
+            assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in body["error_message"]
+            assert w.is_closed_by_peer()
+    error = _auth_error(_conf(broker, "PLAIN", "bob", "x"))  # bob's configured password is empty: nothing matches
+    assert "Invalid username or password" in error.str()
+    with Wire(broker.sasl_bootstrap) as w:
+        assert w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        body = w.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0bob\0"})
+        assert (body["error_code"], body["error_message"]) == (ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                               "Authentication failed: password not specified")
+    admin = AdminClient(_conf(broker, "PLAIN", "alice", "alice-secret"))
+    with pytest.raises(Exception, match="cannot be stored"):
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "..", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")])[".."].result(timeout=10)
+    log = broker.stderr_text()
+    assert "ERROR" not in log and "Traceback" not in log, log
 
 
 def test_principal_stays_per_connection_and_plaintext_listener_is_open(broker_factory):
@@ -344,7 +391,7 @@ def _start_fails(tmp_path, props: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("case", ["gssapi default", "plain without jaas", "no users", "bad jaas", "wrong module",
-                                  "upper-case mechanism", "reauth"])
+                                  "upper-case mechanism", "reauth", "unclosed quote"])
 def test_sasl_settings_that_cannot_be_used_stop_the_start_and_write_nothing(tmp_path, case):
     jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
     props, fragment = {
@@ -363,6 +410,9 @@ def test_sasl_settings_that_cannot_be_used_stop_the_start_and_write_nothing(tmp_
                                  "write the mechanism in lower case"),
         "reauth": ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": 3600000},
                    "connections.max.reauth.ms: only 0"),
+        "unclosed quote": ({"sasl.enabled.mechanisms": "PLAIN",
+                            jaas: 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                  'user_alice="s3cret-word;'}, "cannot read the JAAS configuration at character"),
     }[case]
     result = _start_fails(tmp_path, props)
     assert result.returncode == 2, result.stderr
@@ -370,3 +420,4 @@ def test_sasl_settings_that_cannot_be_used_stop_the_start_and_write_nothing(tmp_
     assert len(lines) == 1 and fragment in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "data").exists(), "a start that failed wrote into the data dir"
+    assert "s3cret-word" not in result.stderr

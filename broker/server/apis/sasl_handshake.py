@@ -7,9 +7,11 @@ only ApiVersions, SaslHandshake and SaslAuthenticate through):
   ``sasl.enabled.mechanisms``: NONE and the enabled list; the client's tokens
   follow in SaslAuthenticate requests (v1) or as bare size-prefixed frames
   (v0, handled by the network layer). Any other mechanism:
-  UNSUPPORTED_SASL_MECHANISM with the enabled list, and the connection is
-  closed after the answer (as Kafka). A second handshake: ILLEGAL_SASL_STATE,
-  closed.
+  UNSUPPORTED_SASL_MECHANISM with the enabled list, answered after
+  ``connection.failed.authentication.delay.ms`` and then closed (as Kafka).
+  After the handshake only SaslAuthenticate is taken; anything else (a second
+  handshake, ApiVersions, a SaslAuthenticate before any handshake) closes the
+  connection unanswered, as Kafka does.
 * SaslAuthenticate carries one client token and answers the server's
   (``auth_bytes``); ``session_lifetime_ms`` (v1+) is 0: no re-authentication.
   A failed authentication (unknown user, wrong password, a bad message) is
@@ -38,12 +40,14 @@ async def handshake(ctx: RequestContext, request: dict) -> dict:
     if session is None or session.complete:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
     mechanisms = list(session.sasl.mechanisms)
-    if session.state != "handshake":
-        ctx.connection.sasl_refused(f"a second SaslHandshake ({request['mechanism']})")
-        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
+    if session.state != "handshake":  # (the network layer refuses it before it gets here)
+        ctx.connection.sasl_refused(f"a second SaslHandshake ({request['mechanism'][:40]!r})")
+        await ctx.connection.failure_delay()
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
     if not session.handshake(request["mechanism"], ctx.api_version):
-        ctx.connection.sasl_refused(f"mechanism {request['mechanism']!r} is not enabled "
+        ctx.connection.sasl_refused(f"mechanism {request['mechanism'][:40]!r} is not enabled "
                                     f"({', '.join(mechanisms)})", request["mechanism"])
+        await ctx.connection.failure_delay()
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}
     return {"error_code": ErrorCode.NONE, "mechanisms": mechanisms}
 
@@ -52,10 +56,10 @@ async def authenticate(ctx: RequestContext, request: dict) -> dict:
     session = _session(ctx)
     if session is None or session.complete:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
-                "error_message": "SaslAuthenticate request received after successful authentication"
-                if session is not None else "SaslAuthenticate on a listener without SASL"}
-    if session.state != "authenticate" or session.raw:
+                "error_message": "SaslAuthenticate request received after successful authentication"}
+    if session.state != "authenticate" or session.raw:  # (the network layer refuses it before it gets here)
         ctx.connection.sasl_refused("SaslAuthenticate before a SaslHandshake v1")
+        await ctx.connection.failure_delay()
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
                 "error_message": "Unexpected SaslAuthenticate request before a SaslHandshake"}
     try:

@@ -58,6 +58,9 @@ async def describe(ctx: RequestContext, request: dict) -> dict:
             if user in seen:
                 continue
             seen.add(user)
+            if not user:
+                results.append(_result(user, ErrorCode.RESOURCE_NOT_FOUND, "Username must not be empty"))
+                continue
             if wanted.count(user) > 1:
                 results.append(_result(user, ErrorCode.DUPLICATE_RESOURCE, "Cannot describe SCRAM credentials for "
                                        f"the same user twice in a single request: {user}"))
@@ -84,6 +87,8 @@ def _result(user: str, code: int, message: str | None, infos: list | None = None
 def _check(change: dict, upsert: bool) -> tuple[int, str] | None:
     if not change["name"]:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if change["name"] in (".", ".."):
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Username {change['name']!r} cannot be stored"
     if change["mechanism"] not in SCRAM_MECHANISMS:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {change['mechanism']}"
     if upsert:
