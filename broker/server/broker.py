@@ -117,6 +117,8 @@ class Broker:
         self.network: NetworkServer | None = None
         #: TLS contexts of the SSL listeners and for SSL connections to other brokers (:mod:`broker.tls`)
         self.tls = TlsContexts()
+        #: The ACL authorizer (:mod:`broker.acl`), None without ``authorizer.class.name``
+        self.authorizer = None
         #: What this broker authenticates with to the others when the inter-broker listener is SASL
         self.inter_broker_sasl: SaslSettings | None = _inter_broker_sasl(self.config)
         self.cluster_id: str | None = None

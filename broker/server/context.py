@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from broker.protocol import RequestHeader
+    from broker.acl import AclOperation, ResourceType
     from broker.server.broker import Broker
     from broker.server.network import Connection
 
@@ -56,6 +57,25 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    def authorize(self, operation: "AclOperation", resource_type: "ResourceType", name: str) -> bool:
+        """Whether this request's principal may do ``operation`` on the resource (:mod:`broker.acl`).
+
+        True without an authorizer (``authorizer.class.name`` empty) and for
+        requests the broker makes itself (no connection). For the cluster
+        resource pass ``broker.acl.CLUSTER_NAME``.
+        """
+        authorizer = self.broker.authorizer
+        if authorizer is None or self.connection is None:
+            return True
+        conn = self.connection
+        return authorizer.authorize(conn.principal, conn.host, operation, resource_type, name)
+
+    def authorized(self, operation: "AclOperation", resource_type: "ResourceType", names) -> set[str]:
+        """The names among ``names`` this request's principal may do ``operation`` on (all without an authorizer)."""
+        if self.broker.authorizer is None or self.connection is None:
+            return set(names)
+        return {name for name in names if self.authorize(operation, resource_type, name)}
 
     def appends_queued(self) -> None:
         """Say that every append of this (Produce) request is queued on its log dir's writer.

@@ -80,6 +80,7 @@ from broker.protocol import (
     decode_request,
     encode_response,
 )
+from broker.acl import ANONYMOUS, principal_of_certificate
 from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
@@ -96,7 +97,6 @@ MAX_IN_FLIGHT = 128
 #: (Kafka's SaslServerAuthenticator): ApiVersions and SaslHandshake first, then SaslAuthenticate only.
 _ALLOWED = {"handshake": frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)),
             "authenticate": frozenset((ApiKey.SASL_AUTHENTICATE,)), "failed": frozenset()}
-ANONYMOUS = "User:ANONYMOUS"
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 TLS_SLICE_CHUNK = 256 * 1024
 _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -214,6 +214,8 @@ class Connection(asyncio.BufferedProtocol):
         self.sasl: SaslServerSession | None = server.sasl_session(listener)
         #: Who the client is: ``User:<name>`` once its SASL exchange succeeded, else ``User:ANONYMOUS``.
         self.principal = ANONYMOUS
+        #: The client's IP address, for ACLs' host
+        self.host = "?"
         self._sasl_held: list | None = None  # frames that came behind a bare token being checked
         config = self.broker.config
         self._decoder = FrameDecoder(config["sasl.server.max.receive.size"] if self.sasl is not None
@@ -252,6 +254,9 @@ class Connection(asyncio.BufferedProtocol):
                 pass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = peer[0] if peer else "?"
+        if self.tls:  # a client certificate names the principal (SASL_SSL: until SASL names it)
+            self.principal = principal_of_certificate(transport.get_extra_info("peercert")) or ANONYMOUS
         self.server.connections.add(self)
         self.broker.metrics.connections.inc()
         self.broker.metrics.active_connections.inc()
