@@ -95,8 +95,8 @@ SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 #: Kafka's bounds for a SCRAM credential's iterations (ScramMechanism.minIterations/maxIterations)
 SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
 UNSUPPORTED = {"GSSAPI": "Kerberos", "OAUTHBEARER": "OAuth 2 bearer tokens"}
-LOGIN_MODULES = {"org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
-                 "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM"}
+LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "org.apache.kafka.common.security.scram.ScramLoginModule")
 FLAGS = ("required", "requisite", "sufficient", "optional")
 #: a session is given up this far before its end (the Java client re-authenticates at 85-95 %)
 SESSION_MARGIN = 0.1
@@ -193,8 +193,11 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
     while pos < len(text):
         match = _JAAS_TOKEN.match(text, pos)
         if match is None:
-            what = "an unterminated quoted value" if text[pos] == '"' else f"an unexpected {text[pos]!r}"
-            raise ConfigError(f"sasl.jaas.config: {what} at character {pos + 1}")
+            if text[pos] == '"':
+                raise ConfigError(f"sasl.jaas.config: an unterminated quoted value at character {pos + 1}")
+            # the character itself is not shown: it may be part of a password
+            raise ConfigError(f"sasl.jaas.config: unexpected character at character {pos + 1} (a value that holds "
+                              "more than letters, digits and _-.$ must be double-quoted)")
         kind = match.lastgroup
         if kind == "quoted":
             value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), match.group()[1:-1],

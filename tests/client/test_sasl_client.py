@@ -435,6 +435,10 @@ BAD = {
     "jaas option twice": ({"sasl.mechanism": "PLAIN", "sasl.jaas.config":
                            f'{PLAIN_MODULE} required password="secret-1" password="secret-1";'},
                           "sasl.jaas.config: option password is given twice"),
+    "jaas unquoted symbol": ({"sasl.mechanism": "PLAIN",
+                              "sasl.jaas.config": f'{PLAIN_MODULE} required username=u password=secret-1@x;'},
+                             "sasl.jaas.config: unexpected character at character 94 (a value that holds more than "
+                             "letters, digits and _-.$ must be double-quoted)"),
     "jaas empty": ({"sasl.mechanism": "PLAIN", "sasl.jaas.config": "  "}, "sasl.jaas.config is empty"),
     "NUL in a PLAIN password": ({"sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "a\0b"},
                                 "a PLAIN username or password cannot hold a NUL character"),
@@ -477,10 +481,11 @@ def test_sasl_settings_for_the_brokers_own_links() -> None:
 class LyingScramBroker:
     """Answers ApiVersions, SaslHandshake and SaslAuthenticate like a SCRAM broker that holds ``password``
     for every user, except that its server-final signature is ``signature`` (base64) when given:
-    the stand-in for a broker that does not know the credential (or is not the broker meant)."""
+    the stand-in for a broker that does not know the credential (or is not the broker meant).
+    ``lifetime_ms`` is the session lifetime it grants (KIP-368, which our broker does not serve)."""
 
-    def __init__(self, password: str, signature: str | None) -> None:
-        self.password, self.signature = password, signature
+    def __init__(self, password: str, signature: str | None, lifetime_ms: int = 0) -> None:
+        self.password, self.signature, self.lifetime_ms = password, signature, lifetime_ms
         self.requests: list[int] = []
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
@@ -525,7 +530,7 @@ class LyingScramBroker:
                                 answer = "v=" + self.signature
                         stage += 1
                         out = {"error_code": 0, "error_message": None, "auth_bytes": answer.encode(),
-                               "session_lifetime_ms": 0}
+                               "session_lifetime_ms": self.lifetime_ms}
                     else:
                         return  # authenticated: nothing else is served
                     conn.sendall(b"".join(bytes(p) for p in encode_response(header, out)))
@@ -561,5 +566,30 @@ def test_the_honest_scram_broker_stand_in_verifies() -> None:
         with pytest.raises(KafkaConnectionError):
             Admin(conf).close()
         assert broker.requests[-1] == ApiKey.METADATA
+    finally:
+        broker.close()
+
+
+def test_a_connection_is_retired_before_its_sasl_session_ends() -> None:
+    """A broker that limits the session (``session_lifetime_ms``): the connection stops being ``usable``
+    in the last tenth of it, so that the client opens and authenticates another instead of sending on one
+    the broker will close; ``retire`` closes it once nothing is in flight."""
+    from broker.client._connection import BrokerConnection
+
+    broker = LyingScramBroker("pw", None, lifetime_ms=1000)
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    async def run() -> None:
+        conn = BrokerConnection(host, int(port), request_timeout_ms=5000,
+                                sasl=SaslSettings("SCRAM-SHA-256", "u", "pw"))
+        await conn.connect()
+        assert conn.usable
+        await asyncio.sleep(0.95)
+        assert not conn.usable and not conn.closed
+        conn.retire()
+        assert conn.closed
+
+    try:
+        asyncio.run(run())
     finally:
         broker.close()
