@@ -171,7 +171,8 @@ class BrokerConnection:
         return self._session_deadline is None or time.monotonic() < self._session_deadline
 
     def retire(self) -> None:
-        """Take no new requests; close once the answers in flight are in (at once if none are)."""
+        """No longer ``usable`` (its owner hands it out no more); closed once the answers in flight are in,
+        at once if none are."""
         self._retiring = True
         if not self._in_flight:
             self.close()
