@@ -44,7 +44,14 @@ Which operation each API needs is :data:`API_CHECKS` (Kafka's KafkaApis).
 from __future__ import annotations
 
 import enum
+import json
+import logging
+import time
+from dataclasses import dataclass
 from typing import Iterable
+
+
+log = logging.getLogger("broker.acl")
 
 
 class ResourceType(enum.IntEnum):
@@ -186,3 +193,289 @@ API_CHECKS: dict[str, str] = {
     "DescribeUserScramCredentials": "DESCRIBE Cluster",
     "AlterUserScramCredentials": "ALTER Cluster",
 }
+
+
+# -- ACLs and their storage ------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A resource pattern: type, name and LITERAL or PREFIXED."""
+
+    type: ResourceType
+    name: str
+    pattern: PatternType = PatternType.LITERAL
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """An access control entry of a resource pattern."""
+
+    principal: str
+    host: str
+    operation: AclOperation
+    permission: AclPermission
+
+
+#: Names in the stored JSON and paths (Kafka's ``ResourceType.toString``/``AclOperation`` spellings).
+_TYPE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
+               ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken"}
+_TYPES_BY_NAME = {v: k for k, v in _TYPE_NAMES.items()}
+_OPERATION_NAMES = {AclOperation.ALL: "All", AclOperation.READ: "Read", AclOperation.WRITE: "Write",
+                    AclOperation.CREATE: "Create", AclOperation.DELETE: "Delete", AclOperation.ALTER: "Alter",
+                    AclOperation.DESCRIBE: "Describe", AclOperation.CLUSTER_ACTION: "ClusterAction",
+                    AclOperation.DESCRIBE_CONFIGS: "DescribeConfigs", AclOperation.ALTER_CONFIGS: "AlterConfigs",
+                    AclOperation.IDEMPOTENT_WRITE: "IdempotentWrite"}
+_OPERATIONS_BY_NAME = {v: k for k, v in _OPERATION_NAMES.items()}
+_PERMISSION_NAMES = {AclPermission.ALLOW: "Allow", AclPermission.DENY: "Deny"}
+_PERMISSIONS_BY_NAME = {v: k for k, v in _PERMISSION_NAMES.items()}
+
+LITERAL_ROOT = "/kafka-acl"
+PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
+LITERAL_CHANGES = "/kafka-acl-changes"
+EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+CHANGE_PREFIX = "acl_changes_"
+#: Change notifications older than this are deleted when a new one is written (Kafka's 15 minutes).
+CHANGE_EXPIRY_MS = 15 * 60 * 1000
+
+
+def resource_path(resource: Resource) -> str:
+    root = LITERAL_ROOT if resource.pattern == PatternType.LITERAL else PREFIXED_ROOT
+    return f"{root}/{_TYPE_NAMES[resource.type]}/{resource.name}"
+
+
+def encode_entries(entries: Iterable[Entry]) -> bytes:
+    acls = [{"principal": e.principal, "permissionType": _PERMISSION_NAMES[e.permission],
+             "operation": _OPERATION_NAMES[e.operation], "host": e.host}
+            for e in sorted(entries, key=lambda e: (e.principal, e.host, e.operation, e.permission))]
+    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+
+
+def decode_entries(data: bytes) -> set[Entry]:
+    found = set()
+    for acl in json.loads(data or b"{}").get("acls", []):
+        try:
+            found.add(Entry(acl["principal"], acl["host"], _OPERATIONS_BY_NAME[acl["operation"]],
+                            _PERMISSIONS_BY_NAME[acl["permissionType"]]))
+        except KeyError:
+            continue  # an entry of a newer Kafka we do not know: never grants anything here
+    return found
+
+
+def storable_name_problem(resource: Resource) -> str | None:
+    """Why a resource name cannot be an ACL node (None when it can)."""
+    if not resource.name:
+        return "the resource name must not be empty"
+    if "/" in resource.name or resource.name in (".", ".."):
+        return f"the resource name {resource.name!r} cannot be stored"
+    if resource.type == ResourceType.CLUSTER and resource.name != CLUSTER_NAME:
+        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    return None
+
+
+class AclStore:
+    """Blocking reads and writes of the ACL nodes in the metadata store (``store``: :mod:`broker.cluster.store`)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def load(self) -> dict[Resource, set[Entry]]:
+        """Every ACL."""
+        acls: dict[Resource, set[Entry]] = {}
+        for root, pattern in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
+            if self.store.exists(root) is None:
+                continue
+            for type_name in self.store.get_children(root):
+                rtype = _TYPES_BY_NAME.get(type_name)
+                if rtype is None:
+                    continue
+                for name in self.store.get_children(f"{root}/{type_name}"):
+                    resource = Resource(rtype, name, pattern)
+                    entries = self.read(resource)
+                    if entries:
+                        acls[resource] = entries
+        return acls
+
+    def read(self, resource: Resource) -> set[Entry]:
+        found = self.store.get_or_none(resource_path(resource))
+        return set() if found is None else decode_entries(found[0])
+
+    def change(self, resource: Resource, add: set[Entry] = frozenset(), remove: set[Entry] = frozenset()) -> set[Entry]:
+        """Add and remove entries of one resource (compare-and-set, retried), announce it; the entries after."""
+        from broker.cluster.store import BadVersionError, NodeExistsError, NoNodeError
+
+        path = resource_path(resource)
+        while True:
+            found = self.store.get_or_none(path)
+            current = set() if found is None else decode_entries(found[0])
+            updated = (current | set(add)) - set(remove)
+            if updated == current:
+                return current
+            try:
+                if found is None:
+                    self.store.create(path, encode_entries(updated), make_parents=True)
+                elif updated:
+                    self.store.set(path, encode_entries(updated), found[1].version)
+                else:
+                    self.store.delete(path, found[1].version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue
+            break
+        self._announce(resource)
+        return updated
+
+    def _announce(self, resource: Resource) -> None:
+        from broker.cluster.store import NoNodeError
+
+        if resource.pattern == PatternType.LITERAL:
+            root, data = LITERAL_CHANGES, f"{_TYPE_NAMES[resource.type]}:{resource.name}".encode()
+        else:
+            root = EXTENDED_CHANGES
+            data = json.dumps({"version": 1, "resourceType": _TYPE_NAMES[resource.type], "name": resource.name,
+                               "patternType": resource.pattern.name}, separators=(",", ":")).encode()
+        self.store.create(f"{root}/{CHANGE_PREFIX}", data, sequence=True, make_parents=True)
+        oldest_kept = time.time() * 1000 - CHANGE_EXPIRY_MS
+        for name in self.store.get_children(root):
+            stat = self.store.exists(f"{root}/{name}")
+            if stat is not None and stat.ctime_ms < oldest_kept:
+                try:
+                    self.store.delete(f"{root}/{name}")
+                except NoNodeError:
+                    pass
+
+    def changed(self, root: str, data: bytes) -> Resource | None:
+        """The resource a change notification names."""
+        try:
+            if root == LITERAL_CHANGES:
+                type_name, _, name = data.decode().partition(":")
+                return Resource(_TYPES_BY_NAME[type_name], name, PatternType.LITERAL)
+            doc = json.loads(data)
+            return Resource(_TYPES_BY_NAME[doc["resourceType"]], doc["name"], PatternType[doc["patternType"]])
+        except (KeyError, ValueError, UnicodeDecodeError):
+            return None
+
+
+# -- the authorizer ----------------------------------------------------------------------------
+
+class Authorizer:
+    """The ACLs of the cluster in memory, and the decisions made from them (see the module docstring).
+
+    :meth:`authorize` runs on the event loop and reads memory only; the ACLs are loaded with
+    :meth:`load` (blocking) and replaced whole on the loop (:meth:`replace`), so a decision never sees
+    half a change. Decisions are cached per (principal, host, operation, resource) until the ACLs change.
+    """
+
+    CACHE_LIMIT = 100_000
+
+    def __init__(self, store, super_users: Iterable[str] = (), allow_if_no_acl: bool = False) -> None:
+        self.acls = AclStore(store)
+        self.super_users = frozenset(super_users)
+        self.allow_if_no_acl = allow_if_no_acl
+        self._literal: dict[tuple[ResourceType, str], frozenset[Entry]] = {}
+        self._prefixed: dict[ResourceType, list[tuple[str, frozenset[Entry]]]] = {}
+        self._all: dict[Resource, frozenset[Entry]] = {}
+        self._decisions: dict[tuple, bool] = {}
+
+    def load(self) -> dict[Resource, set[Entry]]:
+        """Blocking: every stored ACL (give the result to :meth:`replace` on the loop)."""
+        return self.acls.load()
+
+    def replace(self, acls: dict[Resource, set[Entry]]) -> None:
+        self._all = {r: frozenset(e) for r, e in acls.items() if e}
+        literal: dict[tuple[ResourceType, str], frozenset[Entry]] = {}
+        prefixed: dict[ResourceType, list[tuple[str, frozenset[Entry]]]] = {}
+        for resource, entries in self._all.items():
+            if resource.pattern == PatternType.LITERAL:
+                literal[(resource.type, resource.name)] = entries
+            else:
+                prefixed.setdefault(resource.type, []).append((resource.name, entries))
+        self._literal, self._prefixed = literal, prefixed
+        self._decisions = {}
+
+    def update(self, resource: Resource, entries: set[Entry]) -> None:
+        """One resource's entries changed (on the loop)."""
+        acls = dict(self._all)
+        if entries:
+            acls[resource] = frozenset(entries)
+        else:
+            acls.pop(resource, None)
+        self.replace(acls)
+
+    def bindings(self) -> dict[Resource, frozenset[Entry]]:
+        return self._all
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, rtype: ResourceType, name: str) -> bool:
+        key = (principal, host, operation, rtype, name)
+        decided = self._decisions.get(key)
+        if decided is None:
+            decided = self._decide(principal, host, operation, rtype, name)
+            if len(self._decisions) >= self.CACHE_LIMIT:
+                self._decisions = {}
+            self._decisions[key] = decided
+        return decided
+
+    def _decide(self, principal: str, host: str, operation: AclOperation, rtype: ResourceType, name: str) -> bool:
+        if principal in self.super_users:
+            return True
+        applicable: list[Entry] = []
+        for key in ((rtype, name), (rtype, WILDCARD)):
+            applicable.extend(self._literal.get(key, ()))
+        for prefix, entries in self._prefixed.get(rtype, ()):
+            if name.startswith(prefix):
+                applicable.extend(entries)
+        if not applicable:
+            return self.allow_if_no_acl
+        principals, hosts = (principal, WILDCARD_PRINCIPAL), (host, WILDCARD)
+        matching = [e for e in applicable if e.principal in principals and e.host in hosts]
+        if any(e.permission == AclPermission.DENY and e.operation in (operation, AclOperation.ALL) for e in matching):
+            return False
+        granting = IMPLIED.get(operation, (operation,))
+        return any(e.permission == AclPermission.ALLOW and (e.operation == AclOperation.ALL or e.operation in granting)
+                   for e in matching)
+
+
+class AclWatcher:
+    """Keeps a broker's :class:`Authorizer` in step with the store: every change notification (of any
+    broker, or of Kafka's tools) reloads the ACLs, on the loop. Blocking work runs in ``run_blocking``."""
+
+    def __init__(self, authorizer: Authorizer, loop, run_blocking) -> None:
+        self.authorizer, self.loop, self.run_blocking = authorizer, loop, run_blocking
+        self._pending = False
+        self.stopped = False
+
+    async def start(self) -> None:
+        """Load every ACL and watch for changes (before the listeners take requests)."""
+        self.authorizer.replace(await self.run_blocking(self._read_and_watch))
+
+    def _read_and_watch(self) -> dict[Resource, set[Entry]]:
+        store = self.authorizer.acls.store
+        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            try:
+                store.create(root, b"", make_parents=True)
+            except Exception:  # noqa: BLE001 - exists already (NodeExistsError)
+                pass
+            store.get_children(root, self._changed)
+        return self.authorizer.load()
+
+    def _changed(self, _event) -> None:  # the store's thread
+        try:
+            self.loop.call_soon_threadsafe(self._reload)
+        except RuntimeError:  # the loop is closed: the broker is stopping
+            pass
+
+    def _reload(self) -> None:
+        if self._pending or self.stopped:
+            return
+        self._pending = True
+        self.loop.create_task(self._do_reload())
+
+    async def _do_reload(self) -> None:
+        try:
+            acls = await self.run_blocking(self._read_and_watch)
+        except Exception as exc:  # noqa: BLE001 - the store unreachable: keep the ACLs we have, try again
+            log.warning("cannot read the ACLs (%s); again in 1 s", exc)
+            self._pending = False
+            self.loop.call_later(1.0, self._reload)
+            return
+        self._pending = False
+        if not self.stopped:
+            self.authorizer.replace(acls)

@@ -245,6 +245,25 @@ def _protocol_map(value: Any) -> dict[str, str]:
     return result
 
 
+def _authorizer(value: Any) -> str:
+    from broker.acl import AUTHORIZER_CLASSES
+
+    text = _str(value).strip()
+    if text and text not in AUTHORIZER_CLASSES:
+        raise ValueError(f"{text!r} is not served: {AUTHORIZER_CLASSES[0]} (Kafka's ACL authorizer), or empty")
+    return text
+
+
+def _super_users(value: Any) -> list[str]:
+    """``User:admin;User:broker`` (Kafka separates them with ';', since a principal may hold ',')."""
+    users = [u.strip() for u in _str(value).split(";") if u.strip()]
+    for user in users:
+        kind, colon, name = user.partition(":")
+        if not colon or not kind or not name:
+            raise ValueError(f"{user!r} is not a principal (Type:name, e.g. User:admin)")
+    return users
+
+
 def _upper(value: Any) -> str:
     return _str(value).strip().upper()
 
@@ -323,6 +342,10 @@ _PROPS: list[Prop] = [
     Prop("ssl.enabled.protocols", _list, "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2, TLSv1.3)."),
     Prop("ssl.endpoint.identification.algorithm", _endpoint_identification, "https",
          "https: a broker's certificate must name the host another broker connects to; empty: not checked."),
+    Prop("authorizer.class.name", _authorizer, "",
+         "kafka.security.authorizer.AclAuthorizer enables ACLs; empty: every request is allowed."),
+    Prop("super.users", _super_users, "", "Principals allowed everything, ';'-separated (User:admin;User:broker)."),
+    Prop("allow.everyone.if.no.acl.found", _bool, False, "Allow access to a resource that has no ACL at all."),
     Prop("sasl.enabled.mechanisms", _list, "GSSAPI",
          "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not served)."),
     Prop("sasl.mechanism.inter.broker.protocol", _upper, "GSSAPI",

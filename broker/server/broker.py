@@ -76,6 +76,7 @@ from broker.server.network import NetworkServer
 from broker.server.shutdown import controlled_shutdown
 from broker.server.registry import ApiRegistry, load_apis
 from broker.server.topics import TopicManager
+from broker.acl import AclWatcher, Authorizer
 from broker.client._sasl import SaslSettings
 from broker.sasl import ScramCredential, sanitize_user, scram_credentials
 from broker.tls import TlsContexts
@@ -118,7 +119,8 @@ class Broker:
         #: TLS contexts of the SSL listeners and for SSL connections to other brokers (:mod:`broker.tls`)
         self.tls = TlsContexts()
         #: The ACL authorizer (:mod:`broker.acl`), None without ``authorizer.class.name``
-        self.authorizer = None
+        self.authorizer: Authorizer | None = None
+        self.acl_watcher: AclWatcher | None = None
         #: What this broker authenticates with to the others when the inter-broker listener is SASL
         self.inter_broker_sasl: SaslSettings | None = _inter_broker_sasl(self.config)
         self.cluster_id: str | None = None
@@ -192,6 +194,11 @@ class Broker:
         # TLS key and trust stores first: one that cannot be read stops the start before any log dir is touched
         self.tls = await self.run_blocking(TlsContexts.from_config, self.config)
         await self.run_blocking(self._open_storage)
+        if self.config["authorizer.class.name"]:  # the ACLs are in memory before any request is taken
+            self.authorizer = Authorizer(self.metadata.store, self.config["super.users"],
+                                         self.config["allow.everyone.if.no.acl.found"])
+            self.acl_watcher = AclWatcher(self.authorizer, self.loop, self.run_blocking)
+            await self.acl_watcher.start()
         self.network = NetworkServer(self)
         bound = await self.network.start()
         await self.run_blocking(self.log_manager.unmark_clean_shutdown)
@@ -349,6 +356,8 @@ class Broker:
             return
         self._stopped = True
         log.info("broker %d shutting down", self.broker_id)
+        if self.acl_watcher is not None:
+            self.acl_watcher.stopped = True
         if self.config.controlled_shutdown_enable:
             await controlled_shutdown(self)
         await self.controller.stop()

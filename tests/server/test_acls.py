@@ -1,15 +1,18 @@
-"""The ACL APIs answered as by a Kafka broker without an authorizer: SECURITY_DISABLED, not a closed connection.
+"""The ACL authorizer (``authorizer.class.name=kafka.security.authorizer.AclAuthorizer``): ACLs made, listed
+and deleted with librdkafka's admin client, stored where Kafka stores them and kept over a restart; super
+users; who may change ACLs; principals from SASL and from client certificates; start-up refusals; and every
+API the broker serves having its authorization stated (``broker.acl.API_CHECKS``).
 
-Real admin clients (librdkafka's and kafka-python's) ask; the broker answers Kafka's error
-(54, "No Authorizer is configured on the broker") for the whole DescribeAcls and for each
-creation and deletion filter, each client reports it as it does for Kafka, and the connection
-stays usable afterwards (before, the broker closed it on the unknown api key).
+What each API enforces is tested with the API (test_authorization_*.py); here is the authorizer itself.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -18,54 +21,201 @@ from confluent_kafka.admin import (
     AdminClient,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
-from kafka import KafkaAdminClient
-from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern
-from kafka.admin import ResourceType as KPResourceType
-from kafka.errors import SecurityDisabledError
+from cryptography import x509
 
-WAIT_S = 30  # a guard against a hang
+from broker.acl import API_CHECKS, AclOperation as Op, Authorizer, Entry, PatternType, Resource
+from broker.acl import AclPermission, ResourceType as RT, principal_of_certificate
+from broker.server.registry import api_name, load_apis
+from tests.pki import make_pki
+from tests.zookeeper import free_port
+
+pytestmark = pytest.mark.clients
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
+EVERYTHING = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                              AclPermissionType.ANY)
 
 
-def _error_of(future) -> KafkaError:
-    with pytest.raises(KafkaException) as info:
-        future.result(timeout=WAIT_S)
-    return info.value.args[0]
+def _acl_broker(broker_factory, **props):
+    port = free_port()
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
+                             "sasl.enabled.mechanisms": "PLAIN",
+                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                             "super.users": "User:admin", **props})
+    broker.sasl_bootstrap = f"127.0.0.1:{port}"
+    return broker
 
 
-def test_librdkafka_admin_hears_security_disabled_for_every_acl_call(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    binding = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
-                         AclOperation.READ, AclPermissionType.ALLOW)
-    any_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+def _admin(broker, user: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                        "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret",
+                        "log_level": 0})
+
+
+def _create(admin: AdminClient, bindings: list[AclBinding]) -> None:
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=15)
+
+
+def test_acls_are_made_listed_matched_and_deleted_and_kept_as_kafka_keeps_them(broker_factory):
+    broker = _acl_broker(broker_factory)
+    admin = _admin(broker, "admin")
+    bindings = [
+        AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.WRITE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "10.0.0.1",
+                   AclOperation.READ, AclPermissionType.DENY),
+        AclBinding(ResourceType.TOPIC, "ord", ResourcePatternType.PREFIXED, "User:*", "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:carol", "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.GROUP, "billing", ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+    ]
+    _create(admin, bindings)
+    _create(admin, bindings[:1])  # again: nothing doubles
+    assert sorted(map(str, admin.describe_acls(EVERYTHING).result(timeout=10))) == sorted(map(str, bindings))
+    # MATCH: what applies to topic "orders": its own ACLs, the wildcard and the prefix "ord"
+    match = AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    assert sorted(map(str, admin.describe_acls(match).result(timeout=10))) == sorted(map(str, bindings[:4]))
+    only_alice = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None,
                                   AclOperation.ANY, AclPermissionType.ANY)
+    assert len(admin.describe_acls(only_alice).result(timeout=10)) == 3
 
-    # librdkafka reads DescribeAcls's top-level error but hands the application the (empty) list only.
-    assert admin.describe_acls(any_filter, request_timeout=WAIT_S).result(timeout=WAIT_S) == []
+    # stored in Kafka's layout, with the change notifications Kafka's brokers read
+    nodes = json.loads((broker.workdir / "data" / "metadata-store.json").read_text())["nodes"]
+    orders = json.loads(nodes["/kafka-acl/Topic/orders"]["data"])
+    assert orders["version"] == 1 and {"principal": "User:alice", "permissionType": "Allow", "operation": "Write",
+                                       "host": "*"} in orders["acls"]
+    assert json.loads(nodes["/kafka-acl-extended/prefixed/Topic/ord"]["data"])["acls"] == [
+        {"principal": "User:*", "permissionType": "Allow", "operation": "Describe", "host": "*"}]
+    assert "/kafka-acl/Cluster/kafka-cluster" in nodes and "/kafka-acl/Group/billing" in nodes
+    assert any(n.startswith("/kafka-acl-changes/acl_changes_") and nodes[n]["data"] == "Topic:orders" for n in nodes)
 
-    (created,) = admin.create_acls([binding], request_timeout=WAIT_S).values()
-    error = _error_of(created)
-    assert error.code() == KafkaError.SECURITY_DISABLED
-    assert error.str() == "No Authorizer is configured on the broker"
+    broker.restart()
+    admin = _admin(broker, "admin")
+    assert len(admin.describe_acls(EVERYTHING).result(timeout=10)) == len(bindings)
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,
+                                                  AclOperation.ANY, AclPermissionType.ANY)])
+    assert len(list(deleted.values())[0].result(timeout=10)) == 4
+    left = admin.describe_acls(EVERYTHING).result(timeout=10)
+    assert sorted(map(str, left)) == sorted(map(str, bindings[4:]))
+    nodes = json.loads((broker.workdir / "data" / "metadata-store.json").read_text())["nodes"]
+    assert "/kafka-acl/Topic/orders" not in nodes  # a resource without ACLs has no node, as in Kafka
 
-    (deleted,) = admin.delete_acls([any_filter], request_timeout=WAIT_S).values()
-    assert _error_of(deleted).code() == KafkaError.SECURITY_DISABLED
 
-    # The broker kept serving: metadata through the same client still works.
-    assert admin.list_topics(timeout=WAIT_S).brokers
+def test_only_principals_allowed_to_may_see_or_change_acls_and_bad_bindings_are_refused(broker_factory):
+    broker = _acl_broker(broker_factory)
+    admin, alice = _admin(broker, "admin"), _admin(broker, "alice")
+    binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.ALL, AclPermissionType.ALLOW)
+    with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED|Cluster authorization failed"):
+        _create(alice, [binding])
+    # (librdkafka hands over DescribeAcls's list only, empty here, not its top-level error)
+    assert alice.describe_acls(EVERYTHING).result(timeout=10) == []
+    # DESCRIBE on the cluster lets alice list, not change
+    _create(admin, [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                               AclOperation.DESCRIBE, AclPermissionType.ALLOW)])
+    assert len(alice.describe_acls(EVERYTHING).result(timeout=10)) == 1
+    with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED|Cluster authorization failed"):
+        _create(alice, [binding])
+    # ... and ALTER lets her change them
+    _create(admin, [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                               AclOperation.ALTER, AclPermissionType.ALLOW)])
+    _create(alice, [binding])
+    for bad, why in (
+        (AclBinding(ResourceType.BROKER, "my-cluster", ResourcePatternType.LITERAL, "User:x", "*",
+                    AclOperation.ALTER, AclPermissionType.ALLOW), "only valid name for the CLUSTER resource"),
+        (AclBinding(ResourceType.TOPIC, "a/b", ResourcePatternType.LITERAL, "User:x", "*",
+                    AclOperation.READ, AclPermissionType.ALLOW), "cannot be stored"),
+        (AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "alice", "*",
+                    AclOperation.READ, AclPermissionType.ALLOW), "is not Type:name"),
+    ):
+        with pytest.raises(Exception, match=why):
+            _create(admin, [bad])
+    assert len(admin.describe_acls(EVERYTHING).result(timeout=10)) == 3
 
 
-def test_kafka_python_admin_hears_security_disabled(broker):
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=WAIT_S * 1000)
-    try:
-        pattern = ResourcePattern(KPResourceType.TOPIC, "orders")
-        with pytest.raises(SecurityDisabledError):
-            admin.describe_acls(ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
-                                          permission_type=ACLPermissionType.ANY, resource_pattern=pattern))
-        result = admin.create_acls([ACL(principal="User:alice", host="*", operation=ACLOperation.READ,
-                                        permission_type=ACLPermissionType.ALLOW, resource_pattern=pattern)])
-        assert not result["succeeded"]
-        assert result["failed"] == [SecurityDisabledError]  # kafka-python lists the error class
-        assert admin.list_topics() is not None  # the connection is still served
-    finally:
-        admin.close()
+def test_the_principal_of_a_client_certificate_is_its_subject(broker_factory, tmp_path):
+    """On an SSL listener with client authentication the principal is ``User:`` + the certificate's subject in
+    RFC 2253's form, as Kafka's default principal builder makes it."""
+    pki = make_pki(tmp_path)
+    port = free_port()
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{port}",
+                             "ssl.keystore.location": str(pki["server"]), "ssl.client.auth": "required",
+                             "ssl.truststore.location": str(pki["ca"]),
+                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                             "super.users": "User:ANONYMOUS"})  # the PLAINTEXT listener's clients: the operator
+    subject = x509.load_pem_x509_certificate(pki["client_cert"].read_bytes()).subject.rfc4514_string()
+    principal = f"User:{subject}"
+    tls = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
+                       "ssl.ca.location": str(pki["ca"]), "ssl.certificate.location": str(pki["client_cert"]),
+                       "ssl.key.location": str(pki["client_key"]), "log_level": 0})
+    upsert = [UserScramCredentialUpsertion("someone", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")]
+    with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED|Cluster authorization failed"):
+        tls.alter_user_scram_credentials(upsert)["someone"].result(timeout=10)
+    operator = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _create(operator, [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, principal, "*",
+                                  AclOperation.ALTER, AclPermissionType.ALLOW)])
+    tls.alter_user_scram_credentials(upsert)["someone"].result(timeout=10)
+
+
+def test_the_authorizers_decisions():
+    """Kafka's rules, on the in-memory authorizer: super users, wildcard and prefixed names, DENY first,
+    implied DESCRIBE and DESCRIBE_CONFIGS, hosts, and allow.everyone.if.no.acl.found."""
+    allow, deny = AclPermission.ALLOW, AclPermission.DENY
+    authorizer = Authorizer(None, ["User:admin"])
+    authorizer.replace({
+        Resource(RT.TOPIC, "t"): {Entry("User:alice", "*", Op.WRITE, allow),
+                                  Entry("User:bob", "10.0.0.1", Op.READ, allow)},
+        Resource(RT.TOPIC, "*"): {Entry("User:carol", "*", Op.READ, allow)},
+        Resource(RT.TOPIC, "logs-", PatternType.PREFIXED): {Entry("User:*", "*", Op.ALTER_CONFIGS, allow),
+                                                            Entry("User:mallory", "*", Op.ALL, deny)},
+    })
+    ok = authorizer.authorize
+    assert ok("User:admin", "h", Op.DELETE, RT.TOPIC, "anything")
+    assert ok("User:alice", "h", Op.WRITE, RT.TOPIC, "t") and ok("User:alice", "h", Op.DESCRIBE, RT.TOPIC, "t")
+    assert not ok("User:alice", "h", Op.READ, RT.TOPIC, "t")
+    assert ok("User:bob", "10.0.0.1", Op.READ, RT.TOPIC, "t") and not ok("User:bob", "10.0.0.2", Op.READ, RT.TOPIC, "t")
+    assert ok("User:carol", "h", Op.READ, RT.TOPIC, "t") and ok("User:carol", "h", Op.READ, RT.TOPIC, "other")
+    assert ok("User:zed", "h", Op.DESCRIBE_CONFIGS, RT.TOPIC, "logs-app")
+    assert not ok("User:zed", "h", Op.DESCRIBE, RT.TOPIC, "logs-app")
+    assert not ok("User:mallory", "h", Op.ALTER_CONFIGS, RT.TOPIC, "logs-app")  # DENY beats the wildcard ALLOW
+    assert not ok("User:alice", "h", Op.READ, RT.GROUP, "g")  # no ACL at all: refused by default
+    assert Authorizer(None, [], allow_if_no_acl=True).authorize("User:alice", "h", Op.READ, RT.GROUP, "g")
+    authorizer.update(Resource(RT.TOPIC, "t"), set())  # a change takes effect at once (the decision cache)
+    assert not ok("User:alice", "h", Op.WRITE, RT.TOPIC, "t")
+    cert = {"subject": ((("countryName", "DE"),), (("organizationName", "Example, Inc"),),
+                        (("commonName", "alice"),))}
+    assert principal_of_certificate(cert) == "User:CN=alice,O=Example\\, Inc,C=DE"
+
+
+def test_every_api_served_states_its_authorization():
+    served = {api_name(key) for key in load_apis().versions()}
+    assert served == set(API_CHECKS), (served ^ set(API_CHECKS))
+
+
+@pytest.mark.parametrize("props,fragment", [
+    ({"authorizer.class.name": "com.example.MyAuthorizer"}, "is not served"),
+    ({"super.users": "admin"}, "is not a principal"),
+])
+def test_authorizer_settings_that_cannot_be_used_stop_the_start(tmp_path, props, fragment):
+    import yaml
+
+    config = tmp_path / "broker.yaml"
+    config.write_text(yaml.safe_dump({"log.dirs": str(tmp_path / "data"), "metrics.port": -1,
+                                      "listeners": "PLAINTEXT://127.0.0.1:0", **props}))
+    result = subprocess.run([sys.executable, "-m", "broker", "--config", str(config)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists()

@@ -22,10 +22,15 @@ unchanged:
   password: UNACCEPTABLE_CREDENTIAL;
 * the same user and mechanism twice in one request: DUPLICATE_RESOURCE;
 * deleting a credential that does not exist: RESOURCE_NOT_FOUND.
+
+With an authorizer (:mod:`broker.acl`), Describe needs DESCRIBE and Alter
+ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED (Describe's top-level
+error; each user of Alter).
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.apis.cluster import SCRAM_MECHANISMS
 from broker.sasl import (
@@ -47,6 +52,9 @@ def _credentials(metadata, user: str) -> dict[str, ScramCredential]:
 
 
 async def describe(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "results": []}
     metadata = ctx.broker.metadata
     wanted = [u["name"] for u in request["users"] or []]
 
@@ -102,6 +110,11 @@ def _check(change: dict, upsert: bool) -> tuple[int, str] | None:
 
 
 async def alter(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        users = list(dict.fromkeys(c["name"] for c in [*request["deletions"], *request["upsertions"]]))
+        return {"throttle_time_ms": 0, "results": [
+            {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+             "error_message": "Cluster authorization failed."} for user in users]}
     metadata = ctx.broker.metadata
     changes = [(d, False) for d in request["deletions"]] + [(u, True) for u in request["upsertions"]]
     order: list[str] = []
