@@ -1,6 +1,6 @@
 """The mirror reads a source cluster over TLS (with a client certificate the source requires) and writes
-into a target over plaintext: a cluster's ``security.protocol`` and ``ssl.*`` properties reach every
-client the mirror opens for it."""
+into a target over plaintext, and writes into a SASL_SSL target with SCRAM: a cluster's
+``security.protocol``, ``ssl.*`` and ``sasl.*`` properties reach every client the mirror opens for it."""
 
 from __future__ import annotations
 
