@@ -85,6 +85,11 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^\| tls \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
         rf"^TLS / PLAINTEXT: produce {NUM}x, consume {NUM}x, broker CPU per GB {NUM}x",
     ]),
+    "security_bench": ([], "file", [
+        rf"^\| open \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^\| secured \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^secured / open: produce {NUM}x, consume {NUM}x, broker CPU per GB {NUM}x",
+    ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
         rf"^\| tansu \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
