@@ -14,7 +14,8 @@ Errors are in :mod:`broker.client.errors`.
 
 from ._producer import AsyncProducer, Producer
 from ._consumer import AsyncConsumer, Consumer
-from ._admin import (Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
+from broker.acl import AclOperation, AclPermission, PatternType, ResourceType
+from ._admin import (AclBinding, AclBindingFilter, Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
                      GroupListing, LogDirDescription, PartitionReassignment, MemberDescription, NewTopic, PartitionLag,
                      ReplicaLogDirInfo, ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
@@ -37,6 +38,7 @@ __all__ = [
     "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo", "PartitionReassignment",
     "ProducerState", "TransactionDescription", "TransactionListing",
     "ScramCredentialInfo", "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "SaslSettings",
+    "AclBinding", "AclBindingFilter", "AclOperation", "AclPermission", "PatternType", "ResourceType",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
     "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",
     "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",

@@ -5,7 +5,8 @@ additions and partition reassignments to the controller; broker configs to that 
 to the group's coordinator; ListGroups to every broker; DeleteRecords and
 ListOffsets to partition leaders; the transaction calls as
 :mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554) to any
-broker, as Kafka 2.7's admin client sends them. Each method raises the first per-item error
+broker, as Kafka 2.7's admin client sends them; the ACL calls (CreateAcls, DescribeAcls,
+DeleteAcls) to any broker. Each method raises the first per-item error
 as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
 
 Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
@@ -20,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from broker.acl import AclOperation, AclPermission, PatternType, ResourceType
+
 from ._cluster import Cluster
 from ._admin_transactions import TransactionsAdmin
 from ._config import AdminConfig, build_config
@@ -28,8 +31,8 @@ from ._sasl import scram_credential
 from ._consumer_protocol import decode_assignment
 from ._sync import LoopThread
 from ._types import BrokerMetadata, OffsetAndMetadata, TopicMetadata, TopicPartition
-from .errors import (ConfigError, CoordinatorNotAvailableError, NotCoordinatorError, ProtocolError,
-                     error_for_code)
+from .errors import (ConfigError, CoordinatorNotAvailableError, KafkaConnectionError, KafkaTimeoutError,
+                     NotCoordinatorError, ProtocolError, UnsupportedApiError, error_for_code)
 
 REPLICA_NOT_AVAILABLE = 9  # AlterReplicaLogDirs: no replica on that broker yet
 RESOURCE_TYPES = {"topic": 2, "group": 3, "broker": 4, "broker_logger": 8}
@@ -173,6 +176,108 @@ def _scram_mechanism_id(mechanism: str) -> int:
         return SCRAM_MECHANISM_IDS[str(mechanism).strip().upper()]
     except KeyError:
         raise ConfigError(f"SCRAM mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, not {mechanism!r}") from None
+
+
+def _acl_enum(kind, value, what: str):
+    """``value`` as a member of ``kind`` (one of :mod:`broker.acl`'s enums): a member, its number, or its
+    name in any case, with ``_``/``-`` or none (``"IdempotentWrite"``, ``"idempotent-write"``, ``"READ"``)."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    elif isinstance(value, str):
+        wanted = value.strip().replace("-", "").replace("_", "").lower()
+        for member in kind:
+            if member.name.replace("_", "").lower() == wanted:
+                return member
+        if kind is ResourceType and wanted == "broker":  # confluent-kafka's name of the cluster
+            return ResourceType.CLUSTER
+    names = ", ".join(m.name for m in kind if m.name != "UNKNOWN")
+    raise ConfigError(f"unknown ACL {what} {value!r} (one of {names})")
+
+
+def _acl_text(resource_type, name, pattern_type, principal, host, operation, permission_type) -> str:
+    what = f"{resource_type.name} {name!r}" if name is not None else f"{resource_type.name} (any name)"
+    return (f"{what} ({pattern_type.name}): {permission_type.name} {operation.name} "
+            f"to {principal or 'any principal'} from {host or 'any host'}")
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL (Kafka's AclBinding): a resource pattern (type, name, LITERAL or PREFIXED) and an
+    access control entry (principal ``User:<name>`` or ``User:*``, host or ``*``, operation, ALLOW
+    or DENY). The enum fields take :mod:`broker.acl`'s members, their numbers or their names in any
+    case (``"topic"``, ``"Read"``, ``"idempotent-write"``, ``"allow"``)."""
+
+    resource_type: ResourceType
+    name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission_type: AclPermission
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resource_type", _acl_enum(ResourceType, self.resource_type, "resource type"))
+        object.__setattr__(self, "pattern_type", _acl_enum(PatternType, self.pattern_type, "pattern type"))
+        object.__setattr__(self, "operation", _acl_enum(AclOperation, self.operation, "operation"))
+        object.__setattr__(self, "permission_type", _acl_enum(AclPermission, self.permission_type,
+                                                              "permission type"))
+
+    def __str__(self) -> str:
+        return _acl_text(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
+                         self.operation, self.permission_type)
+
+    def to_filter(self) -> "AclBindingFilter":
+        """The filter matching exactly this binding."""
+        return AclBindingFilter(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
+                                self.operation, self.permission_type)
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """Which ACLs to describe or delete (Kafka's AclBindingFilter): each field matches the ACLs with that
+    value; None, ANY (the defaults) match every value, so ``AclBindingFilter()`` matches every ACL.
+    ``pattern_type`` MATCH with a name matches every ACL that applies to that resource: its own LITERAL
+    name, the LITERAL wildcard ``*`` and the PREFIXED names it starts with. Enum fields as in
+    :class:`AclBinding`."""
+
+    resource_type: ResourceType = ResourceType.ANY
+    name: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission_type: AclPermission = AclPermission.ANY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resource_type", _acl_enum(ResourceType, self.resource_type, "resource type"))
+        object.__setattr__(self, "pattern_type", _acl_enum(PatternType, self.pattern_type, "pattern type"))
+        object.__setattr__(self, "operation", _acl_enum(AclOperation, self.operation, "operation"))
+        object.__setattr__(self, "permission_type", _acl_enum(AclPermission, self.permission_type,
+                                                              "permission type"))
+
+    def __str__(self) -> str:
+        return _acl_text(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
+                         self.operation, self.permission_type)
+
+    def _body(self) -> dict:
+        return {"resource_type_filter": self.resource_type, "resource_name_filter": self.name,
+                "pattern_type_filter": self.pattern_type, "principal_filter": self.principal,
+                "host_filter": self.host, "operation": self.operation, "permission_type": self.permission_type}
+
+
+def _binding_of(resource: dict, acl: dict, pattern_key: str = "pattern_type") -> AclBinding:
+    return AclBinding(resource["resource_type"], resource["resource_name"],
+                      resource.get(pattern_key, PatternType.LITERAL), acl["principal"], acl["host"], acl["operation"],
+                      acl["permission_type"])
+
+
+def _acl_sort_key(b: AclBinding) -> tuple:
+    return (b.resource_type, b.pattern_type, b.name, b.principal, b.host, b.operation, b.permission_type)
 
 
 @dataclass(frozen=True)
@@ -346,6 +451,77 @@ class AsyncAdmin(TransactionsAdmin):
         for r in resp["results"]:
             if r["error_code"]:
                 raise error_for_code(r["error_code"], r.get("error_message"), context=f"user {r['user']}")
+
+    # -- ACLs (CreateAcls, DescribeAcls, DeleteAcls) ----------------------------------
+    async def _acl_request(self, api: int, body: dict, needs_patterns: bool) -> dict:
+        """Send an ACL request to any broker at the highest version both sides speak (0-2);
+        ``needs_patterns``: a pattern type other than LITERAL is asked for, which v0 cannot carry."""
+        conn = await self._cluster.any_connection()
+        theirs = conn.broker_versions.get(api)
+        if theirs is None or theirs[0] > 2:
+            raise UnsupportedApiError(f"broker {conn.host}:{conn.port} serves no version 0-2 of {Api(api).name}")
+        version = min(2, theirs[1])
+        if needs_patterns and version < 1:
+            raise UnsupportedApiError(f"broker {conn.host}:{conn.port} serves {Api(api).name} v0 only, "
+                                      "which knows no pattern types but LITERAL")
+        try:
+            return await conn.request(api, body, version=version)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._cluster.request_update()
+            raise
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Create ACLs (CreateAcls); one that exists already is no error. Raises the first binding's
+        error, naming it: CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster, INVALID_REQUEST for
+        a binding the broker will not store (ANY in a field, a pattern type but LITERAL or PREFIXED, a
+        principal not ``Type:name``, a cluster not named ``kafka-cluster``), SECURITY_DISABLED ("No
+        Authorizer is configured on the broker") when the broker has no authorizer. The other
+        bindings of the call are created all the same."""
+        bindings = list(bindings)
+        if not bindings:
+            return
+        creations = [{"resource_type": b.resource_type, "resource_name": b.name,
+                      "resource_pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
+                      "operation": b.operation, "permission_type": b.permission_type} for b in bindings]
+        needs = any(b.pattern_type != PatternType.LITERAL for b in bindings)
+        resp = await self._acl_request(Api.CREATE_ACLS, {"creations": creations}, needs)
+        for binding, r in zip(bindings, resp["results"]):
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"CreateAcls of {binding}")
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The ACLs matching ``acl_filter`` (every ACL when None), sorted by resource type, pattern type,
+        name, principal, host, operation. Raises CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the
+        cluster, SECURITY_DISABLED without an authorizer."""
+        acl_filter = acl_filter or AclBindingFilter()
+        resp = await self._acl_request(Api.DESCRIBE_ACLS, acl_filter._body(),
+                                       acl_filter.pattern_type != PatternType.LITERAL)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], resp.get("error_message"), context="DescribeAcls")
+        found = {_binding_of(r, a) for r in resp["resources"] for a in r["acls"]}
+        return sorted(found, key=_acl_sort_key)
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Delete every ACL each filter matches (DeleteAcls); per filter, in order, the ACLs it deleted
+        (sorted as :meth:`describe_acls`). Errors as :meth:`create_acls`, the first filter's or ACL's
+        raised naming it; the ACLs of the other filters are deleted all the same."""
+        filters = list(filters)
+        if not filters:
+            return []
+        needs = any(f.pattern_type != PatternType.LITERAL for f in filters)
+        resp = await self._acl_request(Api.DELETE_ACLS, {"filters": [f._body() for f in filters]}, needs)
+        out = []
+        for acl_filter, r in zip(filters, resp["filter_results"]):
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"DeleteAcls of {acl_filter}")
+            deleted = []
+            for m in r["matching_acls"]:
+                binding = _binding_of(m, m)
+                if m["error_code"]:
+                    raise error_for_code(m["error_code"], m.get("error_message"), context=f"DeleteAcls of {binding}")
+                deleted.append(binding)
+            out.append(sorted(set(deleted), key=_acl_sort_key))
+        return out
 
     # -- cluster and topics -------------------------------------------------------
     async def describe_cluster(self) -> ClusterDescription:
