@@ -46,6 +46,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -112,9 +113,60 @@ IMPLIED = {
 }
 
 
-def principal_of_certificate(cert: dict | None) -> str | None:
+class NoMatchingRule(ValueError):
+    """No rule of ``ssl.principal.mapping.rules`` applies to a certificate's subject."""
+
+
+_RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\/|[^/])*)/((?:\\/|[^/])*)/([LU]?))\s*(?:,|$)")
+
+
+class PrincipalMapper:
+    """Kafka's ``ssl.principal.mapping.rules`` (KIP-371): comma-separated rules, the first that applies wins.
+    ``DEFAULT`` keeps the subject; ``RULE:<regex>/<replacement>/[L|U]`` applies when the regex matches the
+    whole subject and gives the replacement (``$1`` for a group), lower- or upper-cased with ``L``/``U``.
+    A subject no rule applies to is refused (the client's connection is closed)."""
+
+    def __init__(self, rules: list[tuple]) -> None:
+        self.rules = rules
+
+    @classmethod
+    def parse(cls, text: str) -> "PrincipalMapper":
+        rules, pos, text = [], 0, text.strip() or "DEFAULT"
+        while pos < len(text):
+            match = _RULE.match(text, pos)
+            if match is None or match.end() == pos:
+                raise ValueError(f"cannot read a rule at {text[pos:pos + 30]!r} (DEFAULT or RULE:regex/replacement/[LU])")
+            pos = match.end()
+            if match.group(1):
+                rules.append(("DEFAULT",))
+                continue
+            pattern = match.group(2).replace("\\/", "/")
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"RULE:{pattern}: {exc}") from None
+            replacement = re.sub(r"\$(\d+)", r"\\g<\1>", match.group(3).replace("\\/", "/"))
+            rules.append(("RULE", compiled, replacement, match.group(4)))
+        return cls(rules)
+
+    def map(self, subject: str) -> str:
+        for rule in self.rules:
+            if rule[0] == "DEFAULT":
+                return subject
+            _kind, pattern, replacement, case = rule
+            if pattern.fullmatch(subject):
+                name = pattern.sub(replacement, subject)
+                return name.lower() if case == "L" else name.upper() if case == "U" else name
+        raise NoMatchingRule(f"no rule of ssl.principal.mapping.rules applies to {subject!r}")
+
+
+DEFAULT_MAPPER = PrincipalMapper([("DEFAULT",)])
+
+
+def principal_of_certificate(cert: dict | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str | None:
     """``User:`` and the subject of a peer certificate (``ssl.SSLSocket.getpeercert()``) in RFC 2253's
-    order and escaping (most specific first: ``CN=alice,OU=eng,O=Example,C=DE``), or None without one."""
+    order and escaping (most specific first: ``CN=alice,OU=eng,O=Example,C=DE``) as ``mapper`` maps it,
+    or None without one; :class:`NoMatchingRule` when no rule applies."""
     if not cert or not cert.get("subject"):
         return None
     names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
@@ -123,7 +175,7 @@ def principal_of_certificate(cert: dict | None) -> str | None:
     parts = []
     for rdn in reversed(cert["subject"]):
         parts.append("+".join(f"{names.get(key, key)}={_escape_dn(value)}" for key, value in rdn))
-    return "User:" + ",".join(parts)
+    return "User:" + mapper.map(",".join(parts))
 
 
 def _escape_dn(value: str) -> str:

@@ -245,6 +245,14 @@ def _protocol_map(value: Any) -> dict[str, str]:
     return result
 
 
+def _mapping_rules(value: Any) -> str:
+    from broker.acl import PrincipalMapper
+
+    text = _str(value).strip() or "DEFAULT"
+    PrincipalMapper.parse(text)  # ValueError names the rule that cannot be read
+    return text
+
+
 def _authorizer(value: Any) -> str:
     from broker.acl import AUTHORIZER_CLASSES
 
@@ -282,7 +290,7 @@ SSL_PROPERTIES = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.truststore.password", "ssl.client.auth", "ssl.enabled.protocols",
-    "ssl.endpoint.identification.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
 )
 
 #: The SASL properties that may be given per listener as ``listener.name.<listener>.<property>``, besides
@@ -356,6 +364,8 @@ _PROPS: list[Prop] = [
          "Largest frame accepted from a client before it has authenticated."),
     Prop("connections.max.reauth.ms", _ranged(0), 0,
          "0 only: SASL re-authentication (KIP-368) is not served; a connection stays authenticated."),
+    Prop("ssl.principal.mapping.rules", _mapping_rules, "DEFAULT",
+         "How a client certificate's subject becomes its principal: DEFAULT, or RULE:regex/replacement/[LU], ..."),
     Prop("log.dirs", _optional(_list), None, "Comma-separated log directories (JBOD); overrides log.dir."),
     Prop("log.dir", _str, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
     Prop("num.partitions", _ranged(1, INT_MAX), 1, "Partitions of an auto-created topic."),

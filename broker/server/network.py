@@ -80,7 +80,7 @@ from broker.protocol import (
     decode_request,
     encode_response,
 )
-from broker.acl import ANONYMOUS, principal_of_certificate
+from broker.acl import ANONYMOUS, NoMatchingRule, PrincipalMapper, principal_of_certificate
 from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
@@ -244,6 +244,19 @@ class Connection(asyncio.BufferedProtocol):
         if self._closing:  # TLS: bad input came with the handshake's end; nothing was registered yet
             transport.abort()
             return
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = peer[0] if peer else "?"
+        if self.tls:  # a client certificate names the principal (SASL_SSL: until SASL names it)
+            try:
+                self.principal = principal_of_certificate(transport.get_extra_info("peercert"),
+                                                          self.server.principal_mapper(self.listener)) or ANONYMOUS
+            except NoMatchingRule as exc:  # never a connection: not counted, not registered
+                log.info("connection from %s on listener %s refused: %s", self.peer, self.listener, exc)
+                self.broker.metrics.tls_handshake_failures.labels(self.listener).inc()
+                self._closing = True
+                transport.abort()
+                return
         self.transport = transport
         self._made = True
         sock = transport.get_extra_info("socket")
@@ -252,11 +265,6 @@ class Connection(asyncio.BufferedProtocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.host = peer[0] if peer else "?"
-        if self.tls:  # a client certificate names the principal (SASL_SSL: until SASL names it)
-            self.principal = principal_of_certificate(transport.get_extra_info("peercert")) or ANONYMOUS
         self.server.connections.add(self)
         self.broker.metrics.connections.inc()
         self.broker.metrics.active_connections.inc()
@@ -887,9 +895,18 @@ class NetworkServer:
         self.stopping = False
         self.bound: dict[str, tuple[str, int]] = {}
         config = broker.config
+        self._mappers: dict[str, PrincipalMapper] = {}
         #: The SASL settings of each SASL listener (checked when the configuration was read)
         self.sasl = {e.listener_name: config.sasl_settings(e.listener_name) for e in config.listeners
                      if config.security_protocol(e.listener_name) in SASL_PROTOCOLS}
+
+    def principal_mapper(self, listener: str) -> PrincipalMapper:
+        """The listener's ``ssl.principal.mapping.rules`` (checked when the configuration was read)."""
+        mapper = self._mappers.get(listener)
+        if mapper is None:
+            rules = self.broker.config.ssl_settings(listener)["ssl.principal.mapping.rules"]
+            mapper = self._mappers[listener] = PrincipalMapper.parse(rules)
+        return mapper
 
     def sasl_session(self, listener: str) -> SaslServerSession | None:
         settings = self.sasl.get(listener)

@@ -219,3 +219,56 @@ def test_authorizer_settings_that_cannot_be_used_stop_the_start(tmp_path, props,
     assert result.returncode == 2, result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_ssl_principal_mapping_rules_turn_a_subject_into_a_short_name(broker_factory, tmp_path):
+    """``ssl.principal.mapping.rules`` (KIP-371): the first rule whose regex matches the whole subject makes the
+    name; a certificate no rule applies to is refused."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    for name, unit in (("alice", "eng"), ("olga", "ops")):
+        ca.issue_cert(f"{name}.example", common_name=name.capitalize(), organization_unit_name=unit) \
+            .private_key_and_cert_chain_pem.write_to_path(str(tmp_path / f"{name}.pem"))
+    port = free_port()
+    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{port}",
+                             "ssl.keystore.location": str(tmp_path / "server.pem"), "ssl.client.auth": "required",
+                             "ssl.truststore.location": str(tmp_path / "ca.pem"),
+                             "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=eng,.*$/$1/L",
+                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                             "super.users": "User:ANONYMOUS"})
+    operator = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _create(operator, [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice",
+                                  "*", AclOperation.ALTER, AclPermissionType.ALLOW)])
+
+    def tls_admin(name: str, errors: list | None = None) -> AdminClient:
+        conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
+                "ssl.ca.location": str(tmp_path / "ca.pem"), "ssl.certificate.location": str(tmp_path / f"{name}.pem"),
+                "ssl.key.location": str(tmp_path / f"{name}.pem"), "log_level": 0}
+        if errors is not None:
+            conf["error_cb"] = errors.append
+        return AdminClient(conf)
+
+    upsert = [UserScramCredentialUpsertion("svc", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")]
+    alice = tls_admin("alice")
+    alice.alter_user_scram_credentials(upsert)["svc"].result(timeout=10)  # User:alice, by the rule
+    errors: list = []
+    olga = tls_admin("olga", errors)
+    with pytest.raises(Exception):
+        olga.list_topics(timeout=5)
+    assert "no rule of ssl.principal.mapping.rules applies to 'CN=Olga,OU=ops," in broker.stderr_text()
+
+
+def test_mapping_rules_that_cannot_be_read_stop_the_start(tmp_path):
+    import yaml
+
+    config = tmp_path / "broker.yaml"
+    config.write_text(yaml.safe_dump({"log.dirs": str(tmp_path / "data"), "metrics.port": -1,
+                                      "listeners": "PLAINTEXT://127.0.0.1:0",
+                                      "ssl.principal.mapping.rules": "RULE:^CN=(.*$/$1/"}))
+    result = subprocess.run([sys.executable, "-m", "broker", "--config", str(config)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and "ssl.principal.mapping.rules" in result.stderr, result.stderr
+    assert not (tmp_path / "data").exists()
