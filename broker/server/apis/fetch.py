@@ -40,12 +40,24 @@ the slice stays zero-copy, the consumer drops aborted records itself; v5+ ``log_
 we create none (``session_id`` 0 in every answer, which tells the client to
 keep sending full requests) and answer a request naming a session id with
 FETCH_SESSION_ID_NOT_FOUND; v9+ check ``current_leader_epoch``.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleFetchRequest``): a follower (``replica_id`` >= 0) needs CLUSTER_ACTION
+on the cluster, else every partition gets TOPIC_AUTHORIZATION_FAILED (29, as
+Kafka answers) and its fetch offsets are not recorded (no ISR or high
+watermark moves); a consumer needs READ on each topic, else that topic's
+partitions get TOPIC_AUTHORIZATION_FAILED while the others are read. A refused
+partition is not waited on and, as in Kafka, does not end the long poll by
+itself. The cost: one attribute test per request without an authorizer; with
+one, one decision per topic (per request, not per pass of the long poll),
+never one per partition.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.log import OffsetOutOfRange
 from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import UnsupportedCompressionTypeError, downconvert
@@ -57,8 +69,10 @@ from broker.server.context import RequestContext
 INT32_MAX = 2**31 - 1
 
 
-def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list, bool, dict]:
-    """One pass over the partitions: (responses, record bytes, wait keys, any error, bytes per topic)."""
+def _collect(ctx: RequestContext, request: dict, refused: set[str] | None) -> tuple[list[dict], int, list, bool, dict]:
+    """One pass over the partitions: (responses, record bytes, wait keys, any error, bytes per topic).
+
+    The topics in ``refused`` (None without an authorizer) are answered TOPIC_AUTHORIZATION_FAILED."""
     replicas = ctx.broker.replicas
     version = ctx.api_version
     replica_id = request["replica_id"]
@@ -78,6 +92,9 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     responses = []
     for t in request["topics"]:
         name = t["topic"]
+        if refused is not None and name in refused:
+            responses.append({"topic": name, "partitions": [_refused(p["partition"]) for p in t["partitions"]]})
+            continue
         partitions = []
         for p in t["partitions"]:
             index = p["partition"]
@@ -162,6 +179,21 @@ def _collect(ctx: RequestContext, request: dict) -> tuple[list[dict], int, list,
     return responses, total, keys, has_error or redirected, per_topic
 
 
+def _refused(index: int) -> dict:
+    return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b""}
+
+
+def _unauthorized(ctx: RequestContext, request: dict) -> set[str]:
+    """With an authorizer: the topics this request may not read (every one for a follower without
+    CLUSTER_ACTION on the cluster, else those without READ), one decision per topic."""
+    names = {t["topic"] for t in request["topics"]}
+    if request["replica_id"] >= 0:
+        return set() if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) else names
+    return names - ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
+
+
 def _rack_of(cache, broker_id: int) -> str | None | bool:
     broker = cache.broker(broker_id)
     return False if broker is None else broker.rack
@@ -189,21 +221,24 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     max_wait = min(max(request["max_wait_ms"], 0), broker.config.fetch_purgatory_max_wait_ms) / 1000
     deadline = loop.time() + max_wait
     min_bytes = request["min_bytes"]
-    if request["replica_id"] >= 0:
+    refused = None  # the topics refused, with an authorizer (decided once per topic, per request)
+    if broker.authorizer is not None and ctx.connection is not None:
+        refused = _unauthorized(ctx, request)
+    if request["replica_id"] >= 0 and not refused:
         _record_follower_fetch(broker.replicas, request)
     while True:
-        responses, total, keys, has_error, per_topic = _collect(ctx, request)
+        responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
         if total >= min_bytes or has_error or not keys:
             break
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
         if not await broker.replicas.purgatory.wait(keys, remaining):
-            responses, total, keys, has_error, per_topic = _collect(ctx, request)
+            responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
             break
     for name, size in per_topic.items():
         metrics.bytes_out.labels(name).inc(size)
-    if has_error:
+    if has_error or refused:
         for t in responses:
             for p in t["partitions"]:
                 if p["error_code"]:

@@ -71,17 +71,35 @@ or at once with an error when this broker stops leading the partition meanwhile
 gets no response; if one of its partitions failed, the connection is closed
 instead, as Kafka does, so the producer notices. Topics are auto-created when
 ``auto.create.topics.enable`` is set.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleProduceRequest``), decided before anything is appended:
+
+* a request whose first batch of some partition is transactional needs WRITE
+  on its ``transactional_id`` (a null id is refused too), else every
+  partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53);
+* else one with a producer id (idempotent) needs IDEMPOTENT_WRITE on the
+  cluster, else every partition gets CLUSTER_AUTHORIZATION_FAILED (31);
+* each topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED
+  (29), before any other check of that topic;
+* auto-creating a topic needs CREATE on the cluster or on the topic, else the
+  topic is UNKNOWN_TOPIC_OR_PARTITION (Kafka's Produce never creates one).
+
+(acks=0: the connection is closed instead.) The cost: one attribute test per
+request without an authorizer; with one, one decision per topic (and a look
+at the first batch header of each partition), never one per partition.
 """
 
 from __future__ import annotations
 
 import time
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.log import CorruptRecordError, LogError
 from broker.protocol import ApiKey, ErrorCode, error_name
 from broker.records import UnsupportedCompressionTypeError, decode_batch, upconvert_to_v2
-from broker.records.view import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MAGIC_OFFSET, V2_APPEND_FIELDS,
-                                 V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET, V2_HEADER_SIZE)
+from broker.records.view import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
+                                 V2_APPEND_FIELDS, V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET, V2_HEADER_SIZE)
 from broker.replica.handback import PROMPT_MAX_BYTES, PROMPT_WAIT_S
 from broker.server.context import CloseConnection, RequestContext
 from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
@@ -217,9 +235,58 @@ async def _unusable_topic(ctx: RequestContext, name: str, info: TopicInfo | None
     if info is not None:
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
     validate_topic_name(name)
-    if not ctx.broker.config.auto_create_topics_enable or name in INTERNAL_TOPICS:
+    if (not ctx.broker.config.auto_create_topics_enable or name in INTERNAL_TOPICS
+            or not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                    or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name))):
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
     return await ctx.broker.topics.auto_create(name)
+
+
+def _producer_kind(request: dict) -> tuple[bool, bool]:
+    """(transactional, idempotent) as Kafka's ProduceRequest tells them: from the first batch header of
+    each partition's records (a v2 batch with the transactional bit, or with a producer id)."""
+    transactional = idempotent = False
+    for topic_data in request["topic_data"]:
+        for pd in topic_data["partition_data"]:
+            records = pd["records"]
+            if records is None or len(records) < V2_HEADER_SIZE or records[MAGIC_OFFSET] != 2:
+                continue
+            attributes, producer_id, _epoch, _sequence = V2_APPEND_PRODUCER_FIELDS.unpack_from(
+                records, V2_ATTRIBUTES_OFFSET)
+            if attributes & TRANSACTIONAL_MASK:
+                return True, True
+            if producer_id >= 0:
+                idempotent = True
+    return transactional, idempotent
+
+
+def _authorize(ctx: RequestContext, request: dict) -> tuple[int, set[str]]:
+    """With an authorizer: (an error for the whole request or NONE, the topics without WRITE)."""
+    transactional, idempotent = _producer_kind(request)
+    if transactional:
+        transactional_id = request.get("transactional_id")
+        if transactional_id is None or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                         transactional_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, set()
+    elif idempotent and not ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, set()
+    names = {topic_data["name"] for topic_data in request["topic_data"]}
+    return ErrorCode.NONE, names - ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, names)
+
+
+def _refuse_all(ctx: RequestContext, request: dict, code: int) -> dict | None:
+    """Kafka's error response to a whole Produce refused: every partition gets ``code`` (acks=0: closed)."""
+    ctx.appends_queued()
+    responses = []
+    for topic_data in request["topic_data"]:
+        partitions = [{"index": pd["index"], "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+                       "log_start_offset": -1, "record_errors": [], "error_message": None}
+                      for pd in topic_data["partition_data"]]
+        ctx.broker.metrics.produce_errors.labels(error_name(code)).inc(len(partitions))
+        responses.append({"name": topic_data["name"], "partition_responses": partitions})
+    if request["acks"] == 0:
+        raise CloseConnection(f"acks=0 produce refused ({error_name(code)}); closing so the producer notices")
+    return {"responses": responses, "throttle_time_ms": 0}
 
 
 def _replication_error(partition, replicas) -> _PartitionError | None:
@@ -251,6 +318,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     submitted = []  # (result dict, topic name, partition, future): every partition's append is queued first
     errors = []  # (result dict, _PartitionError)
     topic_data_list = request["topic_data"]
+    unauthorized = None  # the topics without WRITE, with an authorizer (decided once per topic)
+    if broker.authorizer is not None and ctx.connection is not None:
+        refusal, unauthorized = _authorize(ctx, request)
+        if refusal:
+            return _refuse_all(ctx, request, refusal)
     # A lone small append may be waited for on the loop (broker.replica.handback): the answer then
     # goes out in this pass. Not with acks=0 (nobody waits for it) nor for several appends.
     wait_s = (PROMPT_WAIT_S if acks != 0 and len(topic_data_list) == 1
@@ -259,7 +331,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         name = topic_data["name"]
         partitions = []
         topic_error = None
-        if acks not in (0, 1, -1):
+        if unauthorized and name in unauthorized:
+            topic_error = TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)  # no message, as Kafka
+        elif acks not in (0, 1, -1):
             topic_error = TopicError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
         else:
             info = topics.get(name)
