@@ -9,12 +9,18 @@ of CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and
 IDEMPOTENT_WRITE (AclOperation codes 5, 7-12). Otherwise it is Kafka's
 "not asked" value, -2^31.
 
+Authorization (with an authorizer, :mod:`broker.acl`): none for the request
+itself; the authorized operations, when asked for, are those of the
+cluster the principal is allowed, or 0 without DESCRIBE on the cluster, as
+Kafka answers (:func:`cluster_authorized_operations`, which Metadata shares).
+
 v1 adds ``endpoint_type``: 1 (brokers) is answered; 2 (controllers, a KRaft
 notion) gets UNSUPPORTED_ENDPOINT_TYPE.
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -24,6 +30,22 @@ NOT_REQUESTED = -(2**31)
 CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 #                                                ALTER_CONFIGS, IDEMPOTENT_WRITE
 ALL_CLUSTER_OPERATIONS = sum(1 << op for op in CLUSTER_OPERATIONS)
+#: AclOperation codes that apply to a topic: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+#: ALTER_CONFIGS.
+TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str, operations) -> int:
+    """The bit field (1 << code) of the ``operations`` this request's principal may do on the resource
+    (all of them without an authorizer), as Kafka's ``authorizedOperations``."""
+    return sum(1 << op for op in operations if ctx.authorize(AclOperation(op), resource_type, name))
+
+
+def cluster_authorized_operations(ctx: RequestContext) -> int:
+    """The cluster operations allowed, or 0 without DESCRIBE on the cluster (Kafka's rule)."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -40,7 +62,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     response["brokers"] = [{"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack}
                            for b in broker.metadata_cache.alive_brokers() if (e := b.listener(ctx.listener)) is not None]
     if request["include_cluster_authorized_operations"]:
-        response["cluster_authorized_operations"] = ALL_CLUSTER_OPERATIONS
+        response["cluster_authorized_operations"] = cluster_authorized_operations(ctx)
     return response
 
 

@@ -30,10 +30,16 @@ which owns the high watermark). Lookups by timestamp and MAX_TIMESTAMP read
 indexes and record headers from disk (each segment's index is loaded on first
 use), so they run in the executor; EARLIEST and LATEST are answered from
 memory on the loop.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleListOffsetRequest``): DESCRIBE on each topic, one decision per topic;
+the partitions of a topic without it get TOPIC_AUTHORIZATION_FAILED (29) with
+offset and timestamp -1 (v0: no offsets).
 """
 
 from __future__ import annotations
 
+from broker.acl import AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -86,13 +92,20 @@ async def _partition(ctx: RequestContext, topic: str, p: dict, replica_id: int, 
     return result
 
 
+def _refused(p: dict) -> dict:
+    return {"partition_index": p["partition_index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, {t["name"] for t in request["topics"]})
     return {
         "throttle_time_ms": 0,
         "topics": [
             {"name": t["name"], "partitions": [await _partition(ctx, t["name"], p, request["replica_id"],
                                                                 request.get("isolation_level", 0))
-                                             for p in t["partitions"]]}
+                                               if t["name"] in allowed else _refused(p)
+                                               for p in t["partitions"]]}
             for t in request["topics"]
         ],
     }

@@ -25,11 +25,26 @@ controller leaves it: leader -1, LEADER_NOT_AVAILABLE, this broker in
 cache's answer stands: this broker must not hide the new leader from a client
 it bootstraps (librdkafka takes a leader of -1 as final in
 ``get_watermark_offsets``: "Unknown partition").
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleTopicMetadataRequest``): a topic needs DESCRIBE. Asked for by name,
+one without it gets TOPIC_AUTHORIZATION_FAILED (29, no partitions, whether it
+exists or not); when all topics are asked for, those without it are left out.
+Auto-creating a topic needs CREATE on the cluster or on the topic, else the
+topic gets TOPIC_AUTHORIZATION_FAILED. v8+: ``topic_authorized_operations``
+(when ``include_topic_authorized_operations``) is the bit field of the topic
+operations allowed, and ``cluster_authorized_operations`` (v8-10, when
+``include_cluster_authorized_operations``) those of the cluster, 0 without
+DESCRIBE on it; without an authorizer every operation is allowed; not asked
+for, -2^31.
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis.describe_cluster import (NOT_REQUESTED, TOPIC_OPERATIONS, authorized_operations,
+                                                 cluster_authorized_operations)
 from broker.server.context import RequestContext
 from broker.server.metadata_cache import INTERNAL_TOPICS
 from broker.server.topics import TopicError, TopicInfo, validate_topic_name
@@ -85,29 +100,42 @@ def topic_entry(ctx: RequestContext, info: TopicInfo) -> dict:
     }
 
 
-def error_entry(name: str, error_code: int) -> dict:
-    return {"error_code": error_code, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": []}
+def error_entry(name: str, error_code: int, internal: bool | None = None) -> dict:
+    return {"error_code": error_code, "name": name,
+            "is_internal": name in INTERNAL_TOPICS if internal is None else internal, "partitions": []}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     topics = broker.topics
     wanted = request["topics"]
+    refused = []  # answered after the others, as Kafka orders them
     if wanted is None or (ctx.api_version == 0 and not wanted):
-        entries = [topic_entry(ctx, info) for info in map(topics.get, broker.metadata_cache.topics())
-                   if info is not None]
+        infos = [info for info in map(topics.get, broker.metadata_cache.topics()) if info is not None]
+        if broker.authorizer is not None:  # those without DESCRIBE are left out
+            allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, [info.name for info in infos])
+            infos = [info for info in infos if info.name in allowed]
+        entries = [topic_entry(ctx, info) for info in infos]
     else:
         allow_auto = broker.config.auto_create_topics_enable and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])
+        names = list(dict.fromkeys(item["name"] for item in wanted))
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        may_create_all = None  # CREATE on the cluster, asked once if some topic is to be created
         entries = []
-        seen = set()
-        for item in wanted:
-            name = item["name"]
-            if name in seen:
+        no_create = []
+        for name in names:
+            if name not in allowed:  # whether it exists or not is not told
+                refused.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, internal=False))
                 continue
-            seen.add(name)
             info = topics.get(name)
             if info is None:
+                if allow_auto:
+                    if may_create_all is None:
+                        may_create_all = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                    if not may_create_all and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
+                        no_create.append(error_entry(name or "", ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                        continue
                 try:
                     validate_topic_name(name)
                     if not allow_auto or name in INTERNAL_TOPICS:
@@ -117,12 +145,26 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     entries.append(error_entry(name or "", exc.error_code))
                     continue
             entries.append(topic_entry(ctx, info))
+        refused[:0] = no_create
+    if ctx.api_version >= 8 and request["include_topic_authorized_operations"]:
+        for entry in entries:  # those allowed DESCRIBE (Kafka: also when unknown), not the refused
+            entry["topic_authorized_operations"] = authorized_operations(ctx, ResourceType.TOPIC, entry["name"],
+                                                                         TOPIC_OPERATIONS)
+    return _response(ctx, request, entries + refused)
+
+
+def _response(ctx: RequestContext, request: dict, entries: list[dict]) -> dict:
+    broker = ctx.broker
+    cluster_operations = NOT_REQUESTED
+    if 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]:
+        cluster_operations = cluster_authorized_operations(ctx)
     return {
         "throttle_time_ms": 0,
         "brokers": broker_entries(ctx),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.metadata_cache.controller_id,
         "topics": entries,
+        "cluster_authorized_operations": cluster_operations,
     }
 
 

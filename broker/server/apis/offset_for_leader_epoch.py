@@ -19,10 +19,17 @@ Versions: v1 adds ``leader_epoch`` to the answer, v2 ``current_leader_epoch``
 and ``throttle_time_ms``, v3 ``replica_id`` (before v3 every caller is a
 follower: leader only), v4 is flexible. The epoch cache is read under the
 log's writer lock, so the lookups run in the executor.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleOffsetForLeaderEpochRequest``): CLUSTER_ACTION on the cluster (a
+follower) allows every partition; without it (a consumer, KIP-320) DESCRIBE on
+each topic, and the partitions of a topic without it get
+TOPIC_AUTHORIZATION_FAILED (29) with ``leader_epoch`` and ``end_offset`` -1.
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -48,12 +55,26 @@ async def _partition(ctx: RequestContext, topic: str, p: dict, leader_only: bool
     return result
 
 
+def _refused(p: dict) -> dict:
+    return {"partition": p["partition"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1,
+            "end_offset": -1}
+
+
+def _allowed_topics(ctx: RequestContext, request: dict) -> set[str]:
+    names = {t["topic"] for t in request["topics"]}
+    if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return names
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     leader_only = ctx.api_version < 3 or request["replica_id"] != DEBUGGING_REPLICA_ID
+    allowed = _allowed_topics(ctx, request)
     return {
         "throttle_time_ms": 0,
         "topics": [
             {"topic": t["topic"], "partitions": [await _partition(ctx, t["topic"], p, leader_only)
+                                                 if t["topic"] in allowed else _refused(p)
                                                  for p in t["partitions"]]}
             for t in request["topics"]
         ],
