@@ -16,14 +16,21 @@ defaults) changes dynamic broker configs the same way
 is INVALID_REQUEST, a bad value INVALID_CONFIG; another broker's id is
 INVALID_REQUEST). Other resource types get INVALID_REQUEST. A resource named twice in one request gets INVALID_REQUEST.
 Each resource succeeds or fails on its own.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleAlterConfigsRequest``, and IncrementalAlterConfigs alike): ALTER_CONFIGS
+on the topic for a TOPIC resource, on the cluster for a BROKER (or
+BROKER_LOGGER) one; without it the resource gets TOPIC_AUTHORIZATION_FAILED
+(29) or CLUSTER_AUTHORIZATION_FAILED (31), no message, and is left unchanged.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from broker.acl import AclOperation
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.apis.describe_configs import BROKER, TOPIC, check_broker_resource
+from broker.server.apis.describe_configs import BROKER, TOPIC, check_broker_resource, config_authorization_error
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError, validate_topic_name
 
@@ -74,6 +81,11 @@ async def alter_all(ctx: RequestContext, request: dict, make_change) -> dict:
         if (resource["resource_type"], resource["resource_name"]) in duplicated:
             responses.append(resource_error(resource, ErrorCode.INVALID_REQUEST,
                                             "resource appears more than once in the request"))
+            continue
+        refused = config_authorization_error(ctx, resource["resource_type"], resource["resource_name"],
+                                             AclOperation.ALTER_CONFIGS)
+        if refused:
+            responses.append(resource_error(resource, refused, None))
             continue
         responses.append(await alter_resource(ctx, resource, make_change(resource), request["validate_only"]))
     return {"throttle_time_ms": 0, "responses": responses}

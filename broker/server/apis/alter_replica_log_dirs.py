@@ -13,12 +13,17 @@ answer comes when the move has started, as Kafka's does. Per partition:
   replica is made there when a LeaderAndIsr brings it (Kafka's preferred log
   dir; how a reassignment's ``log_dirs`` are honoured);
 * UNKNOWN_TOPIC_OR_PARTITION: no such partition.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleAlterReplicaLogDirsRequest``): ALTER on the cluster, else every
+partition named gets CLUSTER_AUTHORIZATION_FAILED (31) and nothing moves.
 """
 
 from __future__ import annotations
 
 import os
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.log import KafkaStorageError, LogClosedError
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
@@ -46,13 +51,16 @@ def _move(ctx: RequestContext, dest, topic: str, partition: int) -> int:
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     dirs = {os.path.abspath(d): d for d in ctx.broker.log_manager.log_dirs}
+    allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
     results: dict[str, list[dict]] = {}
     for wanted in request["dirs"]:
         dest = dirs.get(os.path.abspath(wanted["path"])) if wanted["path"] else None
         for t in wanted["topics"]:
             for p in t["partitions"]:
-                # creating the future log touches the disk: off the loop
-                code = await ctx.broker.run_blocking(_move, ctx, dest, t["name"], p)
+                if not allowed:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                else:  # creating the future log touches the disk: off the loop
+                    code = await ctx.broker.run_blocking(_move, ctx, dest, t["name"], p)
                 results.setdefault(t["name"], []).append({"partition_index": p, "error_code": code})
     return {"throttle_time_ms": 0,
             "results": [{"topic_name": name, "partitions": parts} for name, parts in results.items()]}

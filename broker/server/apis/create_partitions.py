@@ -14,10 +14,16 @@ nothing. The answer waits until the controller has given every new partition
 a leader and told this broker (REQUEST_TIMED_OUT after ``timeout_ms``; the
 partitions still come). ``timeout_ms`` <= 0: done, but answered
 REQUEST_TIMED_OUT at once, as Kafka does.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleCreatePartitionsRequest``): ALTER on each topic, else (after the check
+for names given twice) TOPIC_AUTHORIZATION_FAILED (29, "The topic
+authorization is failed.", Kafka's words).
 """
 
 from __future__ import annotations
 
+from broker.acl import AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.context import RequestContext
@@ -40,10 +46,17 @@ async def _grow(ctx: RequestContext, topic: dict, validate_only: bool, timeout_m
     return result
 
 
+async def _refused(name: str) -> dict:
+    return {"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "error_message": "The topic authorization is failed."}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    allowed = ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, {topic["name"] for topic in request["topics"]})
     results = await answer_each_once(
         request["topics"],
-        lambda topic: _grow(ctx, topic, request["validate_only"], request["timeout_ms"]),
+        lambda topic: (_grow(ctx, topic, request["validate_only"], request["timeout_ms"])
+                       if topic["name"] in allowed else _refused(topic["name"])),
         lambda name: {"name": name, "error_code": ErrorCode.INVALID_REQUEST, "error_message": duplicate_message(name)},
     )
     return {"throttle_time_ms": 0, "results": results}

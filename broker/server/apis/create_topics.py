@@ -21,10 +21,19 @@ Each topic is created on its own (the others carry on after a failure):
 * v5+ answers with the topic's partitions, replication factor and full
   config list (as DescribeConfigs describes them), also for ``validate_only``.
   v7's ``topic_id`` is the zero uuid: topic ids are not kept yet.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleCreateTopicsRequest``): CREATE on the cluster allows every topic,
+else each topic needs CREATE on itself, or gets TOPIC_AUTHORIZATION_FAILED (29,
+"Authorization failed."), after the check for names given twice. A topic
+without DESCRIBE_CONFIGS (which ALTER_CONFIGS implies) is answered without its
+partitions, replication factor and configs (-1, -1, none) and, unless its
+creation failed, with ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED (v5+).
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.apis.describe_configs import topic_config_entries
@@ -74,10 +83,31 @@ async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     validate_only = ctx.api_version >= 1 and request["validate_only"]
+    names = {topic["name"] for topic in request["topics"]}
+    if ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
+        creatable = names
+    else:
+        creatable = ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
+
+    def without_configs(result: dict, attempted: bool) -> dict:
+        """Kafka hides a topic's configs from a principal without DESCRIBE_CONFIGS on it."""
+        if result["name"] not in describable:
+            result.update(num_partitions=-1, replication_factor=-1, configs=[])
+            if not attempted or result["error_code"] == ErrorCode.NONE:
+                result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return result
+
+    async def answer(topic: dict) -> dict:
+        if topic["name"] not in creatable:
+            return without_configs(_error(topic["name"], ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                          "Authorization failed."), attempted=False)
+        return without_configs(await _create(ctx, topic, validate_only, request["timeout_ms"]), attempted=True)
+
     results = await answer_each_once(
-        request["topics"],
-        lambda topic: _create(ctx, topic, validate_only, request["timeout_ms"]),
-        lambda name: _error(name, ErrorCode.INVALID_REQUEST, duplicate_message(name)),
+        request["topics"], answer,
+        lambda name: without_configs(_error(name, ErrorCode.INVALID_REQUEST, duplicate_message(name)),
+                                     attempted=False),
     )
     return {"throttle_time_ms": 0, "topics": results}
 

@@ -15,10 +15,16 @@ OFFSET_OUT_OF_RANGE for an offset above the high watermark or below -1;
 ``low_watermark`` is -1 on error. The answer comes once the leader's log start
 has moved (``timeout_ms`` never expires); followers move theirs when their
 next fetch answer brings the leader's log start offset.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleDeleteRecordsRequest``): DELETE on each topic, one decision per topic;
+the partitions of a topic without it get TOPIC_AUTHORIZATION_FAILED (29) and
+``low_watermark`` -1.
 """
 
 from __future__ import annotations
 
+from broker.acl import AclOperation, ResourceType
 from broker.log.errors import LogError
 from broker.protocol import ApiKey, ErrorCode
 from broker.replica import HIGH_WATERMARK
@@ -45,11 +51,18 @@ async def _delete(ctx: RequestContext, topic: str, partition: dict) -> dict:
     return result
 
 
+def _refused(partition: dict) -> dict:
+    return {"partition_index": partition["partition_index"], "low_watermark": -1,
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    allowed = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, {t["name"] for t in request["topics"]})
     return {
         "throttle_time_ms": 0,
         "topics": [
-            {"name": t["name"], "partitions": [await _delete(ctx, t["name"], p) for p in t["partitions"]]}
+            {"name": t["name"], "partitions": [await _delete(ctx, t["name"], p) if t["name"] in allowed
+                                               else _refused(p) for p in t["partitions"]]}
             for t in request["topics"]
         ],
     }

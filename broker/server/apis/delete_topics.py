@@ -28,12 +28,20 @@ entry that names only a topic id (topic ids are not kept yet). With
 on, and INVALID_REQUEST below v3 (the older clients know no better code), as
 Kafka answers. ``timeout_ms`` <= 0: deleted, but answered REQUEST_TIMED_OUT,
 as Kafka does. ``error_message`` exists from v5.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleDeleteTopicsRequest``): DELETE on each topic, else
+TOPIC_AUTHORIZATION_FAILED (29, no message), whether the topic exists or not;
+checked after ``delete.topic.enable`` and before the topic is looked up.
+(Kafka 2.8 and later answer UNKNOWN_TOPIC_OR_PARTITION instead to a principal
+without DESCRIBE on the topic; 2.7 does not.)
 """
 
 from __future__ import annotations
 
 import uuid
 
+from broker.acl import AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
@@ -62,6 +70,8 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, ti
         if not ctx.broker.config.delete_topic_enable:
             code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
             raise TopicError(code, "topic deletion is disabled (delete.topic.enable=false)")
+        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+            raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
         await ctx.broker.topics.delete_topic(name, timeout_ms)
     except TopicError as exc:
         result.update(error_code=exc.error_code, error_message=exc.message)

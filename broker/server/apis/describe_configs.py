@@ -33,6 +33,12 @@ INVALID_REQUEST.
 
 ``configuration_keys`` null means all configs; otherwise only the named ones
 (unknown names are left out, as Kafka does).
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS (which ALTER_CONFIGS
+implies) on the topic for a TOPIC resource, on the cluster for a BROKER or
+BROKER_LOGGER one; without it the resource gets TOPIC_AUTHORIZATION_FAILED (29)
+or CLUSTER_AUTHORIZATION_FAILED (31) with Kafka's message and no configs.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from broker.config import LONG_MAX, PROPERTIES as BROKER_PROPERTIES, to_property
 from broker.log import LogConfig
 from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
 from broker.log.config import TOPIC_CONFIGS
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 from broker.server.dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, THROTTLE_RATES
@@ -203,11 +210,33 @@ async def _topic_overrides(ctx: RequestContext, name: str, cached: dict) -> dict
         return cached
 
 
+def config_authorization_error(ctx: RequestContext, rtype: int, name: str, operation: AclOperation) -> int:
+    """NONE if the principal may do ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the configs of the
+    resource (the topic for TOPIC, the cluster for BROKER and BROKER_LOGGER; other types are left to the
+    handler), else TOPIC_ or CLUSTER_AUTHORIZATION_FAILED, as Kafka's config APIs decide."""
+    if rtype == TOPIC:
+        allowed = ctx.authorize(operation, ResourceType.TOPIC, name)
+        return ErrorCode.NONE if allowed else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype in (BROKER, BROKER_LOGGER):
+        allowed = ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+        return ErrorCode.NONE if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
+#: Kafka's messages of the two authorization errors (its ``Errors`` enum).
+AUTHORIZATION_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                          ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
+
+
 async def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> dict:
     rtype, name = resource["resource_type"], resource["resource_name"]
     keys = resource["configuration_keys"]
     result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
               "resource_name": name, "configs": []}
+    refused = config_authorization_error(ctx, rtype, name, AclOperation.DESCRIBE_CONFIGS)
+    if refused:
+        result.update(error_code=refused, error_message=AUTHORIZATION_MESSAGES[refused])
+        return result
     try:
         if rtype == TOPIC:
             validate_topic_name(name)

@@ -12,6 +12,11 @@ carries a top-level ``error_code``; v4+ the dir's ``total_bytes`` and
 
 A failed (offline) log dir is listed with KAFKA_STORAGE_ERROR and no
 partitions, as Kafka does.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka's
+``handleDescribeLogDirsRequest``): DESCRIBE on the cluster, else an answer
+with no log dirs (Kafka 2.7's), with the top-level ``error_code``
+CLUSTER_AUTHORIZATION_FAILED (31) from v3 (where Kafka 3.0 puts it).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -68,6 +74,8 @@ def _describe(ctx: RequestContext, wanted: set[tuple[str, int]] | None, with_usa
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     topics = request["topics"]
     wanted = None if topics is None else {(t["topic"], p) for t in topics for p in t["partitions"]}
     results = _describe(ctx, wanted, ctx.api_version >= 4)  # statvfs only: no need for a thread

@@ -10,10 +10,16 @@ INVALID_REQUEST for every partition named.
 
 Versions: v0 has no ``election_type`` (preferred) and no top-level
 ``error_code``; v2 is flexible.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleElectReplicaLeader``): ALTER on the cluster, checked first; without
+it the top-level ``error_code`` (v1+) and every partition named get
+CLUSTER_AUTHORIZATION_FAILED (31) and nothing is elected.
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -25,7 +31,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     election_type = request["election_type"] if ctx.api_version >= 1 else 0
     named = request["topic_partitions"]
     partitions = None if named is None else [(t["topic"], p) for t in named for p in t["partition_id"]]
-    if election_type not in ELECTION_TYPES:
+    error_code = ErrorCode.NONE
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        results = {tp: (error_code, None) for tp in partitions or ()}
+    elif election_type not in ELECTION_TYPES:
         results = {tp: (ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}")
                    for tp in partitions or ()}
     elif not broker.controller.is_active:
@@ -35,7 +45,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     topics: dict[str, list] = {}
     for (topic, p), (code, message) in results.items():
         topics.setdefault(topic, []).append({"partition_id": p, "error_code": code, "error_message": message})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+    return {"throttle_time_ms": 0, "error_code": error_code,
             "replica_election_results": [{"topic": t, "partition_result": r} for t, r in topics.items()]}
 
 

@@ -19,6 +19,13 @@ The result is stored and applied to the logs at once, as AlterConfigs does;
 ``validate_only`` changes nothing. A BROKER resource (this broker's id, or
 empty for the cluster-wide defaults) takes SET and DELETE of the dynamic broker
 configs (:mod:`broker.server.dynamic_config`).
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
+``handleIncrementalAlterConfigsRequest``), shared with AlterConfigs
+(:func:`~broker.server.apis.alter_configs.alter_all`): ALTER_CONFIGS on the
+topic for a TOPIC resource, on the cluster for a BROKER or BROKER_LOGGER one;
+without it TOPIC_AUTHORIZATION_FAILED (29) or CLUSTER_AUTHORIZATION_FAILED (31),
+and nothing changes.
 """
 
 from __future__ import annotations

@@ -15,11 +15,18 @@ not moving; each with its message.
 ListPartitionReassignments lists the moves in progress, of the named
 partitions or (null ``topics``) of all: the partition's replicas (original
 plus target), ``adding_replicas`` and ``removing_replicas``.
+
+Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's, checked
+before anything else): Alter needs ALTER on the cluster, List DESCRIBE on it;
+without it the answer is Kafka's error response: the top-level ``error_code``
+CLUSTER_AUTHORIZATION_FAILED (31) with a message, and each partition named
+(Alter: with that error; List: with empty replica lists).
 """
 
 from __future__ import annotations
 
 from broker.cluster.reassignment import NotControllerError
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -30,7 +37,22 @@ def _not_controller(ctx: RequestContext) -> bool:
     return not ctx.broker.controller.is_active
 
 
+def _refused(ctx: RequestContext, operation: AclOperation) -> str | None:
+    """Kafka's message when this request's principal may not do ``operation`` on the cluster, else None."""
+    if ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return None
+    principal = ctx.connection.principal if ctx.connection is not None else "?"
+    return f"{principal} is not authorized to {operation.name} the cluster."
+
+
 async def alter(ctx: RequestContext, request: dict) -> dict:
+    message = _refused(ctx, AclOperation.ALTER)
+    if message is not None:
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "responses": [{"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": code, "error_message": message}
+                    for p in t["partitions"]]} for t in request["topics"]]}
     if _not_controller(ctx):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "error_message": NOT_CONTROLLER_MESSAGE, "responses": []}
@@ -49,6 +71,12 @@ async def alter(ctx: RequestContext, request: dict) -> dict:
 
 
 async def list_reassignments(ctx: RequestContext, request: dict) -> dict:
+    message = _refused(ctx, AclOperation.DESCRIBE)
+    if message is not None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": message,
+                "topics": [{"name": t["name"], "partitions": [
+                    {"partition_index": p, "replicas": [], "adding_replicas": [], "removing_replicas": []}
+                    for p in t["partition_indexes"]]} for t in request["topics"] or ()]}
     if _not_controller(ctx):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "error_message": NOT_CONTROLLER_MESSAGE, "topics": []}
