@@ -245,7 +245,7 @@ async def _unusable_topic(ctx: RequestContext, name: str, info: TopicInfo | None
 def _producer_kind(request: dict) -> tuple[bool, bool]:
     """(transactional, idempotent) as Kafka's ProduceRequest tells them: from the first batch header of
     each partition's records (a v2 batch with the transactional bit, or with a producer id)."""
-    transactional = idempotent = False
+    idempotent = False
     for topic_data in request["topic_data"]:
         for pd in topic_data["partition_data"]:
             records = pd["records"]
@@ -257,7 +257,7 @@ def _producer_kind(request: dict) -> tuple[bool, bool]:
                 return True, True
             if producer_id >= 0:
                 idempotent = True
-    return transactional, idempotent
+    return False, idempotent
 
 
 def _authorize(ctx: RequestContext, request: dict) -> tuple[int, set[str]]:
