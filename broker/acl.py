@@ -213,7 +213,7 @@ API_CHECKS: dict[str, str] = {
     "DeleteGroups": "DELETE Group per group",
     "OffsetDelete": "DELETE Group; READ Topic per partition",
     "CreateTopics": "CREATE Cluster, or CREATE Topic per topic",
-    "DeleteTopics": "DELETE Topic per topic (UNKNOWN_TOPIC_OR_PARTITION without DESCRIBE)",
+    "DeleteTopics": "DELETE Topic per topic (TOPIC_AUTHORIZATION_FAILED without it, existing or not, as 2.7)",
     "CreatePartitions": "ALTER Topic per topic",
     "DeleteRecords": "DELETE Topic per partition",
     "DescribeConfigs": "DESCRIBE_CONFIGS Topic, or Cluster for a broker resource",
@@ -426,6 +426,8 @@ class Authorizer:
         self._prefixed: dict[ResourceType, list[tuple[str, frozenset[Entry]]]] = {}
         self._all: dict[Resource, frozenset[Entry]] = {}
         self._decisions: dict[tuple, bool] = {}
+        #: Counts the changes made here (:meth:`update`): a reload read before one must not undo it
+        self.generation = 0
 
     def load(self) -> dict[Resource, set[Entry]]:
         """Blocking: every stored ACL (give the result to :meth:`replace` on the loop)."""
@@ -445,6 +447,7 @@ class Authorizer:
 
     def update(self, resource: Resource, entries: set[Entry]) -> None:
         """One resource's entries changed (on the loop)."""
+        self.generation += 1
         acls = dict(self._all)
         if entries:
             acls[resource] = frozenset(entries)
@@ -492,6 +495,7 @@ class AclWatcher:
     def __init__(self, authorizer: Authorizer, loop, run_blocking) -> None:
         self.authorizer, self.loop, self.run_blocking = authorizer, loop, run_blocking
         self._pending = False
+        self._again = False  # a notification came while a reload was under way: reload once more after it
         self.stopped = False
 
     async def start(self) -> None:
@@ -515,19 +519,30 @@ class AclWatcher:
             pass
 
     def _reload(self) -> None:
-        if self._pending or self.stopped:
+        if self.stopped:
+            return
+        if self._pending:  # what it reads may predate this notification's change
+            self._again = True
             return
         self._pending = True
         self.loop.create_task(self._do_reload())
 
     async def _do_reload(self) -> None:
+        generation = self.authorizer.generation
         try:
             acls = await self.run_blocking(self._read_and_watch)
         except Exception as exc:  # noqa: BLE001 - the store unreachable: keep the ACLs we have, try again
             log.warning("cannot read the ACLs (%s); again in 1 s", exc)
-            self._pending = False
+            self._pending = self._again = False
             self.loop.call_later(1.0, self._reload)
             return
         self._pending = False
-        if not self.stopped:
+        if self.stopped:
+            return
+        if self.authorizer.generation == generation:  # else a change made here may be missing from the read
             self.authorizer.replace(acls)
+        elif not self._again:
+            self._again = True
+        if self._again:  # a change announced, or made here, while this read ran: read once more
+            self._again = False
+            self._reload()
