@@ -33,6 +33,7 @@ try:  # recent Typer ships its own copy of click
 except ImportError:  # pragma: no cover - older Typer on click
     from click.exceptions import NoArgsIsHelpError, UsageError
 
+from kafkactl import acls as acls_cmd
 from kafkactl import cluster as cluster_cmd
 from kafkactl import configs as configs_cmd
 from kafkactl import consume as consume_cmd
@@ -118,6 +119,7 @@ app.add_typer(perf_cmd.app, name="perf")
 app.add_typer(mirror_cmd.app, name="mirror")
 app.add_typer(transactions_cmd.app, name="transactions")
 app.add_typer(users_cmd.app, name="users")
+app.add_typer(acls_cmd.app, name="acls")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 
