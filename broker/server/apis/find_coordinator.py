@@ -11,12 +11,19 @@ key_type 1 (transaction): the same with the id's ``__transaction_state`` partiti
 (created at first use with ``transaction.state.log.*``; see :mod:`broker.txn.storage`).
 Any other key type: INVALID_REQUEST.
 
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
+a group key needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), a
+transaction key DESCRIBE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); refused keys get no node (-1, "", -1)
+and create no internal topic. v4 checks each key on its own.
+
 Version notes: v1 adds key_type and error_message, v3 is flexible, v4 batches
 keys (``coordinator_keys`` in, one ``coordinators`` entry per key out).
 """
 
 from __future__ import annotations
 
+from broker.acl import AclOperation, ResourceType
 from broker.coordinator import StorageError
 from broker.coordinator.storage import OFFSETS_TOPIC
 from broker.server.topics import TopicError
@@ -25,6 +32,10 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
 GROUP, TRANSACTION = 0, 1
+#: Per key type: the resource checked for DESCRIBE and the error when refused (with Kafka's message).
+_CHECKS = {GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+           TRANSACTION: (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                         "Transactional Id authorization failed.")}
 
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
@@ -34,6 +45,11 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         return entry
+    if broker.authorizer is not None:
+        resource, error, message = _CHECKS[key_type]
+        if not ctx.authorize(AclOperation.DESCRIBE, resource, key):
+            entry.update(error_code=error, error_message=message)
+            return entry
     coordinator, topic = ((broker.coordinator, OFFSETS_TOPIC) if key_type == GROUP
                           else (broker.txn_coordinator, TRANSACTION_TOPIC))
     try:

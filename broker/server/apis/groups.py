@@ -16,12 +16,31 @@
   (KIP-800, Kafka 3.2).
 * DescribeGroups (15) v0-5, ListGroups (16) v0-4 (v4 filters by state),
   DeleteGroups (42) v0-2 (NON_EMPTY_GROUP unless the group is Empty).
+
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup need READ on the group, else
+GROUP_AUTHORIZATION_FAILED and the coordinator is not asked (JoinGroup answers
+it with an empty member id); DescribeGroups needs DESCRIBE on each group (the
+others get GROUP_AUTHORIZATION_FAILED with empty fields), and v3+ reports the
+group's ``authorized_operations`` (of READ, DESCRIBE, DELETE; all three without
+an authorizer, as Kafka) when asked;
+ListGroups lists every group with DESCRIBE on the cluster, else only the groups
+the principal may DESCRIBE; DeleteGroups needs DELETE on each group (the others
+GROUP_AUTHORIZATION_FAILED, nothing deleted for them).
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.coordinator.coordinator import join_error
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
+
+READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+GROUP = ResourceType.GROUP
+#: The operations that apply to a group (Kafka's supported operations of GROUP), for ``authorized_operations``.
+GROUP_OPERATIONS = (READ, DESCRIBE, DELETE)
+ALL_GROUP_OPERATIONS = sum(1 << op for op in GROUP_OPERATIONS)
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -31,6 +50,12 @@ def _client_host(ctx: RequestContext) -> str:
 
 async def join_group(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
+    if not ctx.authorize(READ, GROUP, request["group_id"]):
+        result = join_error("", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if v < 7:
+            result["protocol_name"] = ""
+        result["throttle_time_ms"] = 0
+        return result
     coordinator = ctx.broker.coordinator
     result = await coordinator.join_group(
         request["group_id"], request["member_id"], request["group_instance_id"] if v >= 5 else None,
@@ -49,6 +74,9 @@ async def join_group(ctx: RequestContext, request: dict) -> dict:
 
 async def sync_group(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
+    if not ctx.authorize(READ, GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]}
     code, assignment, group = await ctx.broker.coordinator.sync_group(
         request["group_id"], request["generation_id"], request["member_id"],
@@ -61,6 +89,8 @@ async def sync_group(ctx: RequestContext, request: dict) -> dict:
 
 
 async def heartbeat(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(READ, GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     code = ctx.broker.coordinator.heartbeat(request["group_id"], request["generation_id"], request["member_id"],
                                            request["group_instance_id"] if ctx.api_version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}
@@ -68,6 +98,8 @@ async def heartbeat(ctx: RequestContext, request: dict) -> dict:
 
 async def leave_group(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
+    if not ctx.authorize(READ, GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if v < 3:
         members, reasons = [(request["member_id"], None)], None
     else:
@@ -81,10 +113,22 @@ async def leave_group(ctx: RequestContext, request: dict) -> dict:
                                        for (m, i), e in zip(members, errors)]}
 
 
+def _authorized_operations(ctx: RequestContext, group_id: str) -> int:
+    if ctx.broker.authorizer is None:
+        return ALL_GROUP_OPERATIONS
+    return sum(1 << op for op in GROUP_OPERATIONS if ctx.authorize(op, GROUP, group_id))
+
+
 async def describe_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = ctx.broker.coordinator
+    checked = ctx.broker.authorizer is not None
+    with_operations = ctx.api_version >= 3 and request["include_authorized_operations"]
     out = []
     for group_id in request["groups"]:
+        if checked and not ctx.authorize(DESCRIBE, GROUP, group_id):
+            out.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         code, group = coordinator.describe(group_id)
         entry = {"error_code": code, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
                  "protocol_data": "", "members": []}
@@ -92,6 +136,8 @@ async def describe_groups(ctx: RequestContext, request: dict) -> dict:
             entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
                          protocol_data=(group.protocol_name or "") if group.state.value == "Stable" else "",
                          members=group.describe_members())
+        if with_operations and code == ErrorCode.NONE:
+            entry["authorized_operations"] = _authorized_operations(ctx, group_id)
         out.append(entry)
     return {"throttle_time_ms": 0, "groups": out}
 
@@ -100,13 +146,23 @@ async def list_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = ctx.broker.coordinator
     states = set(request["states_filter"] or []) if ctx.api_version >= 4 else set()
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
+    listed = [g for g in coordinator.list_groups() if not states or g.state.value in states]
+    if ctx.broker.authorizer is not None and not ctx.authorize(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        listed = [g for g in listed if ctx.authorize(DESCRIBE, GROUP, g.group_id)]
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
-              for g in coordinator.list_groups() if not states or g.state.value in states]
+              for g in listed]
     return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
 
 
 async def delete_groups(ctx: RequestContext, request: dict) -> dict:
-    results = await ctx.broker.coordinator.delete_groups(list(request["groups_names"]))
+    names = list(request["groups_names"])
+    if ctx.broker.authorizer is None:
+        results = await ctx.broker.coordinator.delete_groups(names)
+    else:
+        names = list(dict.fromkeys(names))  # each group once, as Kafka answers
+        allowed = ctx.authorized(DELETE, GROUP, names)
+        deleted = await ctx.broker.coordinator.delete_groups([g for g in names if g in allowed])
+        results = {g: deleted[g] if g in allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names}
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": c} for g, c in results.items()]}
 
 

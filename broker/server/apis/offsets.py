@@ -17,6 +17,18 @@
   consumer group is subscribed to, NON_EMPTY_GROUP for a non-empty group of
   another protocol type, GROUP_ID_NOT_FOUND for an unknown group.
 
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
+OffsetCommit needs READ on the group (else every partition
+GROUP_AUTHORIZATION_FAILED) and READ on each topic (else its partitions
+TOPIC_AUTHORIZATION_FAILED, checked before UNKNOWN_TOPIC_OR_PARTITION).
+OffsetFetch needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED, where
+the coordinator's group errors go) and DESCRIBE on each topic: a requested
+partition of a topic without it gets TOPIC_AUTHORIZATION_FAILED (offset -1),
+and a fetch of all the group's partitions leaves those topics out; v8 checks
+each group on its own. OffsetDelete needs DELETE on the group (else
+GROUP_AUTHORIZATION_FAILED for the request) and READ on each topic (else its
+partitions TOPIC_AUTHORIZATION_FAILED, not deleted).
+
 Version note: Apache Kafka 2.7 keeps v0 of OffsetCommit/OffsetFetch in ZooKeeper;
 here every version uses ``__consumer_offsets`` (ZooKeeper offsets are legacy,
 migrated by kafkactl).
@@ -26,9 +38,13 @@ from __future__ import annotations
 
 import time
 
+from broker.acl import AclOperation, ResourceType
 from broker.coordinator.records import OffsetAndMetadata
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
+
+READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 
 
 def _known(ctx: RequestContext, topic: str, partition: int) -> bool:
@@ -41,9 +57,18 @@ async def offset_commit(ctx: RequestContext, request: dict) -> dict:
     retention = request["retention_time_ms"] if 2 <= v <= 4 else -1
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     results: dict[tuple[str, int], int] = {}
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None:
+        if not ctx.authorize(READ, GROUP, request["group_id"]):
+            return _every_partition(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = {t["name"] for t in request["topics"]}
+        denied = names - ctx.authorized(READ, TOPIC, names)
     for topic in request["topics"]:
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
+            if denied and tp[0] in denied:
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _known(ctx, *tp):
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -63,19 +88,46 @@ async def offset_commit(ctx: RequestContext, request: dict) -> dict:
         for topic in request["topics"]]}
 
 
+def _every_partition(request: dict, error: int) -> dict:
+    """An OffsetCommit answer with ``error`` for every partition."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": error}
+                                               for p in topic["partitions"]]}
+        for topic in request["topics"]]}
+
+
 def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None, version: int,
                  require_stable: bool = False) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+    denied: set[str] = set()
+    error = ErrorCode.NONE
+    checked = ctx.broker.authorizer is not None
+    if checked:
+        if not ctx.authorize(DESCRIBE, GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif wanted is not None:
+            names = {t for t, _p in wanted}
+            denied = names - ctx.authorized(DESCRIBE, TOPIC, names)
     coordinator = ctx.broker.coordinator
-    error, found = coordinator.fetch_offsets(group_id, wanted)
+    if error:
+        found: dict = {}
+    else:
+        asked = wanted if not denied else [tp for tp in wanted if tp[0] not in denied]
+        error, found = coordinator.fetch_offsets(group_id, asked)
     if error and (version >= 2 or wanted is None):
         return error, []
+    if checked and wanted is None and found:
+        # all partitions: clients see offsets only of topics they may DESCRIBE
+        allowed = ctx.authorized(DESCRIBE, TOPIC, {t for t, _p in found})
+        found = {tp: om for tp, om in found.items() if tp[0] in allowed}
     by_topic: dict[str, list[dict]] = {}
     for tp in (wanted if wanted is not None else sorted(found)):
         om = found.get(tp)
         entry = {"partition_index": tp[1], "committed_offset": -1, "committed_leader_epoch": -1,
                  "metadata": "", "error_code": error}
-        if require_stable and coordinator.has_pending_txn_offset(group_id, tp):
+        if denied and not error and tp[0] in denied:
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif require_stable and coordinator.has_pending_txn_offset(group_id, tp):
             entry["error_code"] = ErrorCode.UNSTABLE_OFFSET_COMMIT
         elif om is not None:
             entry.update(committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
@@ -101,9 +153,20 @@ async def offset_fetch(ctx: RequestContext, request: dict) -> dict:
 
 async def offset_delete(ctx: RequestContext, request: dict) -> dict:
     partitions = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None:
+        if not ctx.authorize(DELETE, GROUP, request["group_id"]):
+            return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
+        names = {t for t, _p in partitions}
+        denied = names - ctx.authorized(READ, TOPIC, names)
+        if denied:
+            partitions = [tp for tp in partitions if tp[0] not in denied]
     error, results = await ctx.broker.coordinator.delete_offsets(request["group_id"], partitions)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    if denied:
+        results.update({(t["name"], p["partition_index"]): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        for t in request["topics"] if t["name"] in denied for p in t["partitions"]})
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [
             {"partition_index": p["partition_index"], "error_code": results[(t["name"], p["partition_index"])]}
