@@ -12,10 +12,14 @@ Per partition errors, as Kafka answers them: for a partition this broker does
 not hold the replica manager's ``missing_error`` (KAFKA_STORAGE_ERROR offline,
 NOT_LEADER_OR_FOLLOWER if the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION),
 and NOT_LEADER_OR_FOLLOWER where it holds a follower.
+
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 3.0's KafkaApis):
+READ on each topic, else every partition of it TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.acl import AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 
@@ -37,9 +41,20 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
     return out
 
 
+def _refused(index: int) -> dict:
+    return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "error_message": "Topic authorization failed.", "active_producers": []}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None:
+        names = {t["name"] for t in request["topics"]}
+        denied = names - ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [_partition(ctx, t["name"], i) for i in t["partition_indexes"]]}
+        {"name": t["name"], "partitions": [
+            _refused(i) if denied and t["name"] in denied else _partition(ctx, t["name"], i)
+            for i in t["partition_indexes"]]}
         for t in request["topics"]]}
 
 

@@ -18,17 +18,33 @@ COORDINATOR_LOAD_IN_PROGRESS as for any coordinator request.
 Version notes: v3 adds ``producer_id``/``producer_epoch`` (KIP-360: a producer
 that knows its id asks for a bump; a stale one is fenced), v4 may answer
 PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH.
+
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
+a transactional id needs WRITE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+an idempotent producer (no transactional id) IDEMPOTENT_WRITE on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED); a refusal carries producer id and epoch -1.
 """
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
+
+
+def _refused(error: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     txn = ctx.broker.txn_coordinator
     transactional_id = request["transactional_id"]
+    if ctx.broker.authorizer is not None:
+        if transactional_id is not None:
+            if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if transactional_id is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
                 "producer_id": await txn.producer_ids.generate(), "producer_epoch": 0}

@@ -17,16 +17,37 @@ for the states and errors), the same way on every version:
 * ListTransactions (KIP-664): the ids this broker coordinates, filtered by
   state names (unknown names are echoed in ``unknown_state_filters``) and producer ids.
 
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka's KafkaApis, 2.7 and,
+for KIP-664's APIs, 3.0):
+
+* AddPartitionsToTxn: WRITE on the transactional id (else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic: a partition
+  of a topic without it, or of an internal topic (never added by a client),
+  gets TOPIC_AUTHORIZATION_FAILED, and as with unknown partitions nothing is
+  added (the others OPERATION_NOT_ATTEMPTED).
+* AddOffsetsToTxn: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (else
+  GROUP_AUTHORIZATION_FAILED).
+* EndTxn: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+* DescribeTransactions: DESCRIBE on each id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  with empty fields); the partitions of topics without DESCRIBE are left out.
+* ListTransactions: only the ids the principal may DESCRIBE are listed.
+
 Version notes: AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2 may answer
 PRODUCER_FENCED (KIP-588), which v0-1 get as INVALID_PRODUCER_EPOCH; v3 is flexible.
 """
 
 from __future__ import annotations
 
+from broker.acl import AclOperation, ResourceType
 from broker.coordinator.storage import OFFSETS_TOPIC, StorageError
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
+from broker.server.metadata_cache import INTERNAL_TOPICS
 from broker.txn import TransactionState
+
+WRITE, READ, DESCRIBE = AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE
+TOPIC, GROUP, TRANSACTIONAL_ID = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID
 
 
 def _fenced_for(version: int, error: int) -> int:
@@ -36,14 +57,22 @@ def _fenced_for(version: int, error: int) -> int:
 async def add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
     topics = ctx.broker.topics
     wanted = [(t["name"], p) for t in request["topics"] for p in t["partitions"]]
-    unknown = set()
+    failed: dict[tuple[str, int], int] = {}
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None:
+        if not ctx.authorize(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+            return _every_partition(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        names = {t["name"] for t in request["topics"]}
+        denied = names - ctx.authorized(WRITE, TOPIC, names - INTERNAL_TOPICS)
     for name, p in wanted:
+        if denied and name in denied:
+            failed[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         info = topics.get(name)
         if info is None or p not in info.partitions:
-            unknown.add((name, p))
-    if unknown:
-        codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                 for tp in wanted}
+            failed[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if failed:
+        codes = {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     else:
         error = await ctx.broker.txn_coordinator.add_partitions(
             request["transactional_id"], request["producer_id"], request["producer_epoch"], set(wanted))
@@ -53,8 +82,19 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
                                         for p in t["partitions"]]} for t in request["topics"]]}
 
 
+def _every_partition(request: dict, error: int) -> dict:
+    return {"throttle_time_ms": 0, "results": [
+        {"name": t["name"], "results": [{"partition_index": p, "error_code": error} for p in t["partitions"]]}
+        for t in request["topics"]]}
+
+
 async def add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if broker.authorizer is not None:
+        if not ctx.authorize(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        if not ctx.authorize(READ, GROUP, request["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     try:
         await broker.coordinator.ensure_topic()
     except StorageError:
@@ -66,6 +106,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
 
 
 async def end_txn(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     error = await ctx.broker.txn_coordinator.end_transaction(
         request["transactional_id"], request["producer_id"], request["producer_epoch"], bool(request["committed"]))
     return {"throttle_time_ms": 0, "error_code": _fenced_for(ctx.api_version, error)}
@@ -73,8 +115,23 @@ async def end_txn(ctx: RequestContext, request: dict) -> dict:
 
 async def describe_transactions(ctx: RequestContext, request: dict) -> dict:
     txn = ctx.broker.txn_coordinator
-    return {"throttle_time_ms": 0,
-            "transaction_states": [txn.describe(t) for t in request["transactional_ids"]]}
+    if ctx.broker.authorizer is None:
+        return {"throttle_time_ms": 0,
+                "transaction_states": [txn.describe(t) for t in request["transactional_ids"]]}
+    states = []
+    for transactional_id in request["transactional_ids"]:
+        if not ctx.authorize(DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+            states.append({"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           "transactional_id": transactional_id, "transaction_state": "",
+                           "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+                           "producer_epoch": 0, "topics": []})
+            continue
+        state = txn.describe(transactional_id)
+        if state["topics"]:
+            allowed = ctx.authorized(DESCRIBE, TOPIC, {t["topic"] for t in state["topics"]})
+            state["topics"] = [t for t in state["topics"] if t["topic"] in allowed]
+        states.append(state)
+    return {"throttle_time_ms": 0, "transaction_states": states}
 
 
 async def list_transactions(ctx: RequestContext, request: dict) -> dict:
@@ -89,6 +146,8 @@ async def list_transactions(ctx: RequestContext, request: dict) -> dict:
         listed = []
     else:
         listed = ctx.broker.txn_coordinator.list(states, set(request["producer_id_filters"]))
+        if ctx.broker.authorizer is not None:
+            listed = [t for t in listed if ctx.authorize(DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                                     "transaction_state": t.state.label} for t in listed]}
