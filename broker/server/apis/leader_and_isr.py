@@ -21,13 +21,38 @@ v1 adds ``is_new``, v2 ``broker_epoch`` (KIP-380): one older than this
 broker's (the czxid of its registration; it registered again since) gets
 STALE_BROKER_EPOCH for the request and every partition, and nothing is
 applied; -1 ("unknown", and before v2) passes. v3 adds the reassignment lists, v4 is flexible.
+
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
+CLUSTER_ACTION on the cluster, checked first (the controller's own calls,
+made without a connection, pass); otherwise CLUSTER_AUTHORIZATION_FAILED for
+the request and every partition, nothing applied, and a WARNING naming the
+peer and principal (:func:`cluster_action_allowed`, which the other
+controller-to-broker APIs use too): the brokers' principal belongs in
+``super.users``.
 """
 
 from __future__ import annotations
 
+import logging
+
+from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.replica.manager import StaleControllerEpochError
 from broker.server.context import RequestContext
+
+log = logging.getLogger(__name__)
+
+
+def cluster_action_allowed(ctx: RequestContext, api: str) -> bool:
+    """Whether the principal may CLUSTER_ACTION on the cluster; a refusal is logged (an operator's mistake:
+    a broker's principal missing from ``super.users``, or a client sending broker-only requests)."""
+    if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return True
+    principal = ctx.connection.principal if ctx.connection is not None else "?"
+    log.warning("%s from %s (client id %r) refused with CLUSTER_AUTHORIZATION_FAILED: principal %s may not "
+                "CLUSTER_ACTION on the cluster (a broker's principal belongs in super.users)",
+                api, ctx.peer, ctx.client_id, principal)
+    return False
 
 
 def partition_states(request: dict, version: int) -> list[dict]:
@@ -40,6 +65,8 @@ def partition_states(request: dict, version: int) -> list[dict]:
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     states = partition_states(request, ctx.api_version)
+    if not cluster_action_allowed(ctx, "LeaderAndIsr"):
+        return _refused(states, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if ctx.broker.is_broker_epoch_stale(request["broker_epoch"]):
         return _refused(states, ErrorCode.STALE_BROKER_EPOCH)
     try:

@@ -17,12 +17,18 @@ this broker does not hold is no error.
 Versions: v0 lists ``ungrouped_partitions`` with one ``delete_partitions``
 flag; v1-2 group them by topic (``topics``); v3 gives each partition its
 leader epoch and its own ``delete_partition``. v2+ are flexible.
+
+Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
+CLUSTER_ACTION on the cluster, checked first; otherwise
+CLUSTER_AUTHORIZATION_FAILED for the request and every partition, nothing
+stopped, and a WARNING (see :func:`broker.server.apis.leader_and_isr.cluster_action_allowed`).
 """
 
 from __future__ import annotations
 
 from broker.protocol import ApiKey, ErrorCode
 from broker.replica.manager import StaleControllerEpochError
+from broker.server.apis.leader_and_isr import cluster_action_allowed
 from broker.server.context import RequestContext
 
 NO_EPOCH = -1
@@ -44,10 +50,10 @@ def _partitions(request: dict, version: int) -> list[tuple[str, int, int, bool]]
 async def handle(ctx: RequestContext, request: dict) -> dict:
     replicas = ctx.broker.replicas
     partitions = _partitions(request, ctx.api_version)
+    if not cluster_action_allowed(ctx, "StopReplica"):
+        return _refused(partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if ctx.broker.is_broker_epoch_stale(request["broker_epoch"]):
-        return {"error_code": ErrorCode.STALE_BROKER_EPOCH,
-                "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": ErrorCode.STALE_BROKER_EPOCH}
-                                     for t, p, _epoch, _delete in partitions]}
+        return _refused(partitions, ErrorCode.STALE_BROKER_EPOCH)
     try:
         replicas.check_controller_epoch(request["controller_epoch"])
     except StaleControllerEpochError:
@@ -67,6 +73,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if tps:
             await replicas.stop_replicas(tps, delete)
     return {"error_code": ErrorCode.NONE, "partition_errors": errors}
+
+
+def _refused(partitions: list[tuple[str, int, int, bool]], error: int) -> dict:
+    return {"error_code": error,
+            "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": error}
+                                 for t, p, _epoch, _delete in partitions]}
 
 
 def register(registry) -> None:
