@@ -92,9 +92,7 @@ def test_replication_failover_and_groups_with_the_brokers_as_super_users(cluster
 
     def grant(principal: str, resource_type: ResourceType, name: str, *operations: AclOperation,
               pattern: ResourcePatternType = ResourcePatternType.LITERAL) -> None:
-        # one resource at a time, each seen by every broker before the next
         granted.extend(_allow(admin, principal, resource_type, name, *operations, pattern=pattern))
-        _everywhere(ports, len(granted))
 
     # the harness reads metadata over PLAINTEXT (User:ANONYMOUS): let it see the topics
     grant("User:ANONYMOUS", ResourceType.TOPIC, "*", AclOperation.DESCRIBE)
@@ -104,6 +102,7 @@ def test_replication_failover_and_groups_with_the_brokers_as_super_users(cluster
     grant("User:alice", ResourceType.GROUP, "guarded-group", AclOperation.READ)
     grant("User:alice", ResourceType.GROUP, "guarded-reader", AclOperation.READ)
     grant("User:alice", ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE)
+    _everywhere(ports, len(granted))  # changes in quick succession: each broker ends up with all of them
 
     for future in admin.create_topics([NewTopic("guarded", 1, 3), NewTopic("guarded-grouped", 1, 3)],
                                       request_timeout=30).values():
