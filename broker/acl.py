@@ -546,3 +546,23 @@ class AclWatcher:
         if self._again:  # a change announced, or made here, while this read ran: read once more
             self._again = False
             self._reload()
+
+
+#: What a broker refused by another for want of authorization is told to do.
+INTER_BROKER_HINT = ("refused for want of authorization: put this broker's inter-broker principal in super.users "
+                     "(or grant it CLUSTER_ACTION on the cluster)")
+
+
+class RefusalWarning:
+    """A WARNING when another broker refuses this one's requests for want of authorization, at most one per
+    ``interval_s`` per link (a misconfigured cluster must be loud, not flood the log)."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 60.0) -> None:
+        self.logger, self.interval_s = logger, interval_s
+        self._last = float("-inf")
+
+    def refused(self, what: str) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.interval_s:
+            self._last = now
+            self.logger.warning("%s %s", what, INTER_BROKER_HINT)

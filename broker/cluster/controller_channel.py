@@ -25,7 +25,8 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
-from broker.protocol import decode_request, encode_request
+from broker.acl import RefusalWarning
+from broker.protocol import ErrorCode, decode_request, encode_request
 from broker.server.broker_link import BrokerLink
 from broker.server.context import RequestContext
 
@@ -52,6 +53,7 @@ class _BrokerQueue:
                                client_id=f"controller-{channel.broker.broker_id}",
                                request_timeout_ms=REQUEST_TIMEOUT_MS, ssl_context=channel.broker.tls.inter_broker,
                                sasl=channel.broker.inter_broker_sasl)
+        self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -73,6 +75,8 @@ class _BrokerQueue:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_S[1])
                     continue
+                if isinstance(response, dict) and response.get("error_code") == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                    self._refusals.refused(f"controller: request {api_key} to broker {self.registration.broker_id}")
                 if not future.done():
                     future.set_result(response)
 

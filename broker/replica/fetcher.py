@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from broker.client._connection import BrokerConnection
+from broker.acl import RefusalWarning
 from broker.client.errors import KafkaError
 from broker.log import LogError
 from broker.protocol import ApiKey, ErrorCode
@@ -178,6 +179,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
         self._name = f"fetcher {index} of broker {replicas.local_broker_id} from broker {leader.broker_id}"
+        self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
@@ -417,5 +419,8 @@ class ReplicaFetcher:
                      state.leader_epoch, self.leader.broker_id)
             self.partitions.pop(tp, None)
             return
-        log.debug("%s-%d: leader %d answered error %d; retrying", *tp, self.leader.broker_id, error)
+        if error in (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+            self._refusals.refused(f"{self._name}:")
+        else:
+            log.debug("%s-%d: leader %d answered error %d; retrying", *tp, self.leader.broker_id, error)
         self._delay(state)

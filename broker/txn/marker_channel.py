@@ -33,6 +33,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from broker.acl import RefusalWarning
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.broker_link import BrokerLink
 from broker.txn.markers import write_marker
@@ -75,6 +76,7 @@ class _DestinationQueue:
                                client_id=f"txn-coordinator-{channel.broker.broker_id}",
                                request_timeout_ms=REQUEST_TIMEOUT_MS, connect_timeout_ms=CONNECT_TIMEOUT_MS,
                                ssl_context=channel.broker.tls.inter_broker, sasl=channel.broker.inter_broker_sasl)
+        self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -100,6 +102,8 @@ class _DestinationQueue:
                 answer = answers[i] if i < len(answers) else {"topics": []}
                 codes = {(t["name"], p["partition_index"]): p["error_code"]
                          for t in answer["topics"] for p in t["partitions"]}
+                if ErrorCode.CLUSTER_AUTHORIZATION_FAILED in codes.values():
+                    self._refusals.refused(f"WriteTxnMarkers to broker {self.broker_id}")
                 if not future.done():
                     future.set_result({(t["name"], p): codes.get((t["name"], p), ErrorCode.UNKNOWN_SERVER_ERROR)
                                        for t in marker["topics"] for p in t["partition_indexes"]})
