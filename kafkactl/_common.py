@@ -53,7 +53,7 @@ def client_config(ctx: typer.Context, kind: str, props: dict[str, str] | None = 
 # Kafka's error names by what they say about the request (see kafkactl.errors).
 REFUSED = frozenset({"NON_EMPTY_GROUP", "TOPIC_ALREADY_EXISTS", "POLICY_VIOLATION", "GROUP_SUBSCRIBED_TO_TOPIC",
                      "TOPIC_DELETION_DISABLED", "REASSIGNMENT_IN_PROGRESS", "GROUP_MAX_SIZE_REACHED",
-                     "SASL_AUTHENTICATION_FAILED"})
+                     "SASL_AUTHENTICATION_FAILED", "SECURITY_DISABLED"})
 ABOUT_THE_INPUT = frozenset({
     "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "GROUP_ID_NOT_FOUND", "INVALID_GROUP_ID",
     "INVALID_TOPIC_EXCEPTION", "INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
