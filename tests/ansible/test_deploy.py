@@ -69,16 +69,23 @@ def write_pki(root: Path, hosts) -> Path:
     ca.cert_pem.write_to_path(str(root / "ca.pem"))
     for host in hosts.hosts:
         ca.issue_cert(host.address).private_key_and_cert_chain_pem.write_to_path(str(root / f"{host.name}.pem"))
-    ca.issue_cert("e2e-client").private_key_and_cert_chain_pem.write_to_path(str(root / "client.pem"))
+    ca.issue_cert("e2e-client", common_name="e2e-client").private_key_and_cert_chain_pem.write_to_path(
+        str(root / "client.pem"))
     return root
+
+
+SASL_USERS = {"broker": 'broker-"secret', "admin": "admin-secret", "app": "app-secret"}
 
 
 def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NAMES) -> Path:
     """The inventory of the deployment; ``brokers`` in kafka_brokers (a host left out is not touched).
 
-    Every broker has an SSL listener (9093) beside PLAINTEXT, requires client certificates there,
-    and talks to the other brokers over it (``broker_tls_inter_broker``): replication, the controller,
-    controlled shutdowns and the moves of add-broker.yml all go over TLS.
+    Every broker has an SSL listener (9093) and a SASL_SSL listener (9094, PLAIN and SCRAM-SHA-512)
+    beside PLAINTEXT, requires client certificates on both, and talks to the other brokers over SASL_SSL
+    (``broker_sasl_inter_broker``, as the user ``broker``): replication, the controller, controlled
+    shutdowns and the moves of add-broker.yml all go over TLS with SASL. The ACL authorizer is on: the
+    super users are ``admin`` and the PLAINTEXT listener's clients (the operations playbooks, the mirror,
+    the test's own), a certificate's principal is its CN (``ssl.principal.mapping.rules``).
     """
     h = {host.name: host for host in hosts.hosts}
     pki = write_pki(path.parent / "pki", hosts)
@@ -97,9 +104,12 @@ def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NA
                 "hosts": {n: {"ansible_host": h[n].address, "broker_id": i, "broker_rack": f"rack-{n}",
                               "jbod_disks": h[n].disks, "broker_tls_cert": str(pki / f"{n}.pem")}
                           for i, n in enumerate(brokers, start=1)},
-                "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000},
+                "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000,
+                                                 "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"},
                          "broker_tls_ca": str(pki / "ca.pem"), "broker_tls_client_auth": "required",
-                         "broker_tls_inter_broker": True},
+                         "broker_sasl_mechanisms": ["PLAIN", "SCRAM-SHA-512"], "broker_sasl_inter_broker": True,
+                         "broker_sasl_users": SASL_USERS, "broker_authorizer": True,
+                         "broker_super_users": ["User:admin", "User:ANONYMOUS"]},
             },
             "mirror_makers": {"hosts": {"h3": {"kafka_mirror_config": {
                 "clusters": {"self": {"bootstrap.servers": bootstrap(hosts)}},
@@ -117,14 +127,15 @@ def bootstrap(hosts, brokers: list[str] = NAMES) -> str:
     return ",".join(f"{hosts[n].address}:9092" for n in brokers)
 
 
-def produce_acknowledged(servers: str, values: list[bytes]) -> None:
-    """Produce ``values`` to TOPIC with acks=all; every one must be acknowledged."""
+def produce_acknowledged(servers: str, values: list[bytes], client: dict | None = None, topic: str = TOPIC) -> None:
+    """Produce ``values`` to ``topic`` with acks=all (``client``: more librdkafka properties); every one
+    must be acknowledged."""
     import confluent_kafka as ck
 
-    producer = ck.Producer({"bootstrap.servers": servers, "acks": "all"})
+    producer = ck.Producer({**(client or {}), "bootstrap.servers": servers, "acks": "all"})
     failures = []
     for v in values:
-        producer.produce(TOPIC, v, on_delivery=lambda err, _msg: err and failures.append(err))
+        producer.produce(topic, v, on_delivery=lambda err, _msg: err and failures.append(err))
         producer.poll(0)
     assert producer.flush(60) == 0 and not failures, failures
 
@@ -188,7 +199,15 @@ def deployed(nspawn_hosts, tmp_path_factory):
 
 def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deployed):
     import confluent_kafka as ck
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     hosts, inventory, first = deployed
     assert all(first.recap(n)["failed"] == 0 and first.recap(n)["unreachable"] == 0 for n in NAMES)
@@ -221,17 +240,42 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
     read = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
     assert sorted(v for _p, _o, v in read) == values
 
-    # the same records over TLS, with the client certificate the brokers require; the key stays private
+    # the same records over TLS, with the client certificate the brokers require, once ACLs allow its
+    # principal (its CN) to read; the key stays private
     pki = inventory.parent / "pki"
+    tls = {"ssl.ca.location": str(pki / "ca.pem"), "ssl.certificate.location": str(pki / "client.pem"),
+           "ssl.key.location": str(pki / "client.pem")}
+    grant = [AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:e2e-client", "*",
+                        AclOperation.READ, AclPermissionType.ALLOW),
+             AclBinding(ResourceType.GROUP, "e2e-", ResourcePatternType.PREFIXED, "User:e2e-client", "*",
+                        AclOperation.READ, AclPermissionType.ALLOW)]
+    for future in admin.create_acls(grant).values():
+        future.result(timeout=30)
     over_tls = subscribed_values(TOPIC, len(values), {
-        "bootstrap.servers": ",".join(f"{hosts[n].address}:9093" for n in NAMES),
-        "security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem"),
-        "ssl.certificate.location": str(pki / "client.pem"), "ssl.key.location": str(pki / "client.pem"),
-        "group.id": "e2e-tls", "enable.auto.commit": False})
+        "bootstrap.servers": ",".join(f"{hosts[n].address}:9093" for n in NAMES), "security.protocol": "SSL",
+        **tls, "group.id": "e2e-tls", "enable.auto.commit": False})
     assert over_tls == set(values)
     for name in NAMES:
         assert hosts.ssh(hosts[name], "stat -c '%a %U %G' /etc/kafkapy/tls/broker.pem").split() == \
             ["640", "root", "kafka"]
+        assert hosts.ssh(hosts[name], "stat -c '%a %U %G' /etc/kafkapy/server.yaml").split() == \
+            ["640", "root", "kafka"]  # it holds the SASL passwords
+
+    # SASL_SSL with PLAIN: the user app may not write to a topic until an ACL says so
+    admin.create_topics([NewTopic("e2e-sasl", 1, 3)])["e2e-sasl"].result(60)
+    over_sasl = {"bootstrap.servers": ",".join(f"{hosts[n].address}:9094" for n in NAMES),
+                 "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "app",
+                 "sasl.password": SASL_USERS["app"], **tls}
+    refused = ck.Producer({**over_sasl, "acks": "all", "message.timeout.ms": 10000})
+    errors: list = []
+    refused.produce("e2e-sasl", b"not allowed", on_delivery=lambda err, _msg: errors.append(err))
+    refused.flush(30)
+    assert [e.code() for e in errors] == [ck.KafkaError.TOPIC_AUTHORIZATION_FAILED], errors
+    for future in admin.create_acls([AclBinding(ResourceType.TOPIC, "e2e-sasl", ResourcePatternType.LITERAL,
+                                                "User:app", "*", AclOperation.WRITE,
+                                                AclPermissionType.ALLOW)]).values():
+        future.result(timeout=30)
+    produce_acknowledged(over_sasl["bootstrap.servers"], [b"over-sasl"], over_sasl, topic="e2e-sasl")
 
     # the mirror on h3 copies orders into self.orders
     mirrored = subscribed_values(f"self.{TOPIC}", len(values),

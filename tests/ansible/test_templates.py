@@ -76,10 +76,14 @@ def rendered(tmp_path_factory) -> Path:
     (out / "render.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
     # Extra vars, as include_vars of the defaults would override the inventory's: ExecStart must
     # name a program that exists for systemd-analyze (this venv's), and promtool must find the rules.
-    # TLS as the broker role's variables set it (files are not copied here: only templates render)
+    # TLS, SASL and ACLs as the broker role's variables set them (files are not copied here: only
+    # templates render); a password with a quote and a backslash, as JAAS must read them
     overrides = {"kafkapy_venv": sys.prefix, "monitoring_rules_dir": str(REPO / "monitoring" / "rules"),
                  "broker_tls_cert": "/srv/pki/broker.pem", "broker_tls_ca": "/srv/pki/ca.pem",
-                 "broker_tls_client_auth": "required", "broker_tls_inter_broker": True,
+                 "broker_tls_client_auth": "required",
+                 "broker_sasl_mechanisms": ["PLAIN", "SCRAM-SHA-512"], "broker_sasl_inter_broker": True,
+                 "broker_sasl_users": {"broker": 'br"o\\ker', "alice": "alice-secret"},
+                 "broker_authorizer": True, "broker_super_users": ["User:admin"],
                  "monitoring_alertmanager": True, "monitoring_alertmanager_receivers": [
                      {"name": "oncall", "webhook_configs": [{"url": "http://10.0.0.9:8080/alerts"}]}]}
     play = playbooks.run(out / "render.yml", "-e", json.dumps(overrides), inventory=str(out / "inventory.json"))
@@ -95,13 +99,22 @@ def test_server_yaml_loads_with_the_brokers_config_loader(rendered):
         assert config["broker.rack"] == f"rack-{'abc'[i]}"
         assert [str(d) for d in config.log_dirs] == ["/data/disk0/kafka-logs", "/data/disk1/kafka-logs"]
         assert config["zookeeper.connect"] == "10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181"
-        assert [(e.listener_name, e.host, e.port) for e in config.listeners] == [("PLAINTEXT", address, 9092),
-                                                                                 ("SSL", address, 9093)]
-        assert [(e.host, e.port) for e in config.advertised_endpoints()] == [(address, 9092), (address, 9093)]
-        assert (config.security_protocol("SSL"), config.inter_broker_listener) == ("SSL", "SSL")
-        assert config.ssl_settings("SSL").items() >= {"ssl.keystore.location": "/etc/kafkapy/tls/broker.pem",
-                                                  "ssl.truststore.location": "/etc/kafkapy/tls/ca.pem",
-                                                  "ssl.client.auth": "required"}.items()
+        assert [(e.listener_name, e.host, e.port) for e in config.listeners] == [
+            ("PLAINTEXT", address, 9092), ("SSL", address, 9093), ("SASL_SSL", address, 9094)]
+        assert [(e.host, e.port) for e in config.advertised_endpoints()] == [(address, 9092), (address, 9093),
+                                                                             (address, 9094)]
+        assert (config.security_protocol("SASL_SSL"), config.inter_broker_listener) == ("SASL_SSL", "SASL_SSL")
+        assert config.ssl_settings("SASL_SSL").items() >= {"ssl.keystore.location": "/etc/kafkapy/tls/broker.pem",
+                                                       "ssl.truststore.location": "/etc/kafkapy/tls/ca.pem",
+                                                       "ssl.client.auth": "required"}.items()
+        sasl = config.sasl_settings("SASL_SSL")
+        assert sasl.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+        assert dict(sasl.plain_users) == {"broker": 'br"o\\ker', "alice": "alice-secret"}
+        credentials = config.inter_broker_sasl()
+        assert (credentials.mechanism, credentials.username, credentials.password) == ("PLAIN", "broker",
+                                                                                      'br"o\\ker')
+        assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+        assert config["super.users"] == ["User:admin", "User:broker"]
         assert (config["num.partitions"], config["log.retention.hours"]) == (6, 72)
         assert config["auto.create.topics.enable"] is False
         assert (config["default.replication.factor"], config["min.insync.replicas"]) == (3, 2)
