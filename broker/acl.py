@@ -44,6 +44,7 @@ Which operation each API needs is :data:`API_CHECKS` (Kafka's KafkaApis).
 from __future__ import annotations
 
 import enum
+import ipaddress
 import json
 import logging
 import re
@@ -163,29 +164,75 @@ class PrincipalMapper:
 DEFAULT_MAPPER = PrincipalMapper([("DEFAULT",)])
 
 
-def principal_of_certificate(cert: dict | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str | None:
-    """``User:`` and the subject of a peer certificate (``ssl.SSLSocket.getpeercert()``) in RFC 2253's
-    order and escaping (most specific first: ``CN=alice,OU=eng,O=Example,C=DE``) as ``mapper`` maps it,
-    or None without one; :class:`NoMatchingRule` when no rule applies."""
-    if not cert or not cert.get("subject"):
+def principal_of_certificate(der: bytes | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str | None:
+    """``User:`` and the subject of a peer certificate (DER, ``getpeercert(binary_form=True)``) as Java's
+    ``X500Principal.getName()`` writes it, RFC 2253 (most specific first: ``CN=alice,OU=eng,O=Example,C=DE``;
+    attributes Java has no keyword for as their OID and the hex of their DER value,
+    ``1.2.840.113549.1.9.1=#1605...``), as ``mapper`` maps it; None without a certificate;
+    :class:`NoMatchingRule` when no rule applies."""
+    if not der:
         return None
-    names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
-             "localityName": "L", "stateOrProvinceName": "ST", "streetAddress": "STREET", "domainComponent": "DC",
-             "userId": "UID", "emailAddress": "EMAILADDRESS"}
+    from cryptography import x509
+
+    subject = x509.load_der_x509_certificate(der).subject
     parts = []
-    for rdn in reversed(cert["subject"]):
-        parts.append("+".join(f"{names.get(key, key)}={_escape_dn(value)}" for key, value in rdn))
+    for rdn in reversed(subject.rdns):
+        values = []
+        for attribute in rdn:
+            keyword = _JAVA_KEYWORDS.get(attribute.oid.dotted_string)
+            if keyword is not None:
+                values.append(f"{keyword}={_escape_dn(str(attribute.value))}")
+            else:
+                values.append(f"{attribute.oid.dotted_string}=#{_der_of(attribute).hex()}")
+        parts.append("+".join(values))
+    if not parts:
+        return None
     return "User:" + mapper.map(",".join(parts))
 
 
+#: The attribute keywords Java's RFC 2253 form writes (RFC 2253's table); others are written as OIDs.
+_JAVA_KEYWORDS = {"2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST", "2.5.4.10": "O",
+                  "2.5.4.11": "OU", "2.5.4.9": "STREET", "0.9.2342.19200300.100.1.25": "DC",
+                  "0.9.2342.19200300.100.1.1": "UID"}
+#: How an ASN.1 string type's value is encoded (by its universal tag); the rest are one byte a character.
+_STRING_ENCODINGS = {12: "utf-8", 30: "utf-16-be", 28: "utf-32-be"}
+
+
+def _der_of(attribute) -> bytes:
+    """The DER of an attribute's value (tag, length, content), as Java prints it after ``#``."""
+    tag = attribute._type.value  # the ASN.1 string type the certificate used
+    content = str(attribute.value).encode(_STRING_ENCODINGS.get(tag, "latin-1"))
+    size = len(content)
+    length = bytes([size]) if size < 128 else bytes([0x80 | ((size.bit_length() + 7) // 8)]) + size.to_bytes(
+        (size.bit_length() + 7) // 8, "big")
+    return bytes([tag]) + length + content
+
+
 def _escape_dn(value: str) -> str:
+    r"""Java's RFC 2253 escaping: ``,=+<>#;"\`` anywhere, and a leading or trailing space."""
     out = []
     for i, ch in enumerate(value):
-        if ch in ',+"\\<>;=' or (ch == "#" and i == 0) or (ch == " " and i in (0, len(value) - 1)):
+        if ch in ',=+<>#;"\\' or (ch == " " and i in (0, len(value) - 1)):
             out.append("\\" + ch)
         else:
             out.append(ch)
     return "".join(out)
+
+
+def java_host(address: str) -> str:
+    """A client's IP address as Java's ``InetAddress.getHostAddress()`` writes it, which ACL hosts are
+    matched against in Kafka: IPv6 in eight groups without leading zeros (``0:0:0:0:0:0:0:1``), an
+    IPv4-mapped address as IPv4."""
+    bare, percent, scope = address.partition("%")
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return ":".join(format(int(group, 16), "x") for group in ip.exploded.split(":")) + percent + scope
 
 
 #: What each API asks of the authorizer, as Kafka 2.7's KafkaApis does (error codes: TOPIC 29, GROUP 30,
@@ -302,13 +349,23 @@ def encode_entries(entries: Iterable[Entry]) -> bytes:
     return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
 
 
-def decode_entries(data: bytes) -> set[Entry]:
+def decode_entries(data: bytes, where: str = "") -> set[Entry]:
+    """A resource node's entries; a node that is not Kafka's JSON holds none (logged), as Kafka reads it:
+    one bad node never stops the others being read."""
+    try:
+        doc = json.loads(data or b"{}")
+        acls = doc.get("acls", []) if isinstance(doc, dict) else None
+        if not isinstance(acls, list):
+            raise ValueError("no list of acls")
+    except (ValueError, UnicodeDecodeError) as exc:
+        log.warning("ACL node %s is not Kafka's JSON (%s): read as holding no ACL", where or "?", exc)
+        return set()
     found = set()
-    for acl in json.loads(data or b"{}").get("acls", []):
+    for acl in acls:
         try:
             found.add(Entry(acl["principal"], acl["host"], _OPERATIONS_BY_NAME[acl["operation"]],
                             _PERMISSIONS_BY_NAME[acl["permissionType"]]))
-        except KeyError:
+        except (KeyError, TypeError):
             continue  # an entry of a newer Kafka we do not know: never grants anything here
     return found
 
@@ -348,8 +405,9 @@ class AclStore:
         return acls
 
     def read(self, resource: Resource) -> set[Entry]:
-        found = self.store.get_or_none(resource_path(resource))
-        return set() if found is None else decode_entries(found[0])
+        path = resource_path(resource)
+        found = self.store.get_or_none(path)
+        return set() if found is None else decode_entries(found[0], path)
 
     def change(self, resource: Resource, add: set[Entry] = frozenset(), remove: set[Entry] = frozenset()) -> set[Entry]:
         """Add and remove entries of one resource (compare-and-set, retried), announce it; the entries after."""
@@ -358,7 +416,7 @@ class AclStore:
         path = resource_path(resource)
         while True:
             found = self.store.get_or_none(path)
-            current = set() if found is None else decode_entries(found[0])
+            current = set() if found is None else decode_entries(found[0], path)
             updated = (current | set(add)) - set(remove)
             if updated == current:
                 return current
@@ -423,7 +481,9 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self._literal: dict[tuple[ResourceType, str], frozenset[Entry]] = {}
-        self._prefixed: dict[ResourceType, list[tuple[str, frozenset[Entry]]]] = {}
+        # per type: the lengths of its prefixes, longest first, and prefix -> entries (a lookup costs one
+        # dict probe per distinct prefix length, not one per PREFIXED ACL)
+        self._prefixed: dict[ResourceType, tuple[list[int], dict[str, frozenset[Entry]]]] = {}
         self._all: dict[Resource, frozenset[Entry]] = {}
         self._decisions: dict[tuple, bool] = {}
         #: Counts the changes made here (:meth:`update`): a reload read before one must not undo it
@@ -436,23 +496,30 @@ class Authorizer:
     def replace(self, acls: dict[Resource, set[Entry]]) -> None:
         self._all = {r: frozenset(e) for r, e in acls.items() if e}
         literal: dict[tuple[ResourceType, str], frozenset[Entry]] = {}
-        prefixed: dict[ResourceType, list[tuple[str, frozenset[Entry]]]] = {}
+        by_prefix: dict[ResourceType, dict[str, frozenset[Entry]]] = {}
         for resource, entries in self._all.items():
             if resource.pattern == PatternType.LITERAL:
                 literal[(resource.type, resource.name)] = entries
             else:
-                prefixed.setdefault(resource.type, []).append((resource.name, entries))
-        self._literal, self._prefixed = literal, prefixed
+                by_prefix.setdefault(resource.type, {})[resource.name] = entries
+        self._literal = literal
+        self._prefixed = {rtype: (sorted({len(p) for p in prefixes}, reverse=True), prefixes)
+                          for rtype, prefixes in by_prefix.items()}
         self._decisions = {}
 
     def update(self, resource: Resource, entries: set[Entry]) -> None:
-        """One resource's entries changed (on the loop)."""
+        """One resource's entries changed here (on the loop)."""
         self.generation += 1
+        self.update_many({resource: entries})
+
+    def update_many(self, changed: dict[Resource, set[Entry]]) -> None:
+        """Some resources' entries, as read from the store (on the loop)."""
         acls = dict(self._all)
-        if entries:
-            acls[resource] = frozenset(entries)
-        else:
-            acls.pop(resource, None)
+        for resource, entries in changed.items():
+            if entries:
+                acls[resource] = frozenset(entries)
+            else:
+                acls.pop(resource, None)
         self.replace(acls)
 
     def bindings(self) -> dict[Resource, frozenset[Entry]]:
@@ -474,9 +541,14 @@ class Authorizer:
         applicable: list[Entry] = []
         for key in ((rtype, name), (rtype, WILDCARD)):
             applicable.extend(self._literal.get(key, ()))
-        for prefix, entries in self._prefixed.get(rtype, ()):
-            if name.startswith(prefix):
-                applicable.extend(entries)
+        indexed = self._prefixed.get(rtype)
+        if indexed is not None:
+            lengths, prefixes = indexed
+            for length in lengths:
+                if length <= len(name):
+                    entries = prefixes.get(name[:length])
+                    if entries:
+                        applicable.extend(entries)
         if not applicable:
             return self.allow_if_no_acl
         principals, hosts = (principal, WILDCARD_PRINCIPAL), (host, WILDCARD)
@@ -489,36 +561,64 @@ class Authorizer:
 
 
 class AclWatcher:
-    """Keeps a broker's :class:`Authorizer` in step with the store: every change notification (of any
-    broker, or of Kafka's tools) reloads the ACLs, on the loop. Blocking work runs in ``run_blocking``."""
+    """Keeps a broker's :class:`Authorizer` in step with the store, as Kafka's brokers do: every change
+    notification (of any broker, or of Kafka's tools) newer than the last one read names a resource, and
+    that resource alone is read again; a lost ZooKeeper session reads everything again. On the loop;
+    blocking work runs in ``run_blocking``."""
+
+    RETRY_S = 1.0
 
     def __init__(self, authorizer: Authorizer, loop, run_blocking) -> None:
         self.authorizer, self.loop, self.run_blocking = authorizer, loop, run_blocking
         self._pending = False
-        self._again = False  # a notification came while a reload was under way: reload once more after it
+        self._again = False  # a notification came while a read was under way: read once more after it
+        self._full = False  # the next read is of everything (a session event)
+        self._seen: dict[str, int] = {}  # per change root: the newest notification read
+        self._dirty: set[Resource] = set()  # resources read while a change was made here: read again
+        self._retry = None
         self.stopped = False
 
     async def start(self) -> None:
         """Load every ACL and watch for changes (before the listeners take requests)."""
-        self.authorizer.replace(await self.run_blocking(self._read_and_watch))
+        acls = await self.run_blocking(self._read, True, set())
+        self.authorizer.replace(acls)
 
-    def _read_and_watch(self) -> dict[Resource, set[Entry]]:
-        store = self.authorizer.acls.store
+    def _read(self, full: bool, dirty: set[Resource]) -> dict[Resource, set[Entry]]:
+        """Blocking: the notifications newer than those seen (watching for more), then every ACL when
+        ``full``, else the resources they (and ``dirty``) name."""
+        store, acls = self.authorizer.acls.store, self.authorizer.acls
+        changed = set(dirty)
         for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
             try:
                 store.create(root, b"", make_parents=True)
             except Exception:  # noqa: BLE001 - exists already (NodeExistsError)
                 pass
-            store.get_children(root, self._changed)
-        return self.authorizer.load()
+            seen = self._seen.get(root, -1)
+            for name in sorted(store.get_children(root, self._changed)):
+                try:
+                    sequence = int(name[len(CHANGE_PREFIX):])
+                except ValueError:
+                    continue
+                if sequence <= seen:
+                    continue
+                found = None if full else store.get_or_none(f"{root}/{name}")
+                resource = None if found is None else acls.changed(root, found[0])
+                if resource is not None:
+                    changed.add(resource)
+                self._seen[root] = max(self._seen.get(root, -1), sequence)
+        if full:
+            return acls.load()
+        return {resource: acls.read(resource) for resource in changed}
 
-    def _changed(self, _event) -> None:  # the store's thread
+    def _changed(self, event) -> None:  # the store's thread
+        full = getattr(event, "type", None) == "session"
         try:
-            self.loop.call_soon_threadsafe(self._reload)
+            self.loop.call_soon_threadsafe(self._reload, full)
         except RuntimeError:  # the loop is closed: the broker is stopping
             pass
 
-    def _reload(self) -> None:
+    def _reload(self, full: bool = False) -> None:
+        self._full = self._full or full
         if self.stopped:
             return
         if self._pending:  # what it reads may predate this notification's change
@@ -529,23 +629,36 @@ class AclWatcher:
 
     async def _do_reload(self) -> None:
         generation = self.authorizer.generation
+        full, self._full = self._full, False
+        dirty, self._dirty = self._dirty, set()
         try:
-            acls = await self.run_blocking(self._read_and_watch)
+            acls = await self.run_blocking(self._read, full, dirty)
         except Exception as exc:  # noqa: BLE001 - the store unreachable: keep the ACLs we have, try again
-            log.warning("cannot read the ACLs (%s); again in 1 s", exc)
             self._pending = self._again = False
-            self.loop.call_later(1.0, self._reload)
+            self._full = True  # what was missed meanwhile is not known: read everything
+            if self._retry is None:  # one timer, however many notifications fail meanwhile
+                log.warning("cannot read the ACLs (%s); again in %g s", exc, self.RETRY_S)
+                self._retry = self.loop.call_later(self.RETRY_S, self._retry_now)
             return
         self._pending = False
         if self.stopped:
             return
-        if self.authorizer.generation == generation:  # else a change made here may be missing from the read
-            self.authorizer.replace(acls)
-        elif not self._again:
+        if self.authorizer.generation == generation:
+            if full:
+                self.authorizer.replace(acls)
+            elif acls:
+                self.authorizer.update_many(acls)
+        else:  # a change made here meanwhile may be missing from what was read: read these again
+            self._dirty |= set(acls) if not full else set()
+            self._full = self._full or full
             self._again = True
-        if self._again:  # a change announced, or made here, while this read ran: read once more
+        if self._again:
             self._again = False
             self._reload()
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        self._reload(True)
 
 
 #: What a broker refused by another for want of authorization is told to do.

@@ -80,7 +80,7 @@ from broker.protocol import (
     decode_request,
     encode_response,
 )
-from broker.acl import ANONYMOUS, NoMatchingRule, PrincipalMapper, principal_of_certificate
+from broker.acl import ANONYMOUS, NoMatchingRule, PrincipalMapper, java_host, principal_of_certificate
 from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
@@ -246,11 +246,13 @@ class Connection(asyncio.BufferedProtocol):
             return
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.host = peer[0] if peer else "?"
+        self.host = java_host(peer[0]) if peer else "?"
         if self.tls:  # a client certificate names the principal (SASL_SSL: until SASL names it)
+            ssl_object = transport.get_extra_info("ssl_object")
             try:
-                self.principal = principal_of_certificate(transport.get_extra_info("peercert"),
-                                                          self.server.principal_mapper(self.listener)) or ANONYMOUS
+                self.principal = principal_of_certificate(
+                    ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None,
+                    self.server.principal_mapper(self.listener)) or ANONYMOUS
             except NoMatchingRule as exc:  # never a connection: not counted, not registered
                 log.info("connection from %s on listener %s refused: %s", self.peer, self.listener, exc)
                 self.broker.metrics.tls_handshake_failures.labels(self.listener).inc()

@@ -8,6 +8,7 @@ What each API enforces is tested with the API (test_authorization_*.py); here is
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -26,9 +27,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from broker.acl import API_CHECKS, AclOperation as Op, Authorizer, Entry, PatternType, Resource
-from broker.acl import AclPermission, ResourceType as RT, principal_of_certificate
+from broker.acl import AclPermission, ResourceType as RT, java_host, principal_of_certificate
 from broker.server.registry import api_name, load_apis
 from tests.pki import make_pki
 from tests.zookeeper import free_port
@@ -155,8 +159,10 @@ def test_the_principal_of_a_client_certificate_is_its_subject(broker_factory, tm
                              "ssl.truststore.location": str(pki["ca"]),
                              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                              "super.users": "User:ANONYMOUS"})  # the PLAINTEXT listener's clients: the operator
-    subject = x509.load_pem_x509_certificate(pki["client_cert"].read_bytes()).subject.rfc4514_string()
-    principal = f"User:{subject}"
+    subject = x509.load_pem_x509_certificate(pki["client_cert"].read_bytes()).subject
+    # Java's RFC 2253 form, as Kafka names it: most specific first, '#' escaped anywhere in a value
+    principal = "User:" + ",".join(f"{a.rfc4514_attribute_name}={a.value}".replace("#", "\\#")
+                                   for rdn in reversed(subject.rdns) for a in rdn)
     tls = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
                        "ssl.ca.location": str(pki["ca"]), "ssl.certificate.location": str(pki["client_cert"]),
                        "ssl.key.location": str(pki["client_key"]), "log_level": 0})
@@ -194,9 +200,31 @@ def test_the_authorizers_decisions():
     assert Authorizer(None, [], allow_if_no_acl=True).authorize("User:alice", "h", Op.READ, RT.GROUP, "g")
     authorizer.update(Resource(RT.TOPIC, "t"), set())  # a change takes effect at once (the decision cache)
     assert not ok("User:alice", "h", Op.WRITE, RT.TOPIC, "t")
-    cert = {"subject": ((("countryName", "DE"),), (("organizationName", "Example, Inc"),),
-                        (("commonName", "alice"),))}
-    assert principal_of_certificate(cert) == "User:CN=alice,O=Example\\, Inc,C=DE"
+    # the subject as Java writes it: keywords for RFC 2253's attributes, OID=#DER-hex for the others
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COUNTRY_NAME, "DE"),
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Example, Inc"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "x#y"),
+                      x509.NameAttribute(NameOID.SERIAL_NUMBER, "42"),
+                      x509.NameAttribute(NameOID.EMAIL_ADDRESS, "a@b.c"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, "alice")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    assert principal_of_certificate(cert.public_bytes(serialization.Encoding.DER)) == (
+        "User:CN=alice,1.2.840.113549.1.9.1=#16056140622e63,2.5.4.5=#13023432,OU=x\\#y,O=Example\\, Inc,C=DE")
+    # client hosts as Java writes them, which Kafka's ACL hosts are matched against
+    assert [java_host(h) for h in ("::1", "::ffff:10.0.0.7", "10.0.0.7", "2001:db8::1")] == [
+        "0:0:0:0:0:0:0:1", "10.0.0.7", "10.0.0.7", "2001:db8:0:0:0:0:0:1"]
+    # thousands of PREFIXED ACLs: each decision finds the ones that apply among them
+    many = Authorizer(None, [])
+    many.replace({Resource(RT.TOPIC, f"team-{i}-", PatternType.PREFIXED): {Entry("User:*", "*", Op.READ, allow)}
+                  for i in range(10_000)} | {Resource(RT.TOPIC, "team-", PatternType.PREFIXED):
+                                             {Entry("User:eve", "*", Op.READ, deny)}})
+    assert many.authorize("User:bob", "h", Op.READ, RT.TOPIC, "team-4711-orders")
+    assert not many.authorize("User:eve", "h", Op.READ, RT.TOPIC, "team-4711-orders")
+    assert not many.authorize("User:bob", "h", Op.READ, RT.TOPIC, "team-x")
 
 
 def test_every_api_served_states_its_authorization():
@@ -272,3 +300,27 @@ def test_mapping_rules_that_cannot_be_read_stop_the_start(tmp_path):
                             timeout=60)
     assert result.returncode == 2 and "ssl.principal.mapping.rules" in result.stderr, result.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_a_malformed_acl_node_holds_no_acl_and_stops_nothing(broker_factory):
+    """A node another tool wrote badly is read as empty (logged): the broker starts, and every other ACL,
+    and every later change, is in force (as Kafka reads such a node)."""
+    broker = _acl_broker(broker_factory)
+    admin = _admin(broker, "admin")
+    grant = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.READ, AclPermissionType.ALLOW)
+    _create(admin, [grant])
+    broker.stop()
+    store = broker.workdir / "data" / "metadata-store.json"
+    doc = json.loads(store.read_text())
+    doc["nodes"]["/kafka-acl/Topic/junk"] = {"version": 0, "data": "{not json"}
+    doc["nodes"]["/kafka-acl/Topic/listed"] = {"version": 0, "data": "[1, 2]"}
+    store.write_text(json.dumps(doc))
+    broker.start()
+    admin = _admin(broker, "admin")
+    assert [str(b) for b in admin.describe_acls(EVERYTHING).result(timeout=10)] == [str(grant)]
+    later = AclBinding(ResourceType.GROUP, "g", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.READ, AclPermissionType.ALLOW)
+    _create(admin, [later])
+    assert len(admin.describe_acls(EVERYTHING).result(timeout=10)) == 2
+    assert "ACL node /kafka-acl/Topic/junk is not Kafka's JSON" in broker.stderr_text()

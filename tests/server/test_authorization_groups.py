@@ -488,9 +488,10 @@ def test_a_client_cannot_send_what_only_the_controller_sends(broker_factory):
     finally:
         reader.close()
     _produce(_conf(broker, "admin"), "held", [b"d"])
-    log = broker.stderr_text()
-    for api in ("LeaderAndIsr", "StopReplica", "UpdateMetadata", "WriteTxnMarkers", "ControlledShutdown"):
-        assert f"{api} from 127.0.0.1:" in log and "principal User:ANONYMOUS may not CLUSTER_ACTION" in log, api
+    # one WARNING a minute per host and principal, however many such requests come (no log flood)
+    lines = [line for line in broker.stderr_text().splitlines()
+             if "refused with CLUSTER_AUTHORIZATION_FAILED: principal User:ANONYMOUS may not CLUSTER_ACTION" in line]
+    assert len(lines) == 1 and "LeaderAndIsr from 127.0.0.1:" in lines[0], lines
 
 
 def test_without_an_authorizer_nothing_is_checked(broker_factory):
