@@ -410,31 +410,57 @@ class AclStore:
         return set() if found is None else decode_entries(found[0], path)
 
     def change(self, resource: Resource, add: set[Entry] = frozenset(), remove: set[Entry] = frozenset()) -> set[Entry]:
-        """Add and remove entries of one resource (compare-and-set, retried), announce it; the entries after."""
-        from broker.cluster.store import BadVersionError, NodeExistsError, NoNodeError
+        """Add and remove entries of one resource; the entries after (see :meth:`change_many`)."""
+        return self.change_many({resource: (set(add), set(remove))})[resource]
 
-        path = resource_path(resource)
-        while True:
-            found = self.store.get_or_none(path)
-            current = set() if found is None else decode_entries(found[0], path)
-            updated = (current | set(add)) - set(remove)
-            if updated == current:
-                return current
-            try:
-                if found is None:
-                    self.store.create(path, encode_entries(updated), make_parents=True)
-                elif updated:
-                    self.store.set(path, encode_entries(updated), found[1].version)
-                else:
-                    self.store.delete(path, found[1].version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
-            break
-        self._announce(resource)
-        return updated
+    #: Resources written per atomic batch (a ZooKeeper multi must stay well under its 1 MB request limit).
+    BATCH = 200
 
-    def _announce(self, resource: Resource) -> None:
-        from broker.cluster.store import NoNodeError
+    def change_many(self, changes: dict[Resource, tuple[set[Entry], set[Entry]]]) -> dict[Resource, set[Entry]]:
+        """Add and remove entries of several resources: each batch of :data:`BATCH` resources is written in one
+        atomic ``multi`` (compare-and-set on each node, retried when another writer came between) with its
+        change notifications; the entries of each resource after."""
+        from broker.cluster.store import BadVersionError, Create, Delete, NodeExistsError, NoNodeError, SetData
+
+        result: dict[Resource, set[Entry]] = {}
+        items = list(changes.items())
+        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            self.store.ensure_path(root)
+        for start in range(0, len(items), self.BATCH):
+            batch = items[start:start + self.BATCH]
+            for parent in {resource_path(r).rsplit("/", 1)[0] for r, _ in batch}:
+                self.store.ensure_path(parent)
+            while True:
+                ops, after = [], {}
+                for resource, (add, remove) in batch:
+                    path = resource_path(resource)
+                    found = self.store.get_or_none(path)
+                    current = set() if found is None else decode_entries(found[0], path)
+                    updated = (current | add) - remove
+                    after[resource] = updated
+                    if updated == current:
+                        continue
+                    if found is None:
+                        ops.append(Create(path, encode_entries(updated)))
+                    elif updated:
+                        ops.append(SetData(path, encode_entries(updated), found[1].version))
+                    else:
+                        ops.append(Delete(path, found[1].version))
+                    ops.append(self._announcement(resource))
+                if not ops:
+                    break
+                try:
+                    self.store.multi(ops)
+                except (BadVersionError, NodeExistsError, NoNodeError):
+                    continue
+                break
+            result.update(after)
+        return result
+
+    @staticmethod
+    def _announcement(resource: Resource):
+        """The change notification of a resource: Kafka's format for its pattern type."""
+        from broker.cluster.store import Create
 
         if resource.pattern == PatternType.LITERAL:
             root, data = LITERAL_CHANGES, f"{_TYPE_NAMES[resource.type]}:{resource.name}".encode()
@@ -442,15 +468,24 @@ class AclStore:
             root = EXTENDED_CHANGES
             data = json.dumps({"version": 1, "resourceType": _TYPE_NAMES[resource.type], "name": resource.name,
                                "patternType": resource.pattern.name}, separators=(",", ":")).encode()
-        self.store.create(f"{root}/{CHANGE_PREFIX}", data, sequence=True, make_parents=True)
+        return Create(f"{root}/{CHANGE_PREFIX}", data, sequence=True)
+
+    def purge_changes(self) -> None:
+        """Delete the change notifications older than :data:`CHANGE_EXPIRY_MS` (once per request that
+        changed ACLs, not once per change: a request of a thousand ACLs reads the notifications once)."""
+        from broker.cluster.store import NoNodeError
+
         oldest_kept = time.time() * 1000 - CHANGE_EXPIRY_MS
-        for name in self.store.get_children(root):
-            stat = self.store.exists(f"{root}/{name}")
-            if stat is not None and stat.ctime_ms < oldest_kept:
-                try:
-                    self.store.delete(f"{root}/{name}")
-                except NoNodeError:
-                    pass
+        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            if self.store.exists(root) is None:
+                continue
+            for name in self.store.get_children(root):
+                stat = self.store.exists(f"{root}/{name}")
+                if stat is not None and stat.ctime_ms < oldest_kept:
+                    try:
+                        self.store.delete(f"{root}/{name}")
+                    except NoNodeError:
+                        pass
 
     def changed(self, root: str, data: bytes) -> Resource | None:
         """The resource a change notification names."""

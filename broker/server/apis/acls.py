@@ -97,6 +97,25 @@ class _Filter:
         return found
 
 
+def _write(authorizer, changes: dict) -> dict:
+    """Blocking: the changes in atomic batches (:meth:`broker.acl.AclStore.change_many`); each resource's
+    entries after, or the exception that failed the store (then every resource of the request gets it)."""
+    try:
+        done: dict = authorizer.acls.change_many(changes)
+    except Exception as exc:  # noqa: BLE001 - the store failed: the request's changes fail
+        done = {resource: exc for resource in changes}
+    _purge(authorizer)
+    return done
+
+
+def _purge(authorizer) -> None:
+    """Blocking: old change notifications go, once per request; a failure to delete them changes nothing."""
+    try:
+        authorizer.acls.purge_changes()
+    except Exception:  # noqa: BLE001 - the next request purges them
+        pass
+
+
 def _entry_fields(entry: Entry) -> dict:
     return {"principal": entry.principal, "host": entry.host, "operation": entry.operation,
             "permission_type": entry.permission}
@@ -162,13 +181,7 @@ async def create_acls(ctx: RequestContext, request: dict) -> dict:
         results.append({"error_code": ErrorCode.NONE, "error_message": None, "resource": resource})
 
     def write() -> dict[Resource, set[Entry] | Exception]:
-        done: dict[Resource, set[Entry] | Exception] = {}
-        for resource, entries in wanted.items():
-            try:
-                done[resource] = authorizer.acls.change(resource, add=entries)
-            except Exception as exc:  # noqa: BLE001 - the store failed: that resource's creations fail
-                done[resource] = exc
-        return done
+        return _write(authorizer, {resource: (entries, set()) for resource, entries in wanted.items()})
 
     done = await ctx.broker.run_blocking(write)
     for resource, entries in done.items():
@@ -200,13 +213,7 @@ async def delete_acls(ctx: RequestContext, request: dict) -> dict:
             removals.setdefault(resource, set()).update(entries)
 
     def write() -> dict[Resource, set[Entry] | Exception]:
-        done: dict[Resource, set[Entry] | Exception] = {}
-        for resource, entries in removals.items():
-            try:
-                done[resource] = authorizer.acls.change(resource, remove=entries)
-            except Exception as exc:  # noqa: BLE001
-                done[resource] = exc
-        return done
+        return _write(authorizer, {resource: (set(), entries) for resource, entries in removals.items()})
 
     done = await ctx.broker.run_blocking(write)
     for resource, entries in done.items():
