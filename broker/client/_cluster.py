@@ -30,6 +30,7 @@ from .errors import (
 )
 
 log = logging.getLogger("broker.client")
+TOPIC_AUTHORIZATION_FAILED = 29
 
 COORDINATOR_GROUP = 0
 
@@ -40,6 +41,8 @@ class Cluster:
         self.bootstrap = config.bootstrap_list()
         self.brokers: dict[int, BrokerMetadata] = {}
         self.topics: dict[str, TopicMetadata] = {}
+        #: Topics the last Metadata answered TOPIC_AUTHORIZATION_FAILED (no DESCRIBE ACL): an error, not a wait
+        self.unauthorized_topics: set[str] = set()
         self._partition_lists: dict[str, tuple[list[int], list[int]]] = {}
         self.controller_id: int = -1
         self.cluster_id: str | None = None
@@ -233,6 +236,10 @@ class Cluster:
         topics = {} if full else dict(self.topics)
         for t in resp["topics"]:
             name = t["name"]
+            if t["error_code"] == TOPIC_AUTHORIZATION_FAILED:
+                self.unauthorized_topics.add(name)
+            else:
+                self.unauthorized_topics.discard(name)
             if t["error_code"]:
                 topics.pop(name, None)
                 if t["error_code"] not in (3, 5):  # UNKNOWN_TOPIC / LEADER_NOT_AVAILABLE: stay unknown
@@ -277,6 +284,10 @@ class Cluster:
             missing = [t for t in topics if t not in self.topics]
             if not missing:
                 return
+            refused = sorted(t for t in missing if t in self.unauthorized_topics)
+            if refused:  # waiting would not help (Kafka's clients raise TopicAuthorizationException)
+                raise error_for_code(TOPIC_AUTHORIZATION_FAILED, f"not authorized to access topic(s) "
+                                                                 f"{', '.join(refused)}")
             if time.monotonic() >= deadline:
                 names = ", ".join(sorted(missing))
                 if allow_auto_topic_creation:

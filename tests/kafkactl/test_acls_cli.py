@@ -158,6 +158,10 @@ def test_producer_and_consumer_acls_let_alice_produce_and_consume(ctl: AclCtl) -
     assert ctl("topics", "create", topic).returncode == 0
     res = ctl.alice("produce", topic, input="refused\n")
     assert res.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED (31) in InitProducerId" in res.stderr, res.stderr
+    # not idempotent: the topic itself is refused (no DESCRIBE), at once and as a refusal, never "unknown topic"
+    res = ctl.alice("produce", topic, "-X", "enable.idempotence=false", input="refused\n")
+    assert res.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in res.stderr, res.stderr
+    assert "unknown topic" not in res.stderr
 
     producer = ctl.json("acls", "add", "--producer", "--idempotent", "--allow-principal", "User:alice", "--topic",
                         topic, "--transactional-id", "tx-1")
