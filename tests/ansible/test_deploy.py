@@ -140,6 +140,24 @@ def produce_acknowledged(servers: str, values: list[bytes], client: dict | None 
     assert producer.flush(60) == 0 and not failures, failures
 
 
+def wait_for_acls(hosts, name: str, count: int) -> None:
+    """Wait until every broker holds ``count`` ACLs on resources named ``name``: ACL changes reach the other
+    brokers through ZooKeeper a moment after the answer (as in Kafka), and a client may ask any of them."""
+    from broker.protocol import ApiKey
+    from tests.server.wire import Wire
+
+    flt = {"resource_type_filter": 1, "resource_name_filter": name, "pattern_type_filter": 1,
+           "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+
+    def held(address: str) -> bool:
+        with Wire(f"{address}:9092", timeout=10) as w:  # PLAINTEXT: User:ANONYMOUS, a super user here
+            answer = w.call(ApiKey.DESCRIBE_ACLS, 1, flt)
+        return sum(len(r["acls"]) for r in answer["resources"]) >= count
+
+    for n in NAMES:
+        wait_until(lambda: held(hosts[n].address), f"broker {n} to hold the ACLs of {name}", limit=WAIT_S)
+
+
 def subscribed_values(topic: str, count: int, config: dict) -> set[bytes]:
     """The values a librdkafka consumer (``config``, from the earliest offset) reads from ``topic``,
     until it has ``count`` of them or ``WAIT_S`` has passed."""
@@ -251,6 +269,8 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
                         AclOperation.READ, AclPermissionType.ALLOW)]
     for future in admin.create_acls(grant).values():
         future.result(timeout=30)
+    wait_for_acls(hosts, TOPIC, 1)
+    wait_for_acls(hosts, "e2e-", 1)
     over_tls = subscribed_values(TOPIC, len(values), {
         "bootstrap.servers": ",".join(f"{hosts[n].address}:9093" for n in NAMES), "security.protocol": "SSL",
         **tls, "group.id": "e2e-tls", "enable.auto.commit": False})
@@ -270,11 +290,13 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
     errors: list = []
     refused.produce("e2e-sasl", b"not allowed", on_delivery=lambda err, _msg: errors.append(err))
     refused.flush(30)
+    del refused  # its connections go now, not at the containers' teardown
     assert [e.code() for e in errors] == [ck.KafkaError.TOPIC_AUTHORIZATION_FAILED], errors
     for future in admin.create_acls([AclBinding(ResourceType.TOPIC, "e2e-sasl", ResourcePatternType.LITERAL,
                                                 "User:app", "*", AclOperation.WRITE,
                                                 AclPermissionType.ALLOW)]).values():
         future.result(timeout=30)
+    wait_for_acls(hosts, "e2e-sasl", 1)
     produce_acknowledged(over_sasl["bootstrap.servers"], [b"over-sasl"], over_sasl, topic="e2e-sasl")
 
     # the mirror on h3 copies orders into self.orders
