@@ -300,6 +300,30 @@ def consume_throughput(bootstrap: str, topic: str, partitions: int, count: int,
     return ConsumeResult(got, nbytes, elapsed, errors)
 
 
+def produce_and_consume_row(broker, address: str, topic: str, *, size: int, count: int, client: dict,
+                            label: str) -> dict:
+    """librdkafka produces ``count`` records of ``size`` bytes (acks=1) to a new one-partition ``topic`` at
+    ``address`` and reads them back; the row of records/s, MB/s and ``broker``'s CPU seconds per GB moved
+    (``broker.stats``, ``broker.bootstrap`` creates the topic), printed under ``label``. Raises when a send
+    failed or a record is missing."""
+    create_topic(broker.bootstrap, topic, 1)
+    before = broker.stats.snapshot()
+    produced = produce_throughput(address, topic, size=size, count=count, acks="1", client=client)
+    consumed = consume_throughput(address, topic, 1, count, client=client)
+    after = broker.stats.snapshot()
+    if produced.errors or consumed.records != count:
+        raise RuntimeError(f"{label}: {produced.errors} failed sends ({produced.first_error}), "
+                           f"{consumed.records} of {count} records read")
+    moved_gb = (produced.bytes + consumed.bytes) / 1e9
+    row = {"produce_rps": produced.records / produced.elapsed_s, "produce_mbs": produced.mb_s,
+           "consume_rps": consumed.records / consumed.elapsed_s, "consume_mbs": consumed.mb_s,
+           "cpu_s_per_gb": (after.cpu_s - before.cpu_s) / moved_gb}
+    print(f"{label}: produce {row['produce_rps']:,.0f} records/s ({row['produce_mbs']:,.1f} MB/s), consume "
+          f"{row['consume_rps']:,.0f} records/s ({row['consume_mbs']:,.1f} MB/s), broker CPU "
+          f"{row['cpu_s_per_gb']:.2f} s/GB", flush=True)
+    return row
+
+
 @dataclass
 class LatencyResult:
     rate: int

@@ -94,25 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         addresses = {"open": brokers["open"].bootstrap, "secured": f"127.0.0.1:{sasl_port}"}
 
         def measure(name: str, client: dict, rep: int) -> dict:
-            broker = brokers[name]
-            topic = f"{PREFIX}{name}-{rep}"
-            _load.create_topic(broker.bootstrap, topic, 1)
-            before = broker.stats.snapshot()
-            produced = _load.produce_throughput(addresses[name], topic, size=SIZE, count=count, acks="1",
-                                                client=client)
-            consumed = _load.consume_throughput(addresses[name], topic, 1, count, client=client)
-            after = broker.stats.snapshot()
-            if produced.errors or consumed.records != count:
-                raise RuntimeError(f"{name}: {produced.errors} failed sends ({produced.first_error}), "
-                                   f"{consumed.records} of {count} records read")
-            moved_gb = (produced.bytes + consumed.bytes) / 1e9
-            row = {"produce_rps": produced.records / produced.elapsed_s, "produce_mbs": produced.mb_s,
-                   "consume_rps": consumed.records / consumed.elapsed_s, "consume_mbs": consumed.mb_s,
-                   "cpu_s_per_gb": (after.cpu_s - before.cpu_s) / moved_gb}
-            print(f"{name:8s} rep {rep + 1}: produce {row['produce_rps']:,.0f} records/s "
-                  f"({row['produce_mbs']:,.1f} MB/s), consume {row['consume_rps']:,.0f} records/s "
-                  f"({row['consume_mbs']:,.1f} MB/s), broker CPU {row['cpu_s_per_gb']:.2f} s/GB", flush=True)
-            return row
+            return _load.produce_and_consume_row(brokers[name], addresses[name], f"{PREFIX}{name}-{rep}", size=SIZE,
+                                                 count=count, client=client, label=f"{name:8s} rep {rep + 1}")
 
         runs = alternate(clients, reps, measure)
     finally:

@@ -702,15 +702,24 @@ INTER_BROKER_HINT = ("refused for want of authorization: put this broker's inter
 
 
 class RefusalWarning:
-    """A WARNING when another broker refuses this one's requests for want of authorization, at most one per
-    ``interval_s`` per link (a misconfigured cluster must be loud, not flood the log)."""
+    """WARNINGs about refusals for want of authorization, at most one per ``interval_s`` per key (a
+    misconfigured cluster, or a client sending broker-only requests by the thousand, must be loud, not
+    flood the log). One per link: :meth:`refused`; per host and principal: :meth:`warn` with that key."""
+
+    MAX_KEYS = 1000
 
     def __init__(self, logger: logging.Logger, interval_s: float = 60.0) -> None:
         self.logger, self.interval_s = logger, interval_s
-        self._last = float("-inf")
+        self._last: dict = {}
+
+    def warn(self, key, message: str, *args) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, float("-inf")) >= self.interval_s:
+            if len(self._last) >= self.MAX_KEYS:
+                self._last.clear()
+            self._last[key] = now
+            self.logger.warning(message, *args)
 
     def refused(self, what: str) -> None:
-        now = time.monotonic()
-        if now - self._last >= self.interval_s:
-            self._last = now
-            self.logger.warning("%s %s", what, INTER_BROKER_HINT)
+        """This broker's request was refused by another (``what`` names the link)."""
+        self.warn(None, "%s %s", what, INTER_BROKER_HINT)

@@ -205,6 +205,19 @@ def _acl_text(resource_type, name, pattern_type, principal, host, operation, per
             f"to {principal or 'any principal'} from {host or 'any host'}")
 
 
+def _coerce_acl_fields(self) -> None:
+    """An ACL binding's or filter's enum fields taken from their numbers or names (in any case)."""
+    object.__setattr__(self, "resource_type", _acl_enum(ResourceType, self.resource_type, "resource type"))
+    object.__setattr__(self, "pattern_type", _acl_enum(PatternType, self.pattern_type, "pattern type"))
+    object.__setattr__(self, "operation", _acl_enum(AclOperation, self.operation, "operation"))
+    object.__setattr__(self, "permission_type", _acl_enum(AclPermission, self.permission_type, "permission type"))
+
+
+def _acl_fields_text(self) -> str:
+    return _acl_text(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
+                     self.operation, self.permission_type)
+
+
 @dataclass(frozen=True)
 class AclBinding:
     """One ACL (Kafka's AclBinding): a resource pattern (type, name, LITERAL or PREFIXED) and an
@@ -220,16 +233,8 @@ class AclBinding:
     operation: AclOperation
     permission_type: AclPermission
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "resource_type", _acl_enum(ResourceType, self.resource_type, "resource type"))
-        object.__setattr__(self, "pattern_type", _acl_enum(PatternType, self.pattern_type, "pattern type"))
-        object.__setattr__(self, "operation", _acl_enum(AclOperation, self.operation, "operation"))
-        object.__setattr__(self, "permission_type", _acl_enum(AclPermission, self.permission_type,
-                                                              "permission type"))
-
-    def __str__(self) -> str:
-        return _acl_text(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
-                         self.operation, self.permission_type)
+    __post_init__ = _coerce_acl_fields
+    __str__ = _acl_fields_text
 
     def to_filter(self) -> "AclBindingFilter":
         """The filter matching exactly this binding."""
@@ -253,16 +258,8 @@ class AclBindingFilter:
     operation: AclOperation = AclOperation.ANY
     permission_type: AclPermission = AclPermission.ANY
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "resource_type", _acl_enum(ResourceType, self.resource_type, "resource type"))
-        object.__setattr__(self, "pattern_type", _acl_enum(PatternType, self.pattern_type, "pattern type"))
-        object.__setattr__(self, "operation", _acl_enum(AclOperation, self.operation, "operation"))
-        object.__setattr__(self, "permission_type", _acl_enum(AclPermission, self.permission_type,
-                                                              "permission type"))
-
-    def __str__(self) -> str:
-        return _acl_text(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
-                         self.operation, self.permission_type)
+    __post_init__ = _coerce_acl_fields
+    __str__ = _acl_fields_text
 
     def _body(self) -> dict:
         return {"resource_type_filter": self.resource_type, "resource_name_filter": self.name,

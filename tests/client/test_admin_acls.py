@@ -15,24 +15,10 @@ from confluent_kafka.admin import ResourceType as RdType
 
 from broker.client import (AclBinding, AclBindingFilter, AclOperation, AclPermission, Admin, PatternType,
                            ResourceType, errors)
-from tests.zookeeper import free_port
+from tests.security import acl_broker
 
 pytestmark = pytest.mark.clients
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret" user_alice="alice-secret";')
-
-
-def acl_broker(broker_factory, **props):
-    """A broker with the authorizer: PLAINTEXT (ANONYMOUS) and SASL_PLAINTEXT (``sasl_bootstrap``) listeners."""
-    port = free_port()
-    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
-                             "sasl.enabled.mechanisms": "PLAIN",
-                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                             "super.users": "User:admin", **props})
-    broker.sasl_bootstrap = f"127.0.0.1:{port}"
-    return broker
 
 
 def _admin(broker, user: str) -> Admin:

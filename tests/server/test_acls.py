@@ -35,25 +35,13 @@ from broker.acl import API_CHECKS, AclOperation as Op, Authorizer, Entry, Patter
 from broker.acl import AclPermission, ResourceType as RT, java_host, principal_of_certificate
 from broker.server.registry import api_name, load_apis
 from tests.pki import make_pki
+from tests.security import acl_broker
 from tests.zookeeper import free_port
 
 pytestmark = pytest.mark.clients
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
 EVERYTHING = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                               AclPermissionType.ANY)
-
-
-def _acl_broker(broker_factory, **props):
-    port = free_port()
-    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
-                             "sasl.enabled.mechanisms": "PLAIN",
-                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                             "super.users": "User:admin", **props})
-    broker.sasl_bootstrap = f"127.0.0.1:{port}"
-    return broker
 
 
 def _admin(broker, user: str) -> AdminClient:
@@ -68,7 +56,7 @@ def _create(admin: AdminClient, bindings: list[AclBinding]) -> None:
 
 
 def test_acls_are_made_listed_matched_and_deleted_and_kept_as_kafka_keeps_them(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker, "admin")
     bindings = [
         AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
@@ -118,7 +106,7 @@ def test_acls_are_made_listed_matched_and_deleted_and_kept_as_kafka_keeps_them(b
 
 
 def test_only_principals_allowed_to_may_see_or_change_acls_and_bad_bindings_are_refused(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin, alice = _admin(broker, "admin"), _admin(broker, "alice")
     binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:alice", "*",
                          AclOperation.ALL, AclPermissionType.ALLOW)
@@ -305,7 +293,7 @@ def test_mapping_rules_that_cannot_be_read_stop_the_start(tmp_path):
 def test_a_malformed_acl_node_holds_no_acl_and_stops_nothing(broker_factory):
     """A node another tool wrote badly is read as empty (logged): the broker starts, and every other ACL,
     and every later change, is in force (as Kafka reads such a node)."""
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker, "admin")
     grant = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
                        AclOperation.READ, AclPermissionType.ALLOW)

@@ -31,29 +31,16 @@ from confluent_kafka.admin import (
 )
 
 from broker.protocol import ApiKey, ErrorCode
-from tests.zookeeper import free_port
+from tests.security import acl_broker
 
 from .wire import Wire, make_batch
 
 pytestmark = pytest.mark.clients
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
 TAF, CAF, TXNAF = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 NOT_ASKED = -(2**31)
 ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-
-
-def _acl_broker(broker_factory, **props):
-    port = free_port()
-    broker = broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
-                             "sasl.enabled.mechanisms": "PLAIN",
-                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                             "super.users": "User:admin", **props})
-    broker.sasl_bootstrap = f"127.0.0.1:{port}"
-    return broker
 
 
 def _conf(broker, user: str, **extra) -> dict:
@@ -156,7 +143,7 @@ def _metadata(w: Wire, names: list[str] | None, auto: bool = False, version: int
 
 
 def test_produce_needs_write_and_consume_needs_read(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker)
     _topics(admin, "t", "other", partitions=2)
     _grant(admin,
@@ -218,7 +205,7 @@ def test_produce_needs_write_and_consume_needs_read(broker_factory):
 
 
 def test_prefixed_acls_and_a_deny_beats_an_allow(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker)
     _topics(admin, "pre.a", "pre.b", "prefix", "d")
     _grant(admin,
@@ -242,7 +229,7 @@ def test_prefixed_acls_and_a_deny_beats_an_allow(broker_factory):
 
 
 def test_metadata_hides_topics_without_describe_and_auto_creation_needs_create(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker)
     _topics(admin, "seen", "hidden")
     _grant(admin,
@@ -289,7 +276,7 @@ def test_metadata_hides_topics_without_describe_and_auto_creation_needs_create(b
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_admin_apis_are_refused_without_their_acl_and_served_with_it(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker)
     alice = _admin(broker, "alice")
     _topics(admin, "kept")
@@ -375,7 +362,7 @@ def test_admin_apis_are_refused_without_their_acl_and_served_with_it(broker_fact
 
 
 def test_cluster_apis_need_their_cluster_acl(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker)
     _topics(admin, "t")
     _grant(admin, _acl(ResourceType.TOPIC, "t", "User:alice", AclOperation.ALL))
@@ -421,7 +408,7 @@ def test_cluster_apis_need_their_cluster_acl(broker_factory):
 
 
 def test_idempotent_and_transactional_produce_need_their_acls(broker_factory):
-    broker = _acl_broker(broker_factory)
+    broker = acl_broker(broker_factory)
     admin = _admin(broker)
     _topics(admin, "t")
     _grant(admin, _acl(ResourceType.TOPIC, "t", "User:alice", AclOperation.WRITE))
@@ -470,7 +457,7 @@ def _with_producer(batch: bytes, producer_id: int, transactional: bool = False) 
 
 
 def test_allow_everyone_if_no_acl_found(broker_factory):
-    broker = _acl_broker(broker_factory, **{"allow.everyone.if.no.acl.found": "true"})
+    broker = acl_broker(broker_factory, **{"allow.everyone.if.no.acl.found": "true"})
     admin = _admin(broker)
     _topics(admin, "free", "guarded")
     _grant(admin, _acl(ResourceType.TOPIC, "guarded", "User:alice", AclOperation.ALL))

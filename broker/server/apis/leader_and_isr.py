@@ -34,9 +34,8 @@ controller-to-broker APIs use too): the brokers' principal belongs in
 from __future__ import annotations
 
 import logging
-import time
 
-from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.acl import CLUSTER_NAME, AclOperation, RefusalWarning, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.replica.manager import StaleControllerEpochError
 from broker.server.context import RequestContext
@@ -51,20 +50,14 @@ def cluster_action_allowed(ctx: RequestContext, api: str) -> bool:
         return True
     principal = ctx.connection.principal if ctx.connection is not None else "?"
     host = ctx.connection.host if ctx.connection is not None else "?"
-    last = _last_refusal.get((host, principal), float("-inf"))
-    now = time.monotonic()
-    if now - last >= REFUSAL_LOG_INTERVAL_S:  # a client sending these by the thousand must not flood the log
-        if len(_last_refusal) > 1000:
-            _last_refusal.clear()
-        _last_refusal[(host, principal)] = now
-        log.warning("%s from %s (client id %r) refused with CLUSTER_AUTHORIZATION_FAILED: principal %s may not "
-                    "CLUSTER_ACTION on the cluster (a broker's principal belongs in super.users; one line a "
-                    "minute per host and principal)", api, ctx.peer, ctx.client_id, principal)
+    _refusals.warn((host, principal), "%s from %s (client id %r) refused with CLUSTER_AUTHORIZATION_FAILED: "
+                   "principal %s may not CLUSTER_ACTION on the cluster (a broker's principal belongs in "
+                   "super.users; one line a minute per host and principal)", api, ctx.peer, ctx.client_id,
+                   principal)
     return False
 
 
-REFUSAL_LOG_INTERVAL_S = 60.0
-_last_refusal: dict[tuple[str, str], float] = {}
+_refusals = RefusalWarning(log)
 
 
 def partition_states(request: dict, version: int) -> list[dict]:
