@@ -291,6 +291,8 @@ API_CHECKS: dict[str, str] = {
     "DeleteAcls": "ALTER Cluster",
     "DescribeUserScramCredentials": "DESCRIBE Cluster",
     "AlterUserScramCredentials": "ALTER Cluster",
+    "DescribeClientQuotas": "DESCRIBE_CONFIGS Cluster",
+    "AlterClientQuotas": "ALTER_CONFIGS Cluster",
 }
 
 

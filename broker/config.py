@@ -449,6 +449,14 @@ _PROPS: list[Prop] = [
          "How often transactions past their timeout are aborted."),
     Prop("transaction.remove.expired.transaction.cleanup.interval.ms", _ranged(1, INT_MAX), 3600000,
          "How often expired transactional ids are removed."),
+    Prop("quota.window.num", _ranged(1, INT_MAX), 11, "Samples kept to measure a client's rate against its quota."),
+    Prop("quota.window.size.seconds", _ranged(1, INT_MAX), 1, "Span of each sample of a client quota's rate."),
+    Prop("quota.producer.default", _ranged(1), LONG_MAX,
+         "Bytes/s any client id may produce without a quota of its own (deprecated in Kafka; use "
+         "the <default> client-id quota)."),
+    Prop("quota.consumer.default", _ranged(1), LONG_MAX,
+         "Bytes/s any client id may fetch without a quota of its own (deprecated in Kafka; use "
+         "the <default> client-id quota)."),
     Prop("zookeeper.connect", _optional(_zookeeper_connect), None, "host:port,host:port[/chroot]: run on ZooKeeper."),
     Prop("zookeeper.session.timeout.ms", _ranged(1, INT_MAX), 18000, "ZooKeeper session timeout."),
     Prop("zookeeper.connection.timeout.ms", _optional(_ranged(1, INT_MAX)), None,

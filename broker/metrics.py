@@ -39,6 +39,11 @@ kafkapy_log_appender_appends_total                     counter    log_dir (appen
 kafkapy_request_queue_time_seconds                     histogram  api    (arrival to handler start)
 kafkapy_log_cleaner_threads                            gauge      -      (cleaner threads running; on scrape)
 kafkapy_gc_frozen_objects                              gauge      -      (set once, after start-up; see below)
+kafkapy_client_quota_rate                              gauge      quota, user, client_id (on scrape; see
+                                                                  broker.server.quotas)
+kafkapy_client_quota_limit                             gauge      quota, user, client_id (on scrape)
+kafkapy_client_quota_throttle_seconds_total            counter    quota, user, client_id (on scrape)
+kafkapy_client_quota_throttled_total                   counter    quota, user, client_id (on scrape)
 =====================================================  =========  ==========================
 
 Cluster health, read on scrape from the replica manager, the controller and the
@@ -443,6 +448,32 @@ class _TopicCopyCollector(Collector):
             yield family
 
 
+class _QuotaCollector(Collector):
+    """Client quota rates and throttling, per entity with a live rate (see :mod:`broker.server.quotas`)."""
+
+    def __init__(self, snapshot: Callable[[], Iterable[tuple]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self):
+        labels = ["quota", "user", "client_id"]
+        rate = GaugeMetricFamily(PREFIX + "client_quota_rate", "A client entity's measured rate: bytes/s for "
+                                 "Produce and Fetch, percent of the event loop for Request.", labels=labels)
+        limit = GaugeMetricFamily(PREFIX + "client_quota_limit", "The quota that entity's rate is held to.",
+                                  labels=labels)
+        seconds = CounterMetricFamily(PREFIX + "client_quota_throttle_seconds", "Time that entity's requests "
+                                      "were throttled for.", labels=labels)
+        throttled = CounterMetricFamily(PREFIX + "client_quota_throttled", "Requests of that entity throttled.",
+                                        labels=labels)
+        for quota, (user, client), value, bound, throttle_ms, times in self._snapshot():
+            key = [quota, user, client]
+            rate.add_metric(key, value)
+            if bound is not None:
+                limit.add_metric(key, bound)
+            seconds.add_metric(key, throttle_ms / 1000)
+            throttled.add_metric(key, times)
+        yield from (rate, limit, seconds, throttled)
+
+
 class GroupLag(NamedTuple):
     """One committed offset of a group this broker coordinates, and its partition's end (None: not held here)."""
 
@@ -648,6 +679,11 @@ class BrokerMetrics:
     def watch_health(self, snapshot: Callable[[], Health]) -> None:
         """Report the health gauges (both naming schemes) from ``snapshot()`` at scrape time."""
         self.registry.register(_HealthCollector(snapshot))
+
+    def watch_quotas(self, snapshot: Callable[[], Iterable[tuple]]) -> None:
+        """Report client quota figures from ``snapshot()`` -> (quota type, (user, client id), rate, limit,
+        throttle ms in all, times throttled) per live rate."""
+        self.registry.register(_QuotaCollector(snapshot))
 
     def watch_consumer_lag(self, snapshot: Callable[[], tuple[list[GroupLag], dict[str, int]]]) -> None:
         """Report kafka_exporter's consumer group figures from ``snapshot()`` -> (lags, {group: members})."""

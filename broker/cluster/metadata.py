@@ -282,6 +282,38 @@ class ClusterMetadata:
                           sequence=True, make_parents=True)
         self._purge_notifications()
 
+    def quota_entity_configs(self) -> list[tuple[str, dict[str, str]]]:
+        """``(entity path, config)`` of every user, user and client id, and client id node
+        (``users/alice``, ``users/alice/clients/app``, ``clients/app``; see :mod:`broker.server.quotas`)."""
+        out = []
+        for kind in ("users", "clients"):
+            root = f"/config/{kind}"
+            if self.store.exists(root) is None:
+                continue
+            for name in self.store.get_children(root):
+                path = f"{kind}/{name}"
+                out.append((path, self.quota_entity_config(path)))
+                if kind == "users" and self.store.exists(f"{root}/{name}/clients") is not None:
+                    for client in self.store.get_children(f"{root}/{name}/clients"):
+                        out.append((f"{path}/clients/{client}", self.quota_entity_config(f"{path}/clients/{client}")))
+        return out
+
+    def quota_entity_config(self, path: str) -> dict[str, str]:
+        """The config of the entity at ``/config/<path>`` ({} when it has no node or an empty one)."""
+        found = self.store.get_or_none(f"/config/{path}")
+        return {} if found is None or not found[0] else UserConfigZNode.decode(found[0])
+
+    def set_quota_entity_config(self, path: str, config: dict[str, str]) -> None:
+        """Write the config of the entity at ``/config/<path>`` and notify every broker, as for a user."""
+        node = f"/config/{path}"
+        if self.store.exists(node) is None:
+            self.store.create(node, UserConfigZNode.encode(config), make_parents=True)
+        else:
+            self.store.set(node, UserConfigZNode.encode(config))
+        self.store.create(ConfigChangeNotificationZNode.create_path(),
+                          ConfigChangeNotificationZNode.encode_entity(path), sequence=True, make_parents=True)
+        self._purge_notifications()
+
     def config_change_notifications(self) -> list[str]:
         """Names of the pending config change notifications, oldest first."""
         return self.store.get_children(ConfigChangeNotificationZNode.path())

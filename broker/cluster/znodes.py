@@ -249,7 +249,8 @@ class TopicConfigZNode:
 
     @staticmethod
     def decode(data: bytes) -> dict[str, str]:
-        return {k: str(v) for k, v in json.loads(data).get("config", {}).items()}
+        # a node made as the parent of another (a user's node above its client ids) holds nothing
+        return {k: str(v) for k, v in json.loads(data).get("config", {}).items()} if data else {}
 
 
 class BrokerConfigZNode:
@@ -305,6 +306,11 @@ class ConfigChangeNotificationZNode:
     @staticmethod
     def encode_user(sanitized: str) -> bytes:
         return _dump({"version": 2, "entity_path": f"users/{sanitized}"})
+
+    @staticmethod
+    def encode_entity(path: str) -> bytes:
+        """Any entity by its path under /config (``users/alice/clients/app``, ``clients/app``)."""
+        return _dump({"version": 2, "entity_path": path})
 
     @staticmethod
     def decode(data: bytes) -> str:

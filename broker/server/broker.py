@@ -70,6 +70,7 @@ from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.dynamic_config import DynamicBrokerConfig
+from broker.server.quotas import QuotaManager
 from broker.server.health import consumer_lag_snapshot, health_snapshot
 from broker.server.metadata_cache import MetadataCache
 from broker.server.network import NetworkServer
@@ -104,6 +105,8 @@ class Broker:
         self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.dynamic_config = DynamicBrokerConfig(self)
+        #: Client quotas (:mod:`broker.server.quotas`): loaded at start, followed through config changes
+        self.quotas = QuotaManager(config)
         self.metadata = ClusterMetadata(store_for(config))
         self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None
@@ -221,6 +224,7 @@ class Broker:
         self.metrics.watch_appenders(lambda: self.log_manager.appender_stats())
         self.metrics.log_cleaner_threads.set_function(lambda: self.log_manager.cleaner_threads_alive)
         self.metrics.watch_health(partial(health_snapshot, self))
+        self.metrics.watch_quotas(lambda: list(self.quotas.snapshot()))
         self.metrics.watch_consumer_lag(partial(consumer_lag_snapshot, self))
         if self.config.metrics_port >= 0:
             host = self.config.listeners[0].host or "0.0.0.0"
@@ -270,6 +274,7 @@ class Broker:
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
         self.dynamic_config.load()
+        self.quotas.load(QuotaManager.read_all(self.metadata))  # before any listener accepts
 
     def _log_config_of_topic(self, topic: str) -> LogConfig:
         return self._topic_log_config(topic) or self.default_log_config

@@ -49,6 +49,16 @@ class RequestContext:
     #: The :class:`~broker.server.network.Connection` it came on (None for requests made inside the broker):
     #: its ``sasl`` session and ``principal`` (``User:ANONYMOUS`` until a SASL exchange names the client).
     connection: "Connection | None" = None
+    #: Client quotas (:mod:`broker.server.quotas`), kept only while any quota is configured: the request's
+    #: size, the loop time its handler has taken so far (ns) and when its current step began
+    #: (``time.perf_counter_ns()``, 0 when not measured).
+    request_bytes: int = 0
+    loop_ns: int = 0
+    step_ns: int = 0
+    #: Record bytes a consumer Fetch answers with (set by the Fetch handler)
+    response_bytes: int = 0
+    #: The throttle of a controller mutation quota (KIP-599), set by the topic creation and deletion handlers
+    mutation_throttle_ms: int = 0
 
     @property
     def api_version(self) -> int:

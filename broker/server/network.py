@@ -65,6 +65,7 @@ import logging
 import os
 import socket
 import struct
+import time
 import types
 from typing import TYPE_CHECKING
 
@@ -85,6 +86,7 @@ from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
+from broker.server.quotas import client_throttles, throttle_time
 from broker.server.registry import api_name
 
 if TYPE_CHECKING:
@@ -131,6 +133,32 @@ def _resume(coro, awaiting):
                 awaiting = coro.send(sent)
             except StopIteration as stop:
                 return stop.value
+
+
+@types.coroutine
+def _resume_timed(coro, awaiting, ctx: RequestContext):
+    """:func:`_resume` that adds the time of each step to ``ctx.loop_ns`` (client request quotas)."""
+    perf_ns = time.perf_counter_ns
+    while True:
+        try:
+            sent = yield awaiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: B036 - cancellation must reach the handler
+            ctx.step_ns = perf_ns()
+            try:
+                awaiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            ctx.step_ns = perf_ns()
+            try:
+                awaiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+        ctx.loop_ns += perf_ns() - ctx.step_ns
+        ctx.step_ns = 0
 
 
 def _settle(slot: asyncio.Future, task: asyncio.Task) -> None:
@@ -231,6 +259,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        self._throttled_until = 0.0  # loop time a quota's throttle ends (reading paused until then)
+        self._unthrottle: asyncio.TimerHandle | None = None
         self._closing = False
         self._closing_after_drain = False
         self._writer: asyncio.Task | None = None
@@ -283,6 +313,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         self.server.connections.discard(self)
         self.broker.metrics.active_connections.dec()
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
         self._drop_pending()
         self._can_write.set()
         self._wakeup.set()
@@ -354,6 +386,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener,
                              connection=self)
+        if self.broker.quotas.active:
+            ctx.request_bytes = len(frame) + 4  # with its size prefix, as Kafka counts a request
         if self._waiting or not self._may_start(header.api_key):
             slot = self.loop.create_future()
             self._enqueue(slot)
@@ -372,6 +406,9 @@ class Connection(asyncio.BufferedProtocol):
         if ctx.header.api_key == ApiKey.PRODUCE:
             ctx.on_appends_queued = self._appends_queued
         coro = self._run(entry, ctx, body)
+        timed = self.broker.quotas.active  # client request quotas: the loop time of each step
+        if timed:
+            ctx.step_ns = time.perf_counter_ns()
         try:
             awaiting = coro.send(None)
         except StopIteration as done:
@@ -390,7 +427,10 @@ class Connection(asyncio.BufferedProtocol):
                 self._enqueue(slot)
             slot.set_exception(_CloseConnection())
             return
-        task = self.loop.create_task(self._finish(coro, awaiting, entry.name, ctx))
+        if timed:
+            ctx.loop_ns += time.perf_counter_ns() - ctx.step_ns
+            ctx.step_ns = 0
+        task = self.loop.create_task(self._finish(coro, awaiting, entry.name, ctx, timed))
         if slot is None:
             # First in line with the writer idle: the task answers by itself (see _finish) and the
             # writer sleeps on, two passes of its loop fewer per request at low rates.
@@ -399,7 +439,7 @@ class Connection(asyncio.BufferedProtocol):
             task.add_done_callback(functools.partial(_settle, slot))
             slot.add_done_callback(functools.partial(_cancel_with, task))
 
-    async def _finish(self, coro, awaiting, name: str, ctx: RequestContext):
+    async def _finish(self, coro, awaiting, name: str, ctx: RequestContext, timed: bool = False):
         """The task body for a handler whose first step ran inline (see :meth:`_start`).
 
         ``loop.create_task`` takes only native coroutines from Python 3.12 on, so the
@@ -411,7 +451,7 @@ class Connection(asyncio.BufferedProtocol):
         ``_pending``; the writer is woken only for what it cannot send here).
         """
         try:
-            parts = await _resume(coro, awaiting)
+            parts = await (_resume_timed(coro, awaiting, ctx) if timed else _resume(coro, awaiting))
         except BaseException:
             self._wakeup.set()  # the writer may not have been woken for this task: it must see the failure
             raise
@@ -516,8 +556,12 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _run(self, entry, ctx: RequestContext, body: dict):
         name = entry.name
+        throttle = 0
         try:
             response = await entry.handler(ctx, body)
+            quotas = self.broker.quotas
+            if quotas.active:
+                throttle = throttle_time(quotas, ctx, response)
             parts = None if response is None else encode_response(ctx.header, response)
         except asyncio.CancelledError:
             raise
@@ -534,8 +578,32 @@ class Connection(asyncio.BufferedProtocol):
             raise _CloseConnection() from exc
         finally:
             self._finished(ctx)
+        if throttle:
+            self.throttle(throttle)
+            if parts is not None and not client_throttles(ctx.header.api_key, ctx.api_version):
+                await asyncio.sleep(throttle / 1000)  # an older client: its answer waits out the throttle
         ctx.answered_at = self.loop.time()
         return parts
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Read nothing more from this client for ``throttle_ms`` (a quota's throttle; Kafka mutes the
+        channel). A later throttle that ends later extends it."""
+        until = self.loop.time() + throttle_ms / 1000
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        if self.transport is not None and not self._closing:
+            self.transport.pause_reading()
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
+        self._unthrottle = self.loop.call_at(until, self._throttle_ended)
+
+    def _throttle_ended(self) -> None:
+        self._unthrottle = None
+        self._throttled_until = 0.0
+        if (not self._reading_paused and not self._closing and not self._closing_after_drain
+                and self.transport is not None and not self.transport.is_closing()):
+            self.transport.resume_reading()
 
     def _note(self, name: str, ctx: RequestContext) -> bool:
         """Note a handled request before its response can reach the client (see BrokerMetrics.count_request).
@@ -653,7 +721,8 @@ class Connection(asyncio.BufferedProtocol):
                 if (self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2 and not self._closing
                         and not self._closing_after_drain):
                     self._reading_paused = False
-                    self.transport.resume_reading()
+                    if not self._throttled_until:
+                        self.transport.resume_reading()
                 if not self._closing and (parts or not self._can_write.is_set()):
                     await self._send(parts or [])  # ([] after _finish sent it: wait for room only)
         except (ConnectionError, OSError, RuntimeError, ValueError) as exc:

@@ -49,6 +49,7 @@ from broker.cluster.znodes import ConfigChangeNotificationZNode
 from broker.log import KafkaStorageError, LogConfig
 from broker.protocol import ErrorCode
 from broker.server.metadata_cache import INTERNAL_TOPICS, PartitionMeta
+from broker.server.quotas import QuotaManager
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -437,7 +438,7 @@ class TopicManager:
             metadata = self.broker.metadata
             watch = lambda _event: loop.call_soon_threadsafe(self._config_changes)  # noqa: E731
             names = metadata.store.get_children(ConfigChangeNotificationZNode.path(), watch)
-            changed, brokers_changed = [], False
+            changed, brokers_changed, quotas = [], False, []
             for child in names:
                 sequence = int(child[len(ConfigChangeNotificationZNode.PREFIX):])
                 if sequence <= self._last_config_change:
@@ -449,20 +450,26 @@ class TopicManager:
                         changed.append((entity, metadata.topic_config(entity)))
                     elif entity_type == "brokers":
                         brokers_changed = True
+                    elif entity_type in ("users", "clients"):  # client quotas (broker.server.quotas)
+                        found = QuotaManager.read_entity(metadata, f"{entity_type}/{entity}")
+                        if found is not None:
+                            quotas.append(found)
                 self._last_config_change = max(self._last_config_change, sequence)
             if brokers_changed:  # dynamic broker configs (broker.server.dynamic_config)
                 self.broker.dynamic_config.load()
-            return changed, brokers_changed
+            return changed, brokers_changed, quotas
 
         async def apply():
             try:
-                changed, brokers_changed = await self.broker.run_blocking(read)
+                changed, brokers_changed, quotas = await self.broker.run_blocking(read)
             except Exception as exc:
                 log.warning("cannot read config change notifications (%s); again in 1 s", exc)
                 loop.call_later(1.0, self._config_changes)
                 return
             if brokers_changed:
                 self.broker.dynamic_config.apply()
+            for entity, values in quotas:
+                self.broker.quotas.apply(entity, values)
             for name, overrides in changed:
                 try:
                     cfg = self.broker.default_log_config.with_overrides(overrides)

@@ -1,6 +1,7 @@
 """Cluster and connection APIs: ApiVersions (18), Metadata (3), DescribeCluster (60),
 SaslHandshake (17), SaslAuthenticate (36),
-DescribeUserScramCredentials (50), AlterUserScramCredentials (51) (KIP-554).
+DescribeUserScramCredentials (50), AlterUserScramCredentials (51) (KIP-554),
+DescribeClientQuotas (48), AlterClientQuotas (49) (KIP-546; v1 is v0 made flexible, Kafka 2.8).
 
 Schemas in the compact form of :mod:`broker.protocol.schema`; field facts follow Apache
 Kafka's message definitions (3.8).
@@ -176,5 +177,65 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(
     ],
 )
 
+#: DescribeClientQuotas' match types: an exact name, the default entity (``match`` null), any name
+QUOTA_MATCH_EXACT, QUOTA_MATCH_DEFAULT, QUOTA_MATCH_SPECIFIED = 0, 1, 2
+
+
+def _quota_entity() -> dict:
+    """A client quota entity: its components, each a type (``user``, ``client-id``) and a name (null: the
+    default entity of that type)."""
+    return f("entity", "[]", fields=[
+        f("entity_type", "string"),
+        f("entity_name", "string", nullable="0+"),
+    ])
+
+
+DESCRIBE_CLIENT_QUOTAS = Api(
+    key=48, name="DescribeClientQuotas", versions="0-1", flexible="1+",
+    request=[
+        f("components", "[]", fields=[
+            f("entity_type", "string"),
+            f("match_type", "int8"),
+            f("match", "string", nullable="0+"),
+        ]),
+        f("strict", "bool"),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", nullable="0+", default=None),
+        f("entries", "[]", nullable="0+", fields=[
+            _quota_entity(),
+            f("values", "[]", fields=[
+                f("key", "string"),
+                f("value", "float64"),
+            ]),
+        ]),
+    ],
+)
+
+ALTER_CLIENT_QUOTAS = Api(
+    key=49, name="AlterClientQuotas", versions="0-1", flexible="1+",
+    request=[
+        f("entries", "[]", fields=[
+            _quota_entity(),
+            f("ops", "[]", fields=[
+                f("key", "string"),
+                f("value", "float64"),
+                f("remove", "bool"),
+            ]),
+        ]),
+        f("validate_only", "bool"),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("entries", "[]", fields=[
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+            _quota_entity(),
+        ]),
+    ],
+)
+
 APIS = (API_VERSIONS, METADATA, DESCRIBE_CLUSTER, SASL_HANDSHAKE, SASL_AUTHENTICATE,
-        DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
+        DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)

@@ -27,6 +27,7 @@ from broker.acl import AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.context import RequestContext
+from broker.server.quotas import THROTTLED_MUTATION, mutation_refused, record_mutations
 from broker.server.topics import TopicError
 
 
@@ -34,6 +35,11 @@ async def _grow(ctx: RequestContext, topic: dict, validate_only: bool, timeout_m
     name = topic["name"]
     result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
     assignments = topic["assignments"]
+    if not validate_only and mutation_refused(ctx):
+        result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MUTATION)
+        return result
+    meta = ctx.broker.metadata_cache.topic(name)
+    before = len(meta.partitions) if meta is not None else 0
     try:
         await ctx.broker.topics.create_partitions(
             name, topic["count"], [list(a["broker_ids"]) for a in assignments] if assignments else None,
@@ -41,6 +47,8 @@ async def _grow(ctx: RequestContext, topic: dict, validate_only: bool, timeout_m
     except TopicError as exc:
         result.update(error_code=exc.error_code, error_message=exc.message)
         return result
+    if not validate_only:
+        record_mutations(ctx, topic["count"] - before)
     if timeout_ms <= 0 and not validate_only:
         result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return result

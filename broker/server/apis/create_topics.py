@@ -38,6 +38,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.apis.describe_configs import topic_config_entries
 from broker.server.context import RequestContext
+from broker.server.quotas import THROTTLED_MUTATION, mutation_refused, record_mutations
 from broker.server.topics import TopicError
 
 
@@ -49,6 +50,8 @@ def _error(name: str, error_code: int, message: str | None) -> dict:
 async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> dict:
     name = topic["name"]
     broker = ctx.broker
+    if not validate_only and mutation_refused(ctx):
+        return _error(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MUTATION)
     try:
         nulls = sorted(c["name"] for c in topic["configs"] if c["value"] is None)
         if nulls:
@@ -69,6 +72,8 @@ async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout
         partitions = broker.config.num_partitions if topic["num_partitions"] == -1 else topic["num_partitions"]
         factor = (broker.config.default_replication_factor if topic["replication_factor"] == -1
                   else topic["replication_factor"])
+    if not validate_only:
+        record_mutations(ctx, partitions)
     result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": partitions,
               "replication_factor": factor, "configs": []}
     if ctx.api_version >= 5:

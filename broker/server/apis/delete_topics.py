@@ -44,6 +44,7 @@ import uuid
 from broker.acl import AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
+from broker.server.quotas import THROTTLED_MUTATION, mutation_refused, record_mutations
 from broker.server.topics import TopicError
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -72,7 +73,12 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, ti
             raise TopicError(code, "topic deletion is disabled (delete.topic.enable=false)")
         if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
             raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        if mutation_refused(ctx):
+            raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MUTATION)
+        meta = ctx.broker.metadata_cache.topic(name)
+        partitions = len(meta.partitions) if meta is not None else 0
         await ctx.broker.topics.delete_topic(name, timeout_ms)
+        record_mutations(ctx, partitions)
     except TopicError as exc:
         result.update(error_code=exc.error_code, error_message=exc.message)
         return result

@@ -224,8 +224,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     refused = None  # the topics refused, with an authorizer (decided once per topic, per request)
     if broker.authorizer is not None and ctx.connection is not None:
         refused = _unauthorized(ctx, request)
-    if request["replica_id"] >= 0 and not refused:
+    follower = request["replica_id"] >= 0
+    if follower and not refused:
         _record_follower_fetch(broker.replicas, request)
+    if not follower and broker.quotas.fetch.enabled:
+        # never more than the client's fetch quota allows in one window (else it could never be answered
+        # without a throttle; Kafka's getMaxValueInQuotaWindow)
+        cap = broker.quotas.fetch.max_in_window(ctx.connection.principal.partition(":")[2] if ctx.connection
+                                                else "", ctx.client_id or "")
+        if cap is not None and cap < request["max_bytes"]:
+            request["max_bytes"] = max(int(cap), 1)
     while True:
         responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
         if total >= min_bytes or has_error or not keys:
@@ -236,6 +244,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if not await broker.replicas.purgatory.wait(keys, remaining):
             responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
             break
+    ctx.response_bytes = -1 if follower else total  # a consumer's fetch counts against its fetch quota
     for name, size in per_topic.items():
         metrics.bytes_out.labels(name).inc(size)
     if has_error or refused:

@@ -1,0 +1,595 @@
+"""Client quotas: byte rates and request time per user and client id, as Kafka 2.7 enforces them.
+
+Quotas (KIP-13, KIP-55 user quotas, KIP-124 request quotas) bound what one
+client may take of a broker; each broker enforces them on its own traffic.
+
+Storage, as Kafka 2.7 keeps it (so Kafka's tools and ours read the same nodes):
+``/config/users/<user>``, ``/config/users/<user>/clients/<client-id>``,
+``/config/clients/<client-id>``, each ``{"version":1,"config":{...}}`` with the
+names URL-encoded (:func:`broker.sasl.sanitize_user`) and ``<default>`` for the
+default entity of its type. A user's node also holds its SCRAM credentials
+(:mod:`broker.sasl`); only the quota keys below are quotas. A change writes the
+node and a ``/config/changes/config_change_N`` notification naming the entity
+(``users/alice/clients/app``); every broker then reads that node again.
+
+The keys (:data:`QUOTA_KEYS`):
+
+* ``producer_byte_rate`` (bytes/s): Produce request bytes;
+* ``consumer_byte_rate`` (bytes/s): record bytes a consumer's Fetch returns;
+* ``request_percentage`` (percent): time the broker's event loop spends on the
+  client's requests, 100 being the whole loop (Kafka counts it per request
+  handler and network thread; here one loop serves every request);
+* ``controller_mutation_rate`` (partitions/s, KIP-599): topic and partition
+  creations and deletions, through CreateTopics (v6+), CreatePartitions (v3+)
+  and DeleteTopics (v5+).
+
+Which quota applies to a request of principal ``user`` with ``client-id``: the
+first that exists of ``users/<user>/clients/<client-id>``,
+``users/<user>/clients/<default>``, ``users/<user>``,
+``users/<default>/clients/<client-id>``, ``users/<default>/clients/<default>``,
+``users/<default>``, ``clients/<client-id>``, ``clients/<default>``, then the
+static ``quota.producer.default`` / ``quota.consumer.default`` (Kafka's
+``DefaultQuotaCallback``). Clients that match the same entity share one rate:
+every client id of a user with a user quota counts against that user's quota.
+
+Measurement (Kafka's ``Rate`` over a ``SampledStat``): ``quota.window.num``
+samples (11) of ``quota.window.size.seconds`` (1 s); the rate is the sum of the
+live samples over the time they span, at least ``(num - 1) * size``. When a
+recorded value takes the rate above the quota, the throttle time is what brings
+it back: ``(rate - quota) / quota * window`` (capped at one window for request
+time, as Kafka caps it). The client is told (``throttle_time_ms`` in the
+response) and its connection is muted for that long: nothing more is read from
+it. Clients of the versions after KIP-219 back off themselves and get their
+answer at once; older request versions (Produce v0-5, Fetch v0-7, ...) get it
+only when the throttle ends. A throttled consumer Fetch is answered without
+records (they are not counted against the quota), and a Fetch never asks for
+more bytes than the quota allows in one window. Produce with acks=0 and
+requests between brokers are never throttled for request time; follower
+fetches have their own replication quotas (:mod:`broker.replica.quota`).
+
+Rates idle for an hour are dropped (Kafka's sensor expiry). With no quota
+configured anywhere (the common case), a request pays one attribute test.
+
+Metrics (on scrape): ``kafkapy_client_quota_rate`` and
+``kafkapy_client_quota_limit`` by ``quota``, ``user`` and ``client_id`` (the
+entity the rate belongs to, empty for the level not used), and
+``kafkapy_client_quota_throttle_seconds_total`` /
+``kafkapy_client_quota_throttled_total`` by the same labels.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from broker.protocol import ApiKey
+from broker.sasl import desanitize_user, sanitize_user
+
+log = logging.getLogger("broker.quotas")
+
+DEFAULT = "<default>"
+PRODUCE, FETCH, REQUEST, MUTATION = "producer_byte_rate", "consumer_byte_rate", "request_percentage", \
+    "controller_mutation_rate"
+#: key -> whether its values are whole numbers (Kafka's LONG) rather than doubles
+QUOTA_KEYS: dict[str, bool] = {PRODUCE: True, FETCH: True, REQUEST: False, MUTATION: False}
+#: Seconds a rate may sit idle before it is dropped (Kafka's InactiveSensorExpirationTimeSeconds)
+IDLE_EXPIRY_S = 3600.0
+#: The metric label of each quota type (Kafka's QuotaType names)
+QUOTA_TYPE_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", REQUEST: "Request", MUTATION: "ControllerMutation"}
+
+# Kafka's QuotaTypes: which levels have quotas (decides the entity a rate belongs to)
+_CLIENT, _USER, _USER_CLIENT = 1, 2, 4
+
+#: An entity: (user, client id), each a name, DEFAULT, or None when the entity has no such part.
+Entity = tuple["str | None", "str | None"]
+
+
+def entity_path(entity: Entity) -> str:
+    """The entity's path under ``/config`` (names sanitized): ``users/alice/clients/app``."""
+    user, client = entity
+    if user is not None:
+        path = f"users/{_sanitize(user)}"
+        return path if client is None else f"{path}/clients/{_sanitize(client)}"
+    if client is None:
+        raise ValueError("an entity names a user, a client id or both")
+    return f"clients/{_sanitize(client)}"
+
+
+def parse_entity_path(path: str) -> Entity | None:
+    """The entity of ``users/<u>``, ``users/<u>/clients/<c>`` or ``clients/<c>``; None for any other path."""
+    parts = path.split("/")
+    if len(parts) == 2 and parts[0] == "users":
+        return _desanitize(parts[1]), None
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
+        return _desanitize(parts[1]), _desanitize(parts[3])
+    if len(parts) == 2 and parts[0] == "clients":
+        return None, _desanitize(parts[1])
+    return None
+
+
+def _sanitize(name: str) -> str:
+    return name if name == DEFAULT else sanitize_user(name)
+
+
+def _desanitize(node: str) -> str:
+    return node if node == DEFAULT else desanitize_user(node)
+
+
+def quota_values(config: dict[str, str]) -> dict[str, float]:
+    """The quota keys of an entity's stored config, as numbers (a value that is not a number is dropped
+    with a warning: it cannot have come from a tool that checks, and must not stop the broker)."""
+    out = {}
+    for key, text in config.items():
+        if key in QUOTA_KEYS:
+            try:
+                value = float(text)
+            except (TypeError, ValueError):
+                log.warning("ignoring quota %s=%r: not a number", key, text)
+                continue
+            if math.isfinite(value) and value > 0:
+                out[key] = value
+            else:
+                log.warning("ignoring quota %s=%r: not a positive number", key, text)
+    return out
+
+
+class Rate:
+    """Kafka's sampled rate: ``samples`` windows of ``window_ms``; see the module docstring.
+
+    Each sample is ``[start_ms, total]``. A record goes into the current sample,
+    which is replaced by the next one (the oldest, reset) once it is a window
+    old; samples older than ``samples * window_ms`` count for nothing.
+    """
+
+    __slots__ = ("_n", "_window", "_samples", "_current")
+
+    def __init__(self, samples: int, window_ms: float) -> None:
+        self._n = samples
+        self._window = window_ms
+        self._samples: list[list[float]] = []
+        self._current = 0
+
+    def record(self, value: float, now_ms: float) -> None:
+        samples = self._samples
+        if not samples:
+            samples.append([now_ms, 0.0])
+            self._current = 0
+        sample = samples[self._current]
+        if now_ms - sample[0] >= self._window:
+            self._current = (self._current + 1) % self._n
+            if self._current >= len(samples):
+                sample = [now_ms, 0.0]
+                samples.append(sample)
+            else:
+                sample = samples[self._current]
+                sample[0], sample[1] = now_ms, 0.0
+        sample[1] += value
+
+    def _purge(self, now_ms: float) -> None:
+        expiry = self._n * self._window
+        for sample in self._samples:
+            if now_ms - sample[0] >= expiry:
+                sample[0], sample[1] = now_ms, 0.0
+
+    def window_ms(self, now_ms: float) -> float:
+        """The span the rate divides by: from the oldest sample to now, at least ``samples - 1`` windows."""
+        self._purge(now_ms)
+        oldest = min((s[0] for s in self._samples), default=now_ms)
+        elapsed = now_ms - oldest
+        full = int(elapsed // self._window)
+        if full < self._n - 1:
+            elapsed += (self._n - 1 - full) * self._window
+        return elapsed
+
+    def total(self) -> float:
+        """The sum of the samples (after :meth:`window_ms` purged the expired ones)."""
+        return sum(s[1] for s in self._samples)
+
+    def per_second(self, now_ms: float) -> float:
+        """The rate now, without changing anything (a scrape's thread reads it while the loop records)."""
+        expiry = self._n * self._window
+        live = [s for s in list(self._samples) if now_ms - s[0] < expiry]
+        elapsed = now_ms - min((s[0] for s in live), default=now_ms)
+        full = int(elapsed // self._window)
+        if full < self._n - 1:
+            elapsed += (self._n - 1 - full) * self._window
+        return sum(s[1] for s in live) / (elapsed / 1000.0) if elapsed > 0 else 0.0
+
+
+@dataclass(slots=True)
+class _Sensor:
+    """The rate of one entity for one quota type, and what throttling it cost."""
+
+    rate: Rate
+    last_used: float
+    throttle_ms_total: float = 0.0
+    throttled: int = 0
+
+
+class ClientQuota:
+    """One quota type (``producer_byte_rate``, ...): its configured entities and the live rates."""
+
+    def __init__(self, key: str, samples: int, window_s: int, static_default: float | None = None,
+                 max_throttle_ms: float | None = None) -> None:
+        self.key = key
+        self.samples = samples
+        self.window_ms = window_s * 1000.0
+        self.static_default = static_default  # quota.{producer,consumer}.default: the client-id level's last resort
+        self.max_throttle_ms = max_throttle_ms
+        self.overrides: dict[Entity, float] = {}
+        # Kafka keeps the levels it has seen enabled until a restart (so a rate keeps its entity)
+        self._levels = _CLIENT if static_default is not None else 0
+        self.enabled = static_default is not None
+        self._sensors: dict[tuple[str, str], _Sensor] = {}
+        self._tags: dict[tuple[str, str], tuple[str, str]] = {}  # (user, client id) -> the rate's entity
+        self._limits: dict[tuple[str, str], float | None] = {}
+        self._swept = time.monotonic()
+
+    # -- configuration ------------------------------------------------------------------
+    def set(self, entity: Entity, value: float | None) -> None:
+        """Set (or with None remove) the quota of ``entity``."""
+        user, client = entity
+        if value is None:
+            if self.overrides.pop(entity, None) is None:
+                return
+        else:
+            if self.overrides.get(entity) == value:
+                return
+            self.overrides[entity] = value
+            self._levels |= (_USER_CLIENT if client is not None else _USER) if user is not None else _CLIENT
+            self.enabled = True
+        self._tags.clear()
+        self._limits.clear()
+
+    def _level_only(self) -> int | None:
+        """The one level enabled, when only one is (Kafka's optimisation: the entity follows at once)."""
+        return self._levels if self._levels in (0, _CLIENT, _USER, _USER_CLIENT) else None
+
+    def tags(self, user: str, client: str) -> tuple[str, str]:
+        """The entity whose rate a request of ``user`` (principal name) and ``client`` counts against."""
+        key = (user, client)
+        found = self._tags.get(key)
+        if found is not None:
+            return found
+        only = self._level_only()
+        if only in (0, _CLIENT):
+            found = ("", client)
+        elif only == _USER:
+            found = (user, "")
+        elif only == _USER_CLIENT:
+            found = (user, client)
+        else:
+            o = self.overrides
+            if (user, client) in o or (user, DEFAULT) in o:
+                found = (user, client)
+            elif (user, None) in o:
+                found = (user, "")
+            elif (DEFAULT, client) in o or (DEFAULT, DEFAULT) in o:
+                found = (user, client)
+            elif (DEFAULT, None) in o:
+                found = (user, "")
+            else:
+                found = ("", client)
+        if len(self._tags) < 100_000:
+            self._tags[key] = found
+        return found
+
+    def limit(self, tags: tuple[str, str]) -> float | None:
+        """The quota of the entity ``tags`` (None: unlimited), by Kafka's order of precedence."""
+        if tags in self._limits:
+            return self._limits[tags]
+        user, client = tags
+        o = self.overrides
+        found = None
+        if user and client:
+            for entity in ((user, client), (user, DEFAULT), (DEFAULT, client), (DEFAULT, DEFAULT)):
+                if entity in o:
+                    found = o[entity]
+                    break
+        elif user:
+            found = o.get((user, None), o.get((DEFAULT, None)))
+        elif client:
+            found = o.get((None, client), o.get((None, DEFAULT), self.static_default))
+        if len(self._limits) < 100_000:
+            self._limits[tags] = found
+        return found
+
+    # -- measurement --------------------------------------------------------------------
+    def _sensor(self, tags: tuple[str, str], now: float) -> _Sensor:
+        sensor = self._sensors.get(tags)
+        if sensor is None:
+            if now - self._swept > 60.0:
+                self._sweep(now)
+            sensor = self._sensors[tags] = _Sensor(Rate(self.samples, self.window_ms), now)
+        else:
+            sensor.last_used = now
+        return sensor
+
+    def _sweep(self, now: float) -> None:
+        self._swept = now
+        for tags in [t for t, s in self._sensors.items() if now - s.last_used > IDLE_EXPIRY_S]:
+            del self._sensors[tags]
+
+    def record(self, user: str, client: str, value: float, check: bool = True) -> int:
+        """Count ``value`` for the client; the throttle time in ms (0: within its quota)."""
+        now = time.monotonic()
+        tags = self.tags(user, client)
+        sensor = self._sensor(tags, now)
+        now_ms = now * 1000.0
+        sensor.rate.record(value, now_ms)
+        if not check:
+            return 0
+        bound = self.limit(tags)
+        if bound is None:
+            return 0
+        window = sensor.rate.window_ms(now_ms)
+        observed = sensor.rate.total() / (window / 1000.0) if window > 0 else 0.0
+        if observed <= bound:
+            return 0
+        throttle = (observed - bound) / bound * window
+        if self.max_throttle_ms is not None:
+            throttle = min(throttle, self.max_throttle_ms)
+        return int(round(throttle))
+
+    def unrecord(self, user: str, client: str, value: float) -> None:
+        """Take back a value recorded for a response that was not sent (a throttled fetch)."""
+        self.record(user, client, -value, check=False)
+
+    def max_in_window(self, user: str, client: str) -> float | None:
+        """The most that can be taken at once without being throttled for sure (None: no quota)."""
+        bound = self.limit(self.tags(user, client))
+        return None if bound is None else bound * (self.samples - 1) * self.window_ms / 1000.0
+
+    def throttled(self, user: str, client: str, throttle_ms: int) -> None:
+        sensor = self._sensor(self.tags(user, client), time.monotonic())
+        sensor.throttle_ms_total += throttle_ms
+        sensor.throttled += 1
+
+    def snapshot(self) -> list[tuple[tuple[str, str], float, float | None, float, int]]:
+        """``(entity, rate per second, quota, throttle ms in all, times throttled)`` of each live rate."""
+        now = time.monotonic()
+        return [(tags, s.rate.per_second(now * 1000.0), self.limit(tags), s.throttle_ms_total, s.throttled)
+                for tags, s in list(self._sensors.items())]
+
+
+class MutationQuota(ClientQuota):
+    """``controller_mutation_rate`` (KIP-599): a token bucket per entity instead of a sampled rate.
+
+    The bucket holds up to ``quota * samples * window`` partition mutations and
+    refills at the quota; each created or deleted partition takes one token, and
+    may take it below zero. A request of a strict version (CreateTopics v6+,
+    CreatePartitions v3+, DeleteTopics v5+) finds a topic refused with
+    THROTTLING_QUOTA_EXCEEDED while the bucket is below zero; older versions are
+    always served and only throttled. Either way the throttle time is what the
+    bucket needs to be back at zero.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._buckets: dict[tuple[str, str], list[float]] = {}  # tags -> [tokens, at (monotonic s)]
+
+    def _tokens(self, tags: tuple[str, str], bound: float, now: float) -> list[float]:
+        burst = bound * self.samples * self.window_ms / 1000.0
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = [burst, now]
+        else:
+            bucket[0] = min(burst, bucket[0] + (now - bucket[1]) * bound)
+            bucket[1] = now
+        return bucket
+
+    def exceeded(self, user: str, client: str) -> int:
+        """The throttle time (ms) while the entity's bucket is below zero, else 0."""
+        tags = self.tags(user, client)
+        bound = self.limit(tags)
+        if bound is None:
+            return 0
+        tokens = self._tokens(tags, bound, time.monotonic())[0]
+        return int(math.ceil(-tokens / bound * 1000)) if tokens < 0 else 0
+
+    def record(self, user: str, client: str, value: float, check: bool = True) -> int:
+        now = time.monotonic()
+        tags = self.tags(user, client)
+        self._sensor(tags, now).rate.record(value, now * 1000.0)
+        bound = self.limit(tags)
+        if bound is None:
+            return 0
+        bucket = self._tokens(tags, bound, now)
+        bucket[0] -= value
+        return int(math.ceil(-bucket[0] / bound * 1000)) if bucket[0] < 0 and check else 0
+
+
+class QuotaManager:
+    """The broker's client quotas; loop-only, except :meth:`read_all` and :meth:`read_entity` (blocking reads)."""
+
+    def __init__(self, config) -> None:
+        samples, window_s = config["quota.window.num"], config["quota.window.size.seconds"]
+        produce_default = config["quota.producer.default"]
+        consume_default = config["quota.consumer.default"]
+        max_long = 2**63 - 1
+        self.produce = ClientQuota(PRODUCE, samples, window_s,
+                                   None if produce_default == max_long else float(produce_default))
+        self.fetch = ClientQuota(FETCH, samples, window_s,
+                                 None if consume_default == max_long else float(consume_default))
+        self.request = ClientQuota(REQUEST, samples, window_s, max_throttle_ms=window_s * 1000.0)
+        self.mutation = MutationQuota(MUTATION, samples, window_s)
+        self.by_key = {q.key: q for q in (self.produce, self.fetch, self.request, self.mutation)}
+        #: Any quota configured (or a static default): the network layer looks at nothing else otherwise.
+        self.active = self.produce.enabled or self.fetch.enabled
+        #: What each entity holds now (entity -> {key: value}), for describing and for reloads
+        self.entities: dict[Entity, dict[str, float]] = {}
+
+    def apply(self, entity: Entity, values: dict[str, float]) -> None:
+        """Take ``entity``'s quotas as now stored (an empty dict removes them all)."""
+        old = self.entities.get(entity, {})
+        if values:
+            self.entities[entity] = values
+        else:
+            self.entities.pop(entity, None)
+        for key, quota in self.by_key.items():
+            if values.get(key) != old.get(key):
+                quota.set(entity, values.get(key))
+                if key in values or key in old:
+                    log.info("%s quota of %s: %s", key, describe_entity(entity),
+                             "removed" if key not in values else _number(values[key]))
+        self.active = any(q.enabled for q in self.by_key.values())
+
+    @staticmethod
+    def read_all(metadata) -> dict[Entity, dict[str, float]]:
+        """Blocking: every stored entity with quotas."""
+        out = {}
+        for path, config in metadata.quota_entity_configs():
+            entity = parse_entity_path(path)
+            values = quota_values(config) if entity is not None else {}
+            if values:
+                out[entity] = values
+        return out
+
+    @staticmethod
+    def read_entity(metadata, path: str) -> tuple[Entity, dict[str, float]] | None:
+        """Blocking: one entity's quotas, from its path in a change notification (None: not a quota entity)."""
+        entity = parse_entity_path(path)
+        if entity is None:
+            return None
+        return entity, quota_values(metadata.quota_entity_config(path))
+
+    def load(self, found: dict[Entity, dict[str, float]]) -> None:
+        """Replace every entity's quotas with ``found`` (start-up, a lost ZooKeeper session)."""
+        for entity in set(self.entities) - set(found):
+            self.apply(entity, {})
+        for entity, values in found.items():
+            self.apply(entity, values)
+
+    def snapshot(self) -> Iterable[tuple[str, tuple[str, str], float, float | None, float, int]]:
+        for quota in self.by_key.values():
+            for tags, rate, limit, throttle_ms, throttled in quota.snapshot():
+                yield QUOTA_TYPE_NAMES[quota.key], tags, rate, limit, throttle_ms, throttled
+
+
+def describe_entity(entity: Entity) -> str:
+    user, client = entity
+    parts = []
+    if user is not None:
+        parts.append("default user" if user == DEFAULT else f"user {user!r}")
+    if client is not None:
+        parts.append("default client id" if client == DEFAULT else f"client id {client!r}")
+    return ", ".join(parts)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+# -- what the network layer asks: a request's throttle time ------------------------------------------
+
+#: The first version of each API whose clients throttle themselves (KIP-219): they get their answer at
+#: once and back off for its ``throttle_time_ms``; older versions get theirs when the throttle ends. APIs
+#: newer than Kafka 2.0 are all client-throttled (not listed).
+CLIENT_THROTTLES_FROM = {
+    ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6, ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2, ApiKey.JOIN_GROUP: 3, ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2, ApiKey.SYNC_GROUP: 2, ApiKey.DESCRIBE_GROUPS: 2, ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2, ApiKey.CREATE_TOPICS: 3, ApiKey.DELETE_TOPICS: 2, ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1, ApiKey.OFFSET_FOR_LEADER_EPOCH: 2, ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1, ApiKey.END_TXN: 1, ApiKey.TXN_OFFSET_COMMIT: 1, ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1, ApiKey.DELETE_ACLS: 1, ApiKey.DESCRIBE_CONFIGS: 2, ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 1, ApiKey.DESCRIBE_LOG_DIRS: 1, ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DELETE_GROUPS: 1,
+}
+#: Never throttled for request time: the connection's set-up and what brokers send each other (Kafka
+#: exempts what needs CLUSTER_ACTION); follower fetches and acks=0 produce are told apart per request.
+REQUEST_EXEMPT = frozenset({
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS,
+    ApiKey.ALTER_ISR,
+})
+
+
+def client_throttles(api_key: int, version: int) -> bool:
+    """Whether a client of this request version throttles itself (else its answer waits out the throttle)."""
+    return version >= CLIENT_THROTTLES_FROM.get(api_key, 0)
+
+
+def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
+    """Count a finished request against its client's quotas; the throttle time in ms (0: none).
+
+    Called by the network layer for every request while any quota is configured,
+    after the handler and before the response is encoded: a throttle time goes
+    into the response's ``throttle_time_ms``, and a throttled consumer Fetch
+    loses its records (taken back from the fetch rate), as in Kafka.
+    """
+    conn = ctx.connection
+    if conn is None:
+        return 0
+    user = conn.principal.partition(":")[2]
+    client = ctx.header.client_id or ""
+    key = ctx.header.api_key
+    bandwidth = 0
+    band_quota = None
+    if key == ApiKey.PRODUCE:
+        if quotas.produce.enabled:
+            band_quota = quotas.produce
+            bandwidth = band_quota.record(user, client, ctx.request_bytes)
+        exempt = response is None  # acks=0
+    elif key == ApiKey.FETCH:
+        exempt = ctx.response_bytes < 0  # a follower
+        if not exempt and quotas.fetch.enabled:
+            band_quota = quotas.fetch
+            bandwidth = band_quota.record(user, client, ctx.response_bytes)
+    else:
+        exempt = key in REQUEST_EXEMPT
+    request = 0
+    if not exempt and quotas.request.enabled:
+        taken_ns = ctx.loop_ns + (time.perf_counter_ns() - ctx.step_ns if ctx.step_ns else 0)
+        request = quotas.request.record(user, client, taken_ns * 1e-7)  # percent of one second
+    mutation = ctx.mutation_throttle_ms
+    throttle = max(bandwidth, request, mutation)
+    if throttle <= 0:
+        return 0
+    if band_quota is quotas.fetch:
+        band_quota.unrecord(user, client, ctx.response_bytes)
+        if response is not None:
+            response["responses"] = []
+    if mutation == throttle:
+        quotas.mutation.throttled(user, client, mutation)
+    elif bandwidth > request:
+        band_quota.throttled(user, client, bandwidth)
+    else:
+        quotas.request.throttled(user, client, request)
+    if response is not None:  # (a version without the field does not encode it)
+        response["throttle_time_ms"] = throttle
+    return throttle
+
+
+#: The first version of each API that refuses a mutation over the quota (KIP-599's strict mode)
+_STRICT_MUTATIONS_FROM = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
+THROTTLED_MUTATION = "The throttling quota has been exceeded."
+
+
+def _who(ctx) -> tuple[str, str]:
+    conn = ctx.connection
+    return (conn.principal.partition(":")[2] if conn is not None else ""), ctx.header.client_id or ""
+
+
+def mutation_refused(ctx) -> int:
+    """For a topic of a CreateTopics, CreatePartitions or DeleteTopics: the throttle time (ms) when its
+    mutations must be refused (a strict version, the client's bucket below zero), else 0."""
+    quota = ctx.broker.quotas.mutation
+    if not quota.enabled or ctx.connection is None:
+        return 0
+    if ctx.api_version < _STRICT_MUTATIONS_FROM[ctx.header.api_key]:
+        return 0
+    throttle = quota.exceeded(*_who(ctx))
+    ctx.mutation_throttle_ms = max(ctx.mutation_throttle_ms, throttle)
+    return throttle
+
+
+def record_mutations(ctx, partitions: int) -> None:
+    """Count ``partitions`` created or deleted for the client (the throttle goes into the response)."""
+    quota = ctx.broker.quotas.mutation
+    if partitions <= 0 or not quota.enabled or ctx.connection is None:
+        return
+    ctx.mutation_throttle_ms = max(ctx.mutation_throttle_ms, quota.record(*_who(ctx), partitions))
