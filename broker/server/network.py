@@ -49,6 +49,14 @@ One event loop serves every connection. Per connection:
   waits while the transport's send buffer is above its high-water mark (a
   slow reader cannot grow our memory).
 
+Client quotas (:mod:`broker.server.quotas`), only while any quota is
+configured: a Produce's bytes are counted as it arrives, every other request
+when its handler has answered (record bytes of a consumer Fetch, the loop time
+its steps took, the partitions it created or deleted). A throttle goes into the
+response's ``throttle_time_ms`` and mutes the connection: reading pauses, and
+requests already read wait to start, until it ends (:meth:`Connection.throttle`);
+a request version from before KIP-219 also gets its answer only then.
+
 Bad input closes only the offending connection, with one log line: a size
 prefix that is negative or above the limit, an undecodable request, an unknown
 api key or version (except ApiVersions, which is answered at v0 with
@@ -86,7 +94,7 @@ from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
-from broker.server.quotas import client_throttles, throttle_time
+from broker.server.quotas import client_throttles, produce_throttle, throttle_time
 from broker.server.registry import api_name
 
 if TYPE_CHECKING:
@@ -386,14 +394,20 @@ class Connection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener,
                              connection=self)
+        throttle = 0
         if self.broker.quotas.active:
             ctx.request_bytes = len(frame) + 4  # with its size prefix, as Kafka counts a request
-        if self._waiting or not self._may_start(header.api_key):
+            if header.api_key == ApiKey.PRODUCE:
+                # counted as it arrives: a throttle holds back the produces pipelined behind it
+                throttle = produce_throttle(self.broker.quotas, ctx)
+        if self._waiting or self._throttled_until or not self._may_start(header.api_key):
             slot = self.loop.create_future()
             self._enqueue(slot)
             self._waiting.append((entry, ctx, body, slot))
-            return
-        self._start(entry, ctx, body, None)
+        else:
+            self._start(entry, ctx, body, None)
+        if throttle:
+            self.throttle(throttle)
 
     def _may_start(self, api_key: int) -> bool:
         """Whether a request may start now without running beside one whose effects it must see."""
@@ -502,7 +516,8 @@ class Connection(asyncio.BufferedProtocol):
         self._starting = True
         try:
             waiting = self._waiting
-            while waiting and not self._closing and self._may_start(waiting[0][1].header.api_key):
+            while (waiting and not self._closing and not self._throttled_until
+                   and self._may_start(waiting[0][1].header.api_key)):
                 entry, ctx, body, slot = waiting.popleft()
                 if not slot.done():  # else the connection is closing
                     self._start(entry, ctx, body, slot)
@@ -586,8 +601,9 @@ class Connection(asyncio.BufferedProtocol):
         return parts
 
     def throttle(self, throttle_ms: int) -> None:
-        """Read nothing more from this client for ``throttle_ms`` (a quota's throttle; Kafka mutes the
-        channel). A later throttle that ends later extends it."""
+        """Take nothing more from this client for ``throttle_ms`` (a quota's throttle; Kafka mutes the
+        channel): reading pauses, and requests already read wait to start until it ends (Kafka would not
+        have read them yet). A later throttle that ends later extends it."""
         until = self.loop.time() + throttle_ms / 1000
         if until <= self._throttled_until:
             return
@@ -601,6 +617,7 @@ class Connection(asyncio.BufferedProtocol):
     def _throttle_ended(self) -> None:
         self._unthrottle = None
         self._throttled_until = 0.0
+        self._maybe_start_waiting()  # what was read before the throttle began
         if (not self._reading_paused and not self._closing and not self._closing_after_drain
                 and self.transport is not None and not self.transport.is_closing()):
             self.transport.resume_reading()

@@ -513,8 +513,26 @@ def client_throttles(api_key: int, version: int) -> bool:
     return version >= CLIENT_THROTTLES_FROM.get(api_key, 0)
 
 
+def produce_throttle(quotas: QuotaManager, ctx) -> int:
+    """Count a Produce request's bytes against its client's ``producer_byte_rate`` as it arrives; the
+    throttle time in ms (kept in ``ctx.produce_throttle_ms`` for its response).
+
+    Kafka reads one request of a connection at a time, so a throttle holds back
+    everything behind the request that crossed the quota; counted on arrival,
+    the same throttle holds back the produces a client pipelined behind it.
+    """
+    conn = ctx.connection
+    if conn is None or not quotas.produce.enabled:
+        return 0
+    throttle = quotas.produce.record(conn.principal.partition(":")[2], ctx.header.client_id or "",
+                                     ctx.request_bytes)
+    ctx.produce_throttle_ms = throttle
+    return throttle
+
+
 def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
-    """Count a finished request against its client's quotas; the throttle time in ms (0: none).
+    """Count a finished request against its client's quotas; the throttle time in ms (0: none; a
+    Produce's bytes were counted on arrival).
 
     Called by the network layer for every request while any quota is configured,
     after the handler and before the response is encoded: a throttle time goes
@@ -530,9 +548,8 @@ def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
     bandwidth = 0
     band_quota = None
     if key == ApiKey.PRODUCE:
-        if quotas.produce.enabled:
-            band_quota = quotas.produce
-            bandwidth = band_quota.record(user, client, ctx.request_bytes)
+        band_quota = quotas.produce
+        bandwidth = ctx.produce_throttle_ms  # counted on arrival (produce_throttle)
         exempt = response is None  # acks=0
     elif key == ApiKey.FETCH:
         exempt = ctx.response_bytes < 0  # a follower
@@ -555,7 +572,7 @@ def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
             response["responses"] = []
     if mutation == throttle:
         quotas.mutation.throttled(user, client, mutation)
-    elif bandwidth > request:
+    elif bandwidth > request and band_quota is not None:
         band_quota.throttled(user, client, bandwidth)
     else:
         quotas.request.throttled(user, client, request)

@@ -90,6 +90,12 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^\| secured \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
         rf"^secured / open: produce {NUM}x, consume {NUM}x, broker CPU per GB {NUM}x",
     ]),
+    "quota_bench": ([], "file", [
+        rf"^\| none \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^\| measured \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^measured / none: produce {NUM}x, consume {NUM}x, broker CPU per GB {NUM}x",
+        rf"^held: {NUM} MB in {NUM} s, {NUM} MB/s against a quota of {NUM} MB/s \({NUM}x\)",
+    ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
         rf"^\| tansu \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",

@@ -307,3 +307,51 @@ def test_no_quota_no_throttle_and_no_rates(broker_factory):
                                   [b"f" * 1000] * 300)
     assert not throttles
     assert not re.search(r"^kafkapy_client_quota_rate\{", scrape(broker), re.M)
+
+
+def test_a_user_quota_is_shared_by_every_client_id_of_that_user(broker_factory):
+    """SASL principals: alice's quota holds alice whatever client id she uses; bob has none."""
+    from tests.security import acl_broker
+
+    broker = acl_broker(broker_factory, **FAST_WINDOWS, **{"authorizer.class.name": ""})
+    assert set_quota(broker, [("user", "alice")], producer_byte_rate=100_000)["error_code"] == 0
+
+    def conf(user: str, client_id: str) -> dict:
+        return {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret",
+                "client.id": client_id}
+
+    values = [b"u" * 1000] * 300
+    _, first = produce_all(conf("alice", "one"), "shared", values)
+    second_took, second = produce_all(conf("alice", "two"), "shared", values)
+    bob_took, bob = produce_all(conf("bob", "two"), "shared", values)
+    assert second and max(second) > 0  # a new client id of alice starts where her rate is
+    assert not bob
+    text = scrape(broker)
+    assert metric(text, "kafkapy_client_quota_limit", quota="Produce", user="alice", client_id="") == 100_000
+    assert metric(text, "kafkapy_client_quota_throttled_total", quota="Produce", user="alice", client_id="") >= 1
+    assert metric(text, "kafkapy_client_quota_rate", quota="Produce", user="bob", client_id="") > 0
+
+
+def test_produces_pipelined_behind_a_throttle_wait_for_it(broker_factory):
+    """A client that pipelines without reading its answers gets no more through than the quota: what it
+    sent behind the request that crossed the quota starts when the throttle ends (Kafka would not have
+    read it yet)."""
+    broker = broker_factory(FAST_WINDOWS)
+    assert set_quota(broker, [("client-id", "wire")], producer_byte_rate=200_000)["error_code"] == 0
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "piped", "partition_data": [{"index": 0, "records": make_batch([b"p" * 1000] * 100)}]}]}
+    with Wire(broker.bootstrap) as w:
+        w.call(ApiKey.METADATA, 1, {"topics": [{"name": "piped"}]})  # auto-create
+        time.sleep(0.5)
+        sent = time.monotonic()
+        for _ in range(6):  # 600 KB at once; the first windows (2 s at 200 KB/s) let 400 KB through
+            w.send(ApiKey.PRODUCE, 8, body)
+        arrived = []
+        for _ in range(6):
+            _, response = w.receive(ApiKey.PRODUCE, 8)
+            arrived.append((time.monotonic() - sent, response["throttle_time_ms"]))
+            assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+    assert arrived[0][0] < 0.5 and arrived[0][1] == 0
+    assert max(t for _, t in arrived) >= 500
+    assert arrived[-1][0] >= 0.8, arrived  # the 6th waited for the throttle the 5th began

@@ -13,7 +13,10 @@ INVALID_REQUEST for a topic named twice. ``validate_only`` checks and changes
 nothing. The answer waits until the controller has given every new partition
 a leader and told this broker (REQUEST_TIMED_OUT after ``timeout_ms``; the
 partitions still come). ``timeout_ms`` <= 0: done, but answered
-REQUEST_TIMED_OUT at once, as Kafka does.
+REQUEST_TIMED_OUT at once, as Kafka does. A client with a
+``controller_mutation_rate`` quota (:mod:`broker.server.quotas`) has each new
+partition counted; from v3 a topic named while its bucket is below zero gets
+THROTTLING_QUOTA_EXCEEDED (89) and does not grow.
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleCreatePartitionsRequest``): ALTER on each topic, else (after the check

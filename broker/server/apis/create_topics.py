@@ -21,6 +21,9 @@ Each topic is created on its own (the others carry on after a failure):
 * v5+ answers with the topic's partitions, replication factor and full
   config list (as DescribeConfigs describes them), also for ``validate_only``.
   v7's ``topic_id`` is the zero uuid: topic ids are not kept yet.
+* A client with a ``controller_mutation_rate`` quota (:mod:`broker.server.quotas`)
+  has each created partition counted; from v6 a topic asked for while its
+  bucket is below zero gets THROTTLING_QUOTA_EXCEEDED (89) and is not created.
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleCreateTopicsRequest``): CREATE on the cluster allows every topic,

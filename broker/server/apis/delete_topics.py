@@ -1,5 +1,9 @@
 """DeleteTopics (key 20), versions 0-6 (Apache Kafka 2.7 serves 0-5; v6 names topics by name or id).
 
+A client with a ``controller_mutation_rate`` quota (:mod:`broker.server.quotas`) has each deleted
+partition counted; from v5 a topic named while its bucket is below zero gets
+THROTTLING_QUOTA_EXCEEDED (89) and is not deleted.
+
 A deletion marks the topic in the metadata store (``/admin/delete_topics/<t>``)
 and waits, at most ``timeout_ms`` (REQUEST_TIMED_OUT then), until the
 controller has done the rest: StopReplica with ``delete_partition`` to every

@@ -41,6 +41,11 @@ we create none (``session_id`` 0 in every answer, which tells the client to
 keep sending full requests) and answer a request naming a session id with
 FETCH_SESSION_ID_NOT_FOUND; v9+ check ``current_leader_epoch``.
 
+Client quotas (:mod:`broker.server.quotas`): a consumer's fetch asks for no
+more than its ``consumer_byte_rate`` allows in one window (``max_bytes`` is
+lowered), and the record bytes answered (``ctx.response_bytes``) count against
+it; the network layer empties a throttled answer.
+
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleFetchRequest``): a follower (``replica_id`` >= 0) needs CLUSTER_ACTION
 on the cluster, else every partition gets TOPIC_AUTHORIZATION_FAILED (29, as

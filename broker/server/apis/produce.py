@@ -48,6 +48,11 @@ answered with the offset of its first write (see
 :mod:`broker.log.producer_state`, whose checks run on the log's writer thread,
 in append order).
 
+Client quotas (:mod:`broker.server.quotas`): the network layer counts the
+request's bytes against the client's ``producer_byte_rate`` once it is
+answered; a throttled producer's data is written all the same (Kafka does not
+refuse it, it slows the client down).
+
 Once every partition's append is queued the handler says so
 (``ctx.appends_queued()``): a later Produce on the same connection may then
 start while this one waits, since each writer appends in queue order; any
