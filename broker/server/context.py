@@ -57,6 +57,8 @@ class RequestContext:
     step_ns: int = 0
     #: Record bytes a consumer Fetch answers with (set by the Fetch handler)
     response_bytes: int = 0
+    #: Record bytes per topic a consumer Fetch answers with, while quotas may still empty the answer
+    fetched: dict | None = None
     #: The throttle of the client's producer_byte_rate, counted as the Produce arrived
     produce_throttle_ms: int = 0
     #: The throttle of a controller mutation quota (KIP-599), set by the topic creation and deletion handlers

@@ -564,10 +564,15 @@ def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
         request = quotas.request.record(user, client, taken_ns * 1e-7)  # percent of one second
     mutation = ctx.mutation_throttle_ms
     throttle = max(bandwidth, request, mutation)
+    emptied = throttle > 0 and key == ApiKey.FETCH and not exempt
+    if ctx.fetched is not None and not emptied:
+        from broker.server.apis.fetch import count_bytes_out
+        count_bytes_out(ctx.broker.metrics, ctx.fetched)
     if throttle <= 0:
         return 0
-    if band_quota is quotas.fetch:
-        band_quota.unrecord(user, client, ctx.response_bytes)
+    if emptied:
+        if band_quota is quotas.fetch:
+            band_quota.unrecord(user, client, ctx.response_bytes)
         if response is not None:
             response["responses"] = []
     if mutation == throttle:

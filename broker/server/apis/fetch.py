@@ -250,14 +250,21 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
             break
     ctx.response_bytes = -1 if follower else total  # a consumer's fetch counts against its fetch quota
-    for name, size in per_topic.items():
-        metrics.bytes_out.labels(name).inc(size)
+    if not follower and broker.quotas.active:
+        ctx.fetched = per_topic  # counted once the quotas have not emptied the answer (quotas.throttle_time)
+    else:
+        count_bytes_out(metrics, per_topic)
     if has_error or refused:
         for t in responses:
             for p in t["partitions"]:
                 if p["error_code"]:
                     metrics.fetch_errors.labels(error_name(p["error_code"])).inc()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+
+def count_bytes_out(metrics, per_topic: dict[str, int]) -> None:
+    for name, size in per_topic.items():
+        metrics.bytes_out.labels(name).inc(size)
 
 
 def register(registry) -> None:
