@@ -45,6 +45,7 @@ from kafkactl import offsets as offsets_cmd
 from kafkactl import partitions as partitions_cmd
 from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
+from kafkactl import quotas as quotas_cmd
 from kafkactl import topics as topics_cmd
 from kafkactl import transactions as transactions_cmd
 from kafkactl import users as users_cmd
@@ -120,6 +121,7 @@ app.add_typer(mirror_cmd.app, name="mirror")
 app.add_typer(transactions_cmd.app, name="transactions")
 app.add_typer(users_cmd.app, name="users")
 app.add_typer(acls_cmd.app, name="acls")
+app.add_typer(quotas_cmd.app, name="quotas")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 

@@ -15,7 +15,8 @@ Errors are in :mod:`broker.client.errors`.
 from ._producer import AsyncProducer, Producer
 from ._consumer import AsyncConsumer, Consumer
 from broker.acl import AclOperation, AclPermission, PatternType, ResourceType
-from ._admin import (AclBinding, AclBindingFilter, Admin, AsyncAdmin, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
+from ._admin import (ANY_ENTITY, DEFAULT_ENTITY, AclBinding, AclBindingFilter, Admin, AsyncAdmin, ClientQuotaEntity,
+                     ClientQuotaFilterComponent, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
                      GroupListing, LogDirDescription, PartitionReassignment, MemberDescription, NewTopic, PartitionLag,
                      ReplicaLogDirInfo, ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
@@ -39,6 +40,7 @@ __all__ = [
     "ProducerState", "TransactionDescription", "TransactionListing",
     "ScramCredentialInfo", "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "SaslSettings",
     "AclBinding", "AclBindingFilter", "AclOperation", "AclPermission", "PatternType", "ResourceType",
+    "ClientQuotaEntity", "ClientQuotaFilterComponent", "DEFAULT_ENTITY", "ANY_ENTITY",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
     "DefaultPartitioner", "RoundRobinPartitioner", "murmur2", "murmur2_partition",
     "bytes_serializer", "bytes_deserializer", "string_serializer", "string_deserializer",

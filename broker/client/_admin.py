@@ -4,9 +4,9 @@ Requests go where Kafka routes them: topic creation, deletion, partition
 additions and partition reassignments to the controller; broker configs to that broker; group operations
 to the group's coordinator; ListGroups to every broker; DeleteRecords and
 ListOffsets to partition leaders; the transaction calls as
-:mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554) to any
-broker, as Kafka 2.7's admin client sends them; the ACL calls (CreateAcls, DescribeAcls,
-DeleteAcls) to any broker. Each method raises the first per-item error
+:mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554) and the client
+quota calls (KIP-546) to any broker, as Kafka 2.7's admin client sends them; the ACL calls
+(CreateAcls, DescribeAcls, DeleteAcls) to any broker. Each method raises the first per-item error
 as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
 
 Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
@@ -17,11 +17,13 @@ Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from broker.acl import AclOperation, AclPermission, PatternType, ResourceType
+from broker.protocol.apis.cluster import QUOTA_MATCH_DEFAULT, QUOTA_MATCH_EXACT, QUOTA_MATCH_SPECIFIED
 
 from ._cluster import Cluster
 from ._admin_transactions import TransactionsAdmin
@@ -165,6 +167,112 @@ class UserScramCredentialDeletion:
 
     user: str
     mechanism: str
+
+
+class _QuotaEntityMatch(enum.Enum):
+    """The parts of client quota entities and filters that are not names: :data:`DEFAULT_ENTITY`, :data:`ANY_ENTITY`."""
+
+    DEFAULT_ENTITY = "<default>"
+    ANY_ENTITY = "<any>"
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: A part of a :class:`ClientQuotaEntity` or :class:`ClientQuotaFilterComponent` that is the default entity of
+#: its type (Kafka's null entity name; ``<default>`` in kafka-configs.sh): its quota applies to every user (client
+#: id) without one of its own. The string ``"<default>"`` is not it.
+DEFAULT_ENTITY = _QuotaEntityMatch.DEFAULT_ENTITY
+#: A :class:`ClientQuotaFilterComponent` matching any name of its type, the default entity included.
+ANY_ENTITY = _QuotaEntityMatch.ANY_ENTITY
+
+#: The quota keys whose values are whole numbers (Kafka's LONG): describe_client_quotas gives them as ints.
+WHOLE_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+QUOTA_USER, QUOTA_CLIENT_ID = "user", "client-id"
+
+
+def _quota_entity_part(value, what: str, *, any_ok: bool = False):
+    """``value`` checked as a part of a quota entity or filter: a non-empty name, DEFAULT_ENTITY (or ANY_ENTITY)."""
+    if value is DEFAULT_ENTITY or (any_ok and value is ANY_ENTITY):
+        return value
+    if not isinstance(value, str) or not value:
+        also = ", ANY_ENTITY" if any_ok else ""
+        raise ConfigError(f"a client quota {what} is a non-empty name, DEFAULT_ENTITY{also}; not {value!r}")
+    return value
+
+
+def _quota_part_text(kind: str, value) -> str:
+    return f"default {kind}" if value is DEFAULT_ENTITY else f"{kind} {value!r}"
+
+
+@dataclass(frozen=True)
+class ClientQuotaEntity:
+    """Whom a client quota applies to (Kafka's ClientQuotaEntity): a user (the principal's name, ``alice`` for
+    ``User:alice``), a client id, or both (that client id of that user). Each part is a non-empty name,
+    :data:`DEFAULT_ENTITY` (the default entity of its type), or None (the entity has no such part); at least
+    one is not None. ``str()`` names it as the broker's log does: ``user 'alice', default client id``."""
+
+    user: str | _QuotaEntityMatch | None = None
+    client_id: str | _QuotaEntityMatch | None = None
+
+    def __post_init__(self) -> None:
+        if self.user is None and self.client_id is None:
+            raise ConfigError("a client quota entity names a user, a client id or both")
+        if self.user is not None:
+            _quota_entity_part(self.user, "user")
+        if self.client_id is not None:
+            _quota_entity_part(self.client_id, "client id")
+
+    def __str__(self) -> str:
+        parts = [] if self.user is None else [_quota_part_text("user", self.user)]
+        if self.client_id is not None:
+            parts.append(_quota_part_text("client id", self.client_id))
+        return ", ".join(parts)
+
+    def _components(self) -> list[dict]:
+        return [{"entity_type": kind, "entity_name": None if part is DEFAULT_ENTITY else part}
+                for kind, part in ((QUOTA_USER, self.user), (QUOTA_CLIENT_ID, self.client_id)) if part is not None]
+
+    def _sort_key(self) -> tuple:
+        return tuple((0, "") if part is None else (1, "") if part is DEFAULT_ENTITY else (2, part)
+                     for part in (self.user, self.client_id))
+
+
+def _quota_entity_of(components: list[dict]) -> ClientQuotaEntity | None:
+    """The entity of a DescribeClientQuotas answer; None for one with a part of another type (Kafka 2.8's ip)."""
+    parts: dict[str, Any] = {}
+    for c in components:
+        if c["entity_type"] not in (QUOTA_USER, QUOTA_CLIENT_ID):
+            return None
+        parts[c["entity_type"]] = DEFAULT_ENTITY if c["entity_name"] is None else c["entity_name"]
+    return ClientQuotaEntity(parts.get(QUOTA_USER), parts.get(QUOTA_CLIENT_ID))
+
+
+@dataclass(frozen=True)
+class ClientQuotaFilterComponent:
+    """One part of a :meth:`AsyncAdmin.describe_client_quotas` filter (Kafka's ClientQuotaFilterComponent): the
+    entities whose ``entity_type`` part (``"user"`` or ``"client-id"``; ``"client_id"`` is taken too) is
+    ``match``: a name, :data:`DEFAULT_ENTITY`, or :data:`ANY_ENTITY` (any name, the default included)."""
+
+    entity_type: str
+    match: str | _QuotaEntityMatch = ANY_ENTITY
+
+    def __post_init__(self) -> None:
+        kind = self.entity_type.replace("_", "-") if isinstance(self.entity_type, str) else self.entity_type
+        if kind not in (QUOTA_USER, QUOTA_CLIENT_ID):
+            raise ConfigError(f"a client quota entity type is 'user' or 'client-id', not {self.entity_type!r}")
+        object.__setattr__(self, "entity_type", kind)
+        _quota_entity_part(self.match, f"{kind} filter", any_ok=True)
+
+    def _body(self) -> dict:
+        if self.match is DEFAULT_ENTITY:
+            return {"entity_type": self.entity_type, "match_type": QUOTA_MATCH_DEFAULT, "match": None}
+        if self.match is ANY_ENTITY:
+            return {"entity_type": self.entity_type, "match_type": QUOTA_MATCH_SPECIFIED, "match": None}
+        return {"entity_type": self.entity_type, "match_type": QUOTA_MATCH_EXACT, "match": self.match}
 
 
 SCRAM_MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
@@ -448,6 +556,59 @@ class AsyncAdmin(TransactionsAdmin):
         for r in resp["results"]:
             if r["error_code"]:
                 raise error_for_code(r["error_code"], r.get("error_message"), context=f"user {r['user']}")
+
+    # -- client quotas (KIP-546) ----------------------------------------------------------
+    async def describe_client_quotas(self, components: Iterable[ClientQuotaFilterComponent] = (),
+                                     strict: bool = False) -> dict[ClientQuotaEntity, dict[str, int | float]]:
+        """The quotas of every entity the filter matches (DescribeClientQuotas), ``{entity: {key: value}}``
+        sorted by user then client id (no part first, then the default entity, then names), keys sorted;
+        ``producer_byte_rate`` and ``consumer_byte_rate`` are ints, ``request_percentage`` and
+        ``controller_mutation_rate`` floats. An entity matches when each component matches its part of that
+        type; a type without a component matches any entity, or with ``strict`` only entities without that
+        part. No components: every entity with quotas (``strict``: none). Entities with a part of another
+        type (Kafka 2.8's ip) are left out. Raises INVALID_REQUEST for a type given twice,
+        CLUSTER_AUTHORIZATION_FAILED without DESCRIBE_CONFIGS on the cluster."""
+        components = list(components)
+        for c in components:
+            if not isinstance(c, ClientQuotaFilterComponent):
+                raise ConfigError(f"a client quota filter is made of ClientQuotaFilterComponents, not {c!r}")
+        body = {"components": [c._body() for c in components], "strict": strict}
+        resp = await self._cluster.request(None, Api.DESCRIBE_CLIENT_QUOTAS, body)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], resp.get("error_message"), context="DescribeClientQuotas")
+        out = {}
+        for e in resp["entries"] or ():
+            entity = _quota_entity_of(e["entity"])
+            if entity is not None:
+                out[entity] = {v["key"]: int(v["value"]) if v["key"] in WHOLE_QUOTA_KEYS and v["value"].is_integer()
+                               else v["value"] for v in sorted(e["values"], key=lambda v: v["key"])}
+        return dict(sorted(out.items(), key=lambda item: item[0]._sort_key()))
+
+    async def alter_client_quotas(self, alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]], *,
+                                  validate_only: bool = False) -> None:
+        """Set and remove quotas (AlterClientQuotas): ``{entity: {key: value}}``, a value None removing the
+        key; keys the mapping does not name are kept. Raises the first entity's error, naming it:
+        INVALID_REQUEST for an unknown key, a byte rate that is not a whole number, a value that is not
+        positive (that entity is left unchanged), CLUSTER_AUTHORIZATION_FAILED without ALTER_CONFIGS on the
+        cluster; the other entities are changed all the same. ``validate_only``: checked, nothing written.
+        A value that is not a number is a ConfigError before anything is sent."""
+        entries = []
+        for entity, changes in alterations.items():
+            if not isinstance(entity, ClientQuotaEntity):
+                raise ConfigError(f"client quotas are altered per ClientQuotaEntity, not {entity!r}")
+            ops = []
+            for key, value in changes.items():
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    raise ConfigError(f"client quota {key} of {entity}: a number or None (remove), not {value!r}")
+                ops.append({"key": key, "value": 0.0 if value is None else float(value), "remove": value is None})
+            entries.append({"entity": entity._components(), "ops": ops})
+        if not entries:
+            return
+        resp = await self._cluster.request(None, Api.ALTER_CLIENT_QUOTAS,
+                                           {"entries": entries, "validate_only": validate_only})
+        for entity, r in zip(alterations, resp["entries"]):
+            if r["error_code"]:
+                raise error_for_code(r["error_code"], r.get("error_message"), context=f"client quotas of {entity}")
 
     # -- ACLs (CreateAcls, DescribeAcls, DeleteAcls) ----------------------------------
     async def _acl_request(self, api: int, body: dict, needs_patterns: bool) -> dict:

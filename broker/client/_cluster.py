@@ -67,6 +67,13 @@ class Cluster:
             max_frame_bytes=c.max_frame_bytes, ssl_context=c.ssl_context, sasl=c.sasl,
         )
 
+    def throttled_for(self, node_id: int) -> float:
+        """Seconds the broker ``node_id`` still asks us to wait (a quota's throttle; 0 when none)."""
+        conn = self._conns.get(node_id)
+        if conn is None:
+            return 0.0
+        return max(0.0, conn.throttled_until - asyncio.get_running_loop().time())
+
     async def connection(self, node_id: int) -> BrokerConnection:
         """The live connection to broker ``node_id``, opened on first use."""
         if self.closed:

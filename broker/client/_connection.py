@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from broker.protocol import ApiKey, FrameDecoder, api_versions_table, decode_response, encode_request
+from broker.protocol.throttling import client_throttles
 
 from ._sasl import SaslSettings, authenticate, session_deadline
 from ._tls import describe_error as describe_tls_error
@@ -94,6 +95,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.SASL_AUTHENTICATE: (0, 2),
     Api.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     Api.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    Api.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    Api.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 UNSUPPORTED_VERSION = 35
@@ -155,6 +158,8 @@ class BrokerConnection:
         self._closed_exc: BaseException | None = None
         self._negotiated = False
         self.closed = False
+        #: Loop time until which the broker asked us to send nothing (a quota's ``throttle_time_ms``, KIP-219)
+        self.throttled_until = 0.0
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -253,6 +258,7 @@ class BrokerConnection:
 
         With ``expect_response=False`` (Produce with acks=0) returns None once written.
         """
+        await self.wait_throttle()
         fut = self.send(api_key, body, version=version, expect_response=expect_response)
         if fut is None:
             if self._write_paused is not None:
@@ -266,6 +272,13 @@ class BrokerConnection:
             self.close(exc)
             raise exc
         return fut.result()
+
+    async def wait_throttle(self) -> None:
+        """Wait out a throttle the broker asked for (a client quota: KIP-219's client-side throttling; the
+        broker would hold our next requests for that long anyway)."""
+        delay = self.throttled_until - asyncio.get_running_loop().time()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def send(self, api_key: int, body: dict[str, Any], *, version: int | None = None,
              expect_response: bool = True) -> asyncio.Future | None:
@@ -303,6 +316,10 @@ class BrokerConnection:
                 if not fut.done():
                     fut.set_exception(ProtocolError(f"cannot decode {Api(api_key).name} v{version}: {exc}"))
                 continue
+            throttle = body.get("throttle_time_ms") if isinstance(body, dict) else None
+            if throttle and throttle > 0 and client_throttles(api_key, version):
+                self.throttled_until = max(self.throttled_until,
+                                           asyncio.get_running_loop().time() + throttle / 1000)
             if not fut.done():
                 fut.set_result(body)
         if self._retiring and not self._in_flight:

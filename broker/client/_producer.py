@@ -343,9 +343,15 @@ class AsyncProducer:
             by_node[leader].append(tp)
         limit = self.config.max_in_flight_requests_per_connection
         blocked = False
+        throttle_wait = 0.0
+        sent = False
         for node, tps in by_node.items():
             if self._in_flight[node] >= limit:
                 blocked = True
+                continue
+            throttled = cluster.throttled_for(node)
+            if throttled > 0:  # a producer quota's throttle (KIP-219): this broker's batches wait, the others go
+                throttle_wait = throttled if not throttle_wait else min(throttle_wait, throttled)
                 continue
             batches, size = [], 0
             for tp in tps:
@@ -358,7 +364,12 @@ class AsyncProducer:
                     break
             if batches:
                 await self._send_batches(node, batches)
-        return 0.05 if blocked else next_check if not self._acc.flushing else 0.0
+                sent = True
+        if blocked:
+            return 0.05
+        if self._acc.flushing:  # at once, unless a throttle held back everything there was to send
+            return throttle_wait if throttle_wait and not sent else 0.0
+        return min(next_check, throttle_wait) if throttle_wait else next_check
 
     async def send_batch(self, topic: str, partition: int, records: bytes) -> tuple[int, int]:
         """Append already encoded record batches (v2, as on the wire) to one partition

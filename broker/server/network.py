@@ -94,7 +94,8 @@ from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
-from broker.server.quotas import client_throttles, produce_throttle, throttle_time
+from broker.protocol.throttling import client_throttles
+from broker.server.quotas import produce_throttle, throttle_time
 from broker.server.registry import api_name
 
 if TYPE_CHECKING:

@@ -137,6 +137,20 @@ def _scram_listed(out, err):
     assert rows == [["USER", "MECHANISM", "ITERATIONS"], ["alice", "SCRAM-SHA-256", "8192"]]
 
 
+def _quota_set(out, err):
+    assert out == "set producer_byte_rate=1048576, consumer_byte_rate=2097152 for user 'alice'\n"
+
+
+def _quotas_listed(out, err):
+    rows = [line.split() for line in _lines(out)]
+    assert rows == [["USER", "CLIENT_ID", "QUOTAS"],
+                    ["alice", "-", "consumer_byte_rate=2097152,producer_byte_rate=1048576"]]
+
+
+def _quota_removed(out, err):
+    assert out == "removed consumer_byte_rate of user 'alice'\n"
+
+
 def _version(out, err):
     assert re.fullmatch(r"kafkactl \S+\n", out)
 
@@ -185,6 +199,9 @@ EXPECT: list[tuple[str, Check]] = [
     (r"mirror status --config mirror.yaml", _mirror_status),
     (r"users set-scram alice", _scram_set),
     (r"users list", _scram_listed),
+    (r"quotas set --user alice", _quota_set),
+    (r"quotas list --user alice", _quotas_listed),
+    (r"quotas remove --user alice", _quota_removed),
     (r"kafkactl --version", _version),
     (r"--show-completion bash", _completion),
     (r"log dump \S+/orders-0 --records", _dumped_records),

@@ -356,3 +356,15 @@ def test_produces_pipelined_behind_a_throttle_wait_for_it(broker_factory):
     # the first answer with a throttle that matters: what was sent behind it started only when it ended
     at, throttle = next((at, t) for at, t in arrived[:-1] if t >= 300)
     assert arrived[-1][0] >= at + throttle / 1000 * 0.9, arrived
+
+
+def test_empty_and_reserved_entity_names_are_refused(broker_factory):
+    broker = broker_factory(FAST_WINDOWS)
+    for entity, message in (([("client-id", "")], "Empty client-id"), ([("user", "")], "Empty user"),
+                            ([("user", "carl"), ("client-id", "")], "Empty client-id"),
+                            ([("user", "<default>")], "reserved")):
+        result = set_quota(broker, entity, producer_byte_rate=1024)
+        assert result["error_code"] == ErrorCode.INVALID_REQUEST and message in result["error_message"], result
+    assert set_quota(broker, [("user", None)], producer_byte_rate=1024)["error_code"] == 0
+    assert describe(broker, [("user", 0, "<default>")]) == {}  # an exact name never matches the default entity
+    assert describe(broker, [("user", 1, None)]) == {(("user", None),): {"producer_byte_rate": 1024.0}}

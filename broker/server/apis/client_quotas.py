@@ -17,7 +17,8 @@ entity, one result per entry; ``validate_only`` checks without writing.
 Refused with INVALID_REQUEST, that entity unchanged: an unknown entity type, a
 type given twice, no component, an unknown key, a byte rate that is not a whole
 number, a value that is not positive (a quota of 0 would stop the client for
-good; remove the key instead). The entity's node is written with the other keys
+good; remove the key instead), an empty name, the name ``<default>`` (how the
+default entity is stored; Kafka 3 refuses it too). The entity's node is written with the other keys
 it holds (a user's SCRAM credentials) and every broker told.
 
 With an authorizer (:mod:`broker.acl`) Describe needs DESCRIBE_CONFIGS and
@@ -52,7 +53,12 @@ def _components(entity: list[dict]) -> tuple[str | None, str | None]:
         if kind in seen:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Duplicate {kind} entity type")
         seen.add(kind)
-        name = DEFAULT if c["entity_name"] is None else c["entity_name"]
+        name = c["entity_name"]
+        if name == "":
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Empty {kind} not supported")
+        if name == DEFAULT:  # Kafka's name for the default entity, in storage
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Entity name '{DEFAULT}' is reserved")
+        name = DEFAULT if name is None else name
         if kind == USER:
             user = name
         elif kind == CLIENT_ID:
@@ -98,7 +104,7 @@ def _matches(component: dict | None, name: str | None, strict: bool) -> bool:
         return False
     kind = component["match_type"]
     if kind == QUOTA_MATCH_EXACT:
-        return name == component["match"]
+        return name == component["match"] and name != DEFAULT  # (a name cannot be the default's)
     if kind == QUOTA_MATCH_DEFAULT:
         return name == DEFAULT
     return True  # any name, the default included (Kafka's ofEntityType)
