@@ -297,6 +297,9 @@ SSL_PROPERTIES = (
 #: each mechanism's ``<mechanism>.sasl.jaas.config`` (see :mod:`broker.sasl`).
 SASL_LISTENER_PROPERTIES = ("sasl.enabled.mechanisms",)
 _JAAS_SUFFIX = ".sasl.jaas.config"
+#: Per listener and mechanism, as ``listener.name.<listener>.<mechanism>.<property>``: the JAAS entry, and
+#: OAUTHBEARER's validator class (Kafka's server callback handler)
+_MECHANISM_SUFFIXES = (_JAAS_SUFFIX, ".sasl.server.callback.handler.class", ".connections.max.reauth.ms")
 
 
 # -- the property table ----------------------------------------------------------
@@ -363,7 +366,24 @@ _PROPS: list[Prop] = [
     Prop("sasl.server.max.receive.size", _ranged(1, INT_MAX), 524288,
          "Largest frame accepted from a client before it has authenticated."),
     Prop("connections.max.reauth.ms", _ranged(0), 0,
-         "0 only: SASL re-authentication (KIP-368) is not served; a connection stays authenticated."),
+         "SASL sessions last this long (or to their token's expiry, if sooner) unless the client re-authenticates "
+         "(KIP-368); 0: for the connection's life. Per listener and mechanism as "
+         "listener.name.<l>.<mechanism>.connections.max.reauth.ms."),
+    Prop("sasl.oauthbearer.jwks.endpoint.url", _optional(_str), None,
+         "OAUTHBEARER: where the identity provider's signing keys are (https://, http:// or file:), for the "
+         "JWKS validator (Kafka 3.1)."),
+    Prop("sasl.oauthbearer.expected.audience", _list, "", "OAUTHBEARER: a token's aud must name one of these."),
+    Prop("sasl.oauthbearer.expected.issuer", _optional(_str), None, "OAUTHBEARER: a token's iss must be this."),
+    Prop("sasl.oauthbearer.sub.claim.name", _str, "sub", "OAUTHBEARER: the claim naming the principal."),
+    Prop("sasl.oauthbearer.scope.claim.name", _str, "scope", "OAUTHBEARER: the claim holding the scopes."),
+    Prop("sasl.oauthbearer.clock.skew.seconds", _ranged(0, INT_MAX), 30,
+         "OAUTHBEARER: leeway for a token's times against the broker's clock."),
+    Prop("sasl.oauthbearer.jwks.endpoint.refresh.ms", _ranged(1, LONG_MAX), 3600000,
+         "OAUTHBEARER: how often the JWKS is read again."),
+    Prop("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _ranged(1, LONG_MAX), 100,
+         "OAUTHBEARER: first wait before reading a JWKS again after a failure (doubling)."),
+    Prop("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _ranged(1, LONG_MAX), 10000,
+         "OAUTHBEARER: longest wait between attempts to read the JWKS."),
     Prop("ssl.principal.mapping.rules", _mapping_rules, "DEFAULT",
          "How a client certificate's subject becomes its principal: DEFAULT, or RULE:regex/replacement/[LU], ..."),
     Prop("log.dirs", _optional(_list), None, "Comma-separated log directories (JBOD); overrides log.dir."),
@@ -526,7 +546,9 @@ class BrokerConfig:
             if prop is not None:
                 raw = given[name]
                 try:
-                    parse = _str if prop.endswith(_JAAS_SUFFIX) else PROPERTIES[prop].parse
+                    base = prop.partition(".")[2]  # after the mechanism, for a mechanism's own property
+                    parse = (PROPERTIES[base].parse if prop.endswith(_MECHANISM_SUFFIXES) and base in PROPERTIES
+                             else _str if prop.endswith(_MECHANISM_SUFFIXES) else PROPERTIES[prop].parse)
                     value = parse(raw) if raw is not None else None
                 except (ValueError, TypeError) as exc:
                     raise ConfigError(f"{name}: {exc}", name) from None
@@ -597,9 +619,6 @@ class BrokerConfig:
                 self._check_ssl(endpoint.listener_name)
             if protocols[endpoint.listener_name] in SASL_PROTOCOLS:
                 self.sasl_settings(endpoint.listener_name)
-        if self["connections.max.reauth.ms"] != 0:
-            raise ConfigError("connections.max.reauth.ms: only 0 is served (re-authentication, KIP-368, is not)",
-                              "connections.max.reauth.ms")
         if self.metadata_store_kind == "zookeeper":
             if self.security_protocol(self.inter_broker_listener) in TLS_PROTOCOLS:
                 self._check_ssl(self.inter_broker_listener)
@@ -615,10 +634,36 @@ class BrokerConfig:
                  if "sasl.enabled.mechanisms" in overrides else "sasl.enabled.mechanisms")
         jaas = {prop[:-len(_JAAS_SUFFIX)].upper(): value for prop, value in overrides.items()
                 if prop.endswith(_JAAS_SUFFIX) and value is not None}
+        handlers = {prop.partition(".")[0].upper(): value for prop, value in overrides.items()
+                    if prop.endswith(_MECHANISM_SUFFIXES[1]) and value is not None}
+        jwks = self._jwks_settings()
         try:
-            return sasl.listener_sasl(mechanisms, jaas, listener_name, where)
+            return sasl.listener_sasl(mechanisms, jaas, listener_name, where, handlers, jwks)
         except sasl.SaslConfigError as exc:
             raise ConfigError(str(exc), where) from None
+
+    def max_reauth_ms(self, listener_name: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` for a listener and mechanism (KIP-368): its
+        ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else the broker's; 0 = never."""
+        own = self.listener_overrides.get(listener_name, {}).get(f"{mechanism.lower()}.connections.max.reauth.ms")
+        return self._values["connections.max.reauth.ms"] if own is None else own
+
+    def _jwks_settings(self):
+        """The ``sasl.oauthbearer.*`` settings of the JWKS validator (None without an endpoint)."""
+        from broker.oauth import JwksSettings
+
+        url = self._values["sasl.oauthbearer.jwks.endpoint.url"]
+        if not url:
+            return None
+        if not url.startswith(("https://", "http://", "file:")):
+            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url={url}: an https://, http:// or file: URL",
+                              "sasl.oauthbearer.jwks.endpoint.url")
+        v = self._values
+        return JwksSettings(url, tuple(v["sasl.oauthbearer.expected.audience"]), v["sasl.oauthbearer.expected.issuer"],
+                            v["sasl.oauthbearer.sub.claim.name"], v["sasl.oauthbearer.scope.claim.name"],
+                            v["sasl.oauthbearer.clock.skew.seconds"], v["sasl.oauthbearer.jwks.endpoint.refresh.ms"],
+                            v["sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"],
+                            v["sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"])
 
     def inter_broker_sasl(self):
         """What this broker authenticates with to the others (:class:`broker.sasl.ClientCredentials`),
@@ -798,7 +843,7 @@ def _listener_override(name: str) -> tuple[str, str | None]:
     if not name.startswith("listener.name."):
         return name, None
     listener, _dot, prop = name[len("listener.name."):].partition(".")
-    jaas = prop.endswith(_JAAS_SUFFIX) and prop.count(".") == 3
+    jaas = any(prop.endswith(s) and prop.count(".") == s.count(".") for s in _MECHANISM_SUFFIXES)
     if jaas and prop != prop.lower():
         raise ConfigError(f"{name}: write the mechanism in lower case (listener.name.{listener}.{prop.lower()})",
                           name)

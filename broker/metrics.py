@@ -24,6 +24,9 @@ kafkapy_tls_handshake_failures_total                   counter    listener (refu
 kafkapy_successful_authentication_total                counter    listener, mechanism (SASL)
 kafkapy_failed_authentication_total                    counter    listener, mechanism (SASL: wrong password,
                                                                   unknown user, bad exchange)
+kafkapy_successful_reauthentication_total              counter    listener, mechanism (KIP-368)
+kafkapy_failed_reauthentication_total                  counter    listener, mechanism (KIP-368)
+kafkapy_expired_connections_killed_total               counter    listener (a request after the session ended)
 kafkapy_log_size_bytes                                 gauge      topic, partition (on scrape)
 kafkapy_log_segments                                   gauge      topic, partition (on scrape)
 kafkapy_log_end_offset                                 gauge      topic, partition (on scrape)
@@ -581,6 +584,18 @@ class BrokerMetrics:
             "mechanism not enabled, a request before authentication (Kafka's failed-authentication-total).",
             ["listener", "mechanism"], registry=r,
         )
+        self.successful_reauthentication = Counter(
+            PREFIX + "successful_reauthentication", "SASL re-authentications that succeeded (KIP-368; Kafka's "
+            "successful-reauthentication-total).", ["listener", "mechanism"], registry=r,
+        )
+        self.failed_reauthentication = Counter(
+            PREFIX + "failed_reauthentication", "SASL re-authentications that failed (a bad credential, another "
+            "principal or mechanism; Kafka's failed-reauthentication-total).", ["listener", "mechanism"], registry=r,
+        )
+        self.expired_connections_killed = Counter(
+            PREFIX + "expired_connections_killed", "Connections closed for a request after their SASL session "
+            "ended without re-authentication (Kafka's expired-connections-killed-count).", ["listener"], registry=r,
+        )
         self.group_rebalances = Counter(
             PREFIX + "group_rebalances", "Rebalances completed: a new generation became Stable.", registry=r
         )
@@ -600,7 +615,13 @@ class BrokerMetrics:
             (self.successful_authentication, "kafka_server_socket_server_metrics_successful_authentication",
              "SASL authentications that succeeded, by listener.", ("listener",)),
             (self.failed_authentication, "kafka_server_socket_server_metrics_failed_authentication",
-             "SASL authentications that failed, by listener.", ("listener",)))))
+             "SASL authentications that failed, by listener.", ("listener",)),
+            (self.successful_reauthentication, "kafka_server_socket_server_metrics_successful_reauthentication",
+             "SASL re-authentications that succeeded, by listener.", ("listener",)),
+            (self.failed_reauthentication, "kafka_server_socket_server_metrics_failed_reauthentication",
+             "SASL re-authentications that failed, by listener.", ("listener",)),
+            (self.expired_connections_killed, "kafka_server_socket_server_metrics_expired_connections_killed_count",
+             "Connections closed after their SASL session ended, by listener.", ("listener",)))))
         self._http: MetricsHTTPServer | None = None
         self.port: int | None = None
 

@@ -5,7 +5,8 @@ Configuration (Kafka's property names; :mod:`broker.config` checks them at start
 ``sasl.enabled.mechanisms``
     The mechanisms a SASL listener offers, e.g. ``PLAIN,SCRAM-SHA-256``. Kafka's
     default is ``GSSAPI`` (Kerberos), which is not served here: a SASL listener
-    must name PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512. Per listener as
+    must name PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and/or OAUTHBEARER (bearer
+    tokens, :mod:`broker.oauth`, with its validator and settings). Per listener as
     ``listener.name.<listener>.sasl.enabled.mechanisms``.
 ``listener.name.<listener>.<mechanism>.sasl.jaas.config``
     The JAAS login module of one mechanism on one listener (the listener and
@@ -24,16 +25,22 @@ Configuration (Kafka's property names; :mod:`broker.config` checks them at start
     inter-broker listener with ``sasl.mechanism.inter.broker.protocol``.
 ``sasl.mechanism.inter.broker.protocol``
     The mechanism brokers authenticate to each other with, when the
-    inter-broker listener is SASL (Kafka's default, GSSAPI, is refused).
+    inter-broker listener is SASL (Kafka's default, GSSAPI, is refused, and
+    OAUTHBEARER is not served between brokers).
 ``connection.failed.authentication.delay.ms`` (100)
     A failed authentication is answered after this delay, then the connection
     is closed: a client with a wrong password cannot try thousands a second.
 ``sasl.server.max.receive.size`` (524288)
     The largest frame accepted from a client before it has authenticated: an
     unauthenticated client cannot make the broker allocate a 100 MB request.
-``connections.max.reauth.ms``
-    Only 0 (Kafka's default: a connection stays authenticated for its life);
-    re-authentication (KIP-368) is not served.
+``connections.max.reauth.ms`` (0)
+    Re-authentication (KIP-368): above 0, a session lasts that long (or until
+    its OAUTHBEARER token expires, if sooner; SaslAuthenticate v1+ tells the
+    client), the client re-authenticates on the same connection before then
+    (a new SaslHandshake, the same principal and mechanism), and a request
+    after the session ended closes the connection. 0 (Kafka's default): a
+    connection stays authenticated for its life. Per listener and mechanism as
+    ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``.
 
 SCRAM credentials are kept where Kafka 2.7 keeps them, in the metadata store
 (ZooKeeper, or the embedded store of a single node) at ``/config/users/<user>``
@@ -67,11 +74,14 @@ from typing import Awaitable, Callable, Mapping
 import scramp
 from scramp import core as _scram_core
 
+from broker import oauth
+
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
+OAUTHBEARER = oauth.OAUTHBEARER
 #: The mechanisms served here, in Kafka's spelling.
-MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 #: Kafka's bounds on a SCRAM credential's iteration count (ScramMechanism.minIterations/maxIterations).
 MIN_ITERATIONS = 4096
@@ -79,7 +89,8 @@ MAX_ITERATIONS = 16384
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-_MODULES = {PLAIN: PLAIN_MODULE, SCRAM_SHA_256: SCRAM_MODULE, SCRAM_SHA_512: SCRAM_MODULE}
+_MODULES = {PLAIN: PLAIN_MODULE, SCRAM_SHA_256: SCRAM_MODULE, SCRAM_SHA_512: SCRAM_MODULE,
+            OAUTHBEARER: oauth.LOGIN_MODULE}
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 
 #: What a client is told when SCRAM fails, whatever the reason (unknown user or wrong proof), as Kafka words it.
@@ -166,6 +177,8 @@ class ListenerSasl:
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: The JAAS entry of each mechanism that has one (for ``username``/``password`` to other brokers).
     jaas: Mapping[str, JaasEntry] = field(default_factory=dict, repr=False)
+    #: How OAUTHBEARER tokens are checked, when it is enabled (:mod:`broker.oauth`)
+    oauth: "oauth.Validator | None" = field(default=None, repr=False)
 
 
 def jaas_property(listener: str, mechanism: str) -> str:
@@ -173,8 +186,11 @@ def jaas_property(listener: str, mechanism: str) -> str:
 
 
 def listener_sasl(mechanisms: list[str], jaas_texts: Mapping[str, str], listener: str,
-                  mechanisms_prop: str) -> ListenerSasl:
-    """Check and gather one SASL listener's settings (``jaas_texts``: mechanism -> its JAAS text)."""
+                  mechanisms_prop: str, handlers: Mapping[str, str] | None = None,
+                  jwks: "oauth.JwksSettings | None" = None) -> ListenerSasl:
+    """Check and gather one SASL listener's settings (``jaas_texts``: mechanism -> its JAAS text;
+    ``handlers``: mechanism -> its ``sasl.server.callback.handler.class``; ``jwks``: the
+    ``sasl.oauthbearer.*`` settings, None without an endpoint)."""
     names = [m.strip().upper() for m in mechanisms if m.strip()]
     if not names:
         raise SaslConfigError(f"{mechanisms_prop} is empty: a SASL listener ({listener}) needs a mechanism "
@@ -203,7 +219,37 @@ def listener_sasl(mechanisms: list[str], jaas_texts: Mapping[str, str], listener
         if not plain_users:
             raise SaslConfigError(f"{jaas_property(listener, PLAIN)}: no user_<name>=\"<password>\" option: "
                                   f"the listener would accept nobody")
-    return ListenerSasl(listener, tuple(dict.fromkeys(names)), plain_users, jaas)
+    validator = None
+    for mechanism in (handlers or {}):
+        if mechanism != OAUTHBEARER:
+            raise SaslConfigError(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.server.callback."
+                                  f"handler.class: only OAUTHBEARER takes a server callback handler here")
+    if OAUTHBEARER in names:
+        validator = _oauth_validator(listener, (handlers or {}).get(OAUTHBEARER), jaas.get(OAUTHBEARER), jwks)
+    return ListenerSasl(listener, tuple(dict.fromkeys(names)), plain_users, jaas, validator)
+
+
+def _oauth_validator(listener: str, handler: str | None, entry: JaasEntry | None,
+                     jwks: "oauth.JwksSettings | None") -> "oauth.Validator":
+    """OAUTHBEARER's validator on a listener, as Kafka picks it (see :mod:`broker.oauth`)."""
+    prop = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+    handler = (handler or "").strip()
+    if handler in oauth.JWKS_VALIDATOR_CLASSES:
+        if jwks is None:
+            raise SaslConfigError(f"{prop}={handler} needs sasl.oauthbearer.jwks.endpoint.url: where the identity "
+                                  f"provider's signing keys are")
+        return oauth.JwksValidator(jwks)
+    if handler and handler != oauth.UNSECURED_VALIDATOR_CLASS:
+        raise SaslConfigError(f"{prop}={handler}: not served here (a Java class); use "
+                              f"{oauth.JWKS_VALIDATOR_CLASSES[1]} with sasl.oauthbearer.jwks.endpoint.url, or leave "
+                              f"it unset for unsecured tokens")
+    if entry is None:
+        raise SaslConfigError(f"listener {listener} enables OAUTHBEARER but {jaas_property(listener, OAUTHBEARER)} "
+                              f"is not set (Kafka needs its OAuthBearerLoginModule entry)")
+    try:
+        return oauth.UnsecuredValidator(entry.options, jaas_property(listener, OAUTHBEARER))
+    except ValueError as exc:
+        raise SaslConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -221,6 +267,9 @@ def inter_broker_credentials(sasl: ListenerSasl, mechanism: str, prop: str) -> C
         hint = " (Kafka's default; Kerberos is not served here)" if mechanism == "GSSAPI" else ""
         raise SaslConfigError(f"{prop}={mechanism} is not supported{hint}: set it to one of "
                               f"{', '.join(sasl.mechanisms)}, the mechanisms of listener {sasl.listener}")
+    if mechanism == OAUTHBEARER:
+        raise SaslConfigError(f"{prop}=OAUTHBEARER is not served between brokers; use PLAIN or SCRAM on the "
+                              f"inter-broker listener {sasl.listener} (clients may still use OAUTHBEARER)")
     if mechanism not in sasl.mechanisms:
         raise SaslConfigError(f"{prop}={mechanism} is not enabled on the inter-broker listener {sasl.listener} "
                               f"({', '.join(sasl.mechanisms)})")
@@ -320,6 +369,9 @@ class SaslServerSession:
         self.user: str | None = None  # once known (for the log), even if the exchange then fails
         self.principal: str | None = None
         self._scram: "_scram_core.ScramServer | None" = None
+        self._oauth: "oauth.OAuthBearerExchange | None" = None
+        #: When the credential stops being valid (epoch ms; an OAUTHBEARER token's exp), None: never
+        self.expires_at_ms: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -332,6 +384,8 @@ class SaslServerSession:
         self.mechanism = mechanism
         self.state = "authenticate"
         self.raw = version == 0
+        if mechanism == OAUTHBEARER:
+            self._oauth = oauth.OAuthBearerExchange(self.sasl.oauth)
         return True
 
     async def step(self, token: bytes) -> bytes:
@@ -342,6 +396,8 @@ class SaslServerSession:
         try:
             if self.mechanism == PLAIN:
                 return self._plain(bytes(token))
+            if self.mechanism == OAUTHBEARER:
+                return self._oauth_step(bytes(token))
             return await self._scram_step(bytes(token))
         except AuthenticationFailed:
             self.state = "failed"
@@ -372,6 +428,19 @@ class SaslServerSession:
                                        "different from username", f"user {user!r} asked to act as {authzid!r}")
         self._done(user)
         return b""
+
+    def _oauth_step(self, token: bytes) -> bytes:
+        exchange = self._oauth
+        try:
+            answer, done = exchange.step(token)
+        except oauth.AuthenticationRefused as exc:
+            self.user = exchange.user
+            raise AuthenticationFailed(str(exc), exc.detail) from None
+        if done:
+            self.user = exchange.user
+            self.expires_at_ms = exchange.token.expires_at_ms
+            self._done(exchange.user)
+        return answer
 
     async def _scram_step(self, token: bytes) -> bytes:
         failed = SCRAM_FAILED.format(self.mechanism)

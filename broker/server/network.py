@@ -90,6 +90,7 @@ from broker.protocol import (
     encode_response,
 )
 from broker.acl import ANONYMOUS, NoMatchingRule, PrincipalMapper, java_host, principal_of_certificate
+from broker import oauth
 from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
@@ -254,6 +255,11 @@ class Connection(asyncio.BufferedProtocol):
         #: The client's IP address, for ACLs' host
         self.host = "?"
         self._sasl_held: list | None = None  # frames that came behind a bare token being checked
+        #: KIP-368: loop time the authenticated session ends (None: never; connections.max.reauth.ms 0), what
+        #: the last SaslAuthenticate told the client, and the principal and mechanism a re-authentication keeps
+        self.session_expires_at: float | None = None
+        self.session_lifetime_ms = 0
+        self._reauth_of: tuple[str, str] | None = None
         config = self.broker.config
         self._decoder = FrameDecoder(config["sasl.server.max.receive.size"] if self.sasl is not None
                                      else config["socket.request.max.bytes"])
@@ -386,6 +392,19 @@ class Connection(asyncio.BufferedProtocol):
         if entry is None or not entry.supports(header.api_version):
             self._unsupported(header)
             return
+        if self.session_expires_at is not None and sasl.complete:
+            # KIP-368: a request after the session ended closes the connection (Kafka's
+            # expired-connections-killed); a SaslHandshake before then re-authenticates it
+            if self.loop.time() >= self.session_expires_at:
+                self.broker.metrics.expired_connections_killed.labels(self.listener).inc()
+                log.info("closing connection from %s on listener %s (%s): %s after its SASL session of %d ms "
+                         "ended without re-authentication", self.peer, self.listener, self.principal,
+                         api_name(header.api_key), self.session_lifetime_ms)
+                self._abort()
+                return
+            if header.api_key == ApiKey.SASL_HANDSHAKE:
+                self._begin_reauthentication()
+                sasl = self.sasl
         if sasl is not None and not sasl.complete and header.api_key not in _ALLOWED[sasl.state]:
             # as Kafka: closed unanswered (after the failed-authentication delay)
             self.sasl_refused(f"{api_name(header.api_key)} " + (
@@ -671,19 +690,55 @@ class Connection(asyncio.BufferedProtocol):
         if not slot.done():
             slot.set_result([struct.pack(">i", len(answer)) + answer])
 
-    def sasl_succeeded(self) -> None:
-        """The SASL exchange proved who the client is: every request is open to it from now on."""
+    def _begin_reauthentication(self) -> None:
+        """KIP-368: a SaslHandshake on an authenticated connection whose session ends starts a new exchange;
+        until it succeeds the connection keeps its principal, and takes only that exchange's requests."""
+        self._reauth_of = (self.principal, self.sasl.mechanism)
+        self.sasl = self.server.sasl_session(self.listener)
+
+    def sasl_succeeded(self) -> bool:
+        """The SASL exchange proved who the client is: every request is open to it from now on. A
+        re-authentication must name the same principal with the same mechanism; False (the connection
+        closes after the answer) when it does not."""
         sasl = self.sasl
-        self.principal = sasl.principal
-        self._decoder.max_frame_bytes = self.broker.config["socket.request.max.bytes"]
-        self.broker.metrics.successful_authentication.labels(self.listener, sasl.mechanism).inc()
+        metrics = self.broker.metrics
+        if self._reauth_of is not None:
+            principal, mechanism = self._reauth_of
+            self._reauth_of = None
+            if sasl.principal != principal or sasl.mechanism != mechanism:
+                metrics.failed_reauthentication.labels(self.listener, sasl.mechanism).inc()
+                self._sasl_closing(f"re-authentication as {sasl.principal} ({sasl.mechanism}) refused: the "
+                                   f"connection is {principal} ({mechanism})", sasl.mechanism)
+                return False
+            metrics.successful_reauthentication.labels(self.listener, sasl.mechanism).inc()
+        else:
+            self.principal = sasl.principal
+            self._decoder.max_frame_bytes = self.broker.config["socket.request.max.bytes"]
+            metrics.successful_authentication.labels(self.listener, sasl.mechanism).inc()
+        self._start_session(sasl)
         log.debug("%s authenticated as %s on listener %s (%s)", self.peer, self.principal, self.listener,
                   sasl.mechanism)
+        return True
+
+    def _start_session(self, sasl: SaslServerSession) -> None:
+        """KIP-368: with ``connections.max.reauth.ms`` above 0 for the listener and mechanism, the session
+        lasts that long, or until the credential expires (an OAUTHBEARER token's exp) if sooner."""
+        max_reauth = self.broker.config.max_reauth_ms(self.listener, sasl.mechanism)
+        if max_reauth <= 0:
+            self.session_expires_at, self.session_lifetime_ms = None, 0
+            return
+        lifetime = max_reauth
+        if sasl.expires_at_ms is not None:
+            lifetime = min(lifetime, int(sasl.expires_at_ms - time.time() * 1000))
+        self.session_lifetime_ms = max(lifetime, 0)
+        self.session_expires_at = self.loop.time() + self.session_lifetime_ms / 1000
 
     async def sasl_failed(self, exc: AuthenticationFailed) -> None:
         """A failed authentication: one log line, the metric, Kafka's delay; closed after the answer."""
-        self._sasl_closing(f"SASL authentication failed ({self.sasl.mechanism}): {exc.detail}",
-                           self.sasl.mechanism)
+        if self._reauth_of is not None:
+            self.broker.metrics.failed_reauthentication.labels(self.listener, self.sasl.mechanism).inc()
+        self._sasl_closing(f"SASL {'re-' if self._reauth_of else ''}authentication failed ({self.sasl.mechanism}): "
+                           f"{exc.detail}", self.sasl.mechanism)
         await self.failure_delay()
 
     async def failure_delay(self) -> None:
@@ -1019,6 +1074,14 @@ class NetworkServer:
 
     async def serve(self) -> None:
         """Start accepting connections on every bound listener."""
+        for listener, settings in self.sasl.items():
+            if settings.oauth is not None:
+                if settings.oauth.kind == "unsecured":
+                    log.warning("listener %s accepts unsecured OAUTHBEARER tokens (Kafka 2.7's default): anyone can "
+                                "name any principal. For signed tokens set listener.name.%s.oauthbearer.sasl.server."
+                                "callback.handler.class=%s and sasl.oauthbearer.jwks.endpoint.url", listener,
+                                listener.lower(), oauth.JWKS_VALIDATOR_CLASSES[1])
+                settings.oauth.start()  # the JWKS validator reads its keys on a thread of its own
         for server in self.servers:
             await server.start_serving()
 
@@ -1027,6 +1090,9 @@ class NetworkServer:
         self.stopping = True
         for server in self.servers:
             server.close()
+        for settings in self.sasl.values():
+            if settings.oauth is not None:
+                settings.oauth.stop()
         for handshake in list(self.handshakes):  # not a client yet: nothing in flight to answer
             handshake.cancel()
         connections = list(self.connections)

@@ -408,8 +408,9 @@ def test_sasl_settings_that_cannot_be_used_stop_the_start_and_write_nothing(tmp_
         "upper-case mechanism": ({"sasl.enabled.mechanisms": "PLAIN",
                                   "listener.name.sasl_plaintext.PLAIN.sasl.jaas.config": "x"},
                                  "write the mechanism in lower case"),
-        "reauth": ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": 3600000},
-                   "connections.max.reauth.ms: only 0"),
+        "reauth": ({"sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                    "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": -5},
+                   "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms: -5 is out of range"),
         "unclosed quote": ({"sasl.enabled.mechanisms": "PLAIN",
                             jaas: 'org.apache.kafka.common.security.plain.PlainLoginModule required '
                                   'user_alice="s3cret-word;'}, "cannot read the JAAS configuration at character"),

@@ -13,14 +13,21 @@ only ApiVersions, SaslHandshake and SaslAuthenticate through):
   handshake, ApiVersions, a SaslAuthenticate before any handshake) closes the
   connection unanswered, as Kafka does.
 * SaslAuthenticate carries one client token and answers the server's
-  (``auth_bytes``); ``session_lifetime_ms`` (v1+) is 0: no re-authentication.
+  (``auth_bytes``); ``session_lifetime_ms`` (v1+) is how long the session lasts
+  (KIP-368: ``connections.max.reauth.ms``, or less when the credential, an
+  OAUTHBEARER token, expires sooner; 0: for the connection's life).
   A failed authentication (unknown user, wrong password, a bad message) is
   answered with SASL_AUTHENTICATION_FAILED and Kafka's message, after
   ``connection.failed.authentication.delay.ms``, and the connection is closed
   after that answer; the broker logs why (never the password).
 
-On a listener without SASL, or once authenticated, both answer
-ILLEGAL_SASL_STATE, as a Kafka 2.7 broker does (no re-authentication).
+Re-authentication (KIP-368), with ``connections.max.reauth.ms`` above 0 for
+the listener and mechanism: a SaslHandshake on an authenticated connection
+before its session ends starts a new exchange (the network layer), which must
+name the same principal with the same mechanism (else
+SASL_AUTHENTICATION_FAILED and the connection closes); a request after the
+session ended closes the connection. Otherwise, on a listener without SASL or
+once authenticated, both answer ILLEGAL_SASL_STATE, as a Kafka 2.7 broker does.
 """
 
 from __future__ import annotations
@@ -68,9 +75,12 @@ async def authenticate(ctx: RequestContext, request: dict) -> dict:
         await ctx.connection.sasl_failed(exc)
         return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc), "auth_bytes": b"",
                 "session_lifetime_ms": 0}
-    if session.complete:
-        ctx.connection.sasl_succeeded()
-    return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": 0}
+    if session.complete and not ctx.connection.sasl_succeeded():
+        await ctx.connection.failure_delay()
+        return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "auth_bytes": b"", "session_lifetime_ms": 0,
+                "error_message": "Cannot change principals or mechanisms during re-authentication"}
+    return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+            "session_lifetime_ms": ctx.connection.session_lifetime_ms if session.complete else 0}
 
 
 def register(registry) -> None:
