@@ -81,7 +81,10 @@ def rendered(tmp_path_factory) -> Path:
     overrides = {"kafkapy_venv": sys.prefix, "monitoring_rules_dir": str(REPO / "monitoring" / "rules"),
                  "broker_tls_cert": "/srv/pki/broker.pem", "broker_tls_ca": "/srv/pki/ca.pem",
                  "broker_tls_client_auth": "required",
-                 "broker_sasl_mechanisms": ["PLAIN", "SCRAM-SHA-512"], "broker_sasl_inter_broker": True,
+                 "broker_sasl_mechanisms": ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"], "broker_sasl_inter_broker": True,
+                 "broker_sasl_oauthbearer_jwks_url": "https://idp.example.com/certs",
+                 "broker_sasl_oauthbearer_audience": ["kafka", "kafka-eu"],
+                 "broker_sasl_oauthbearer_issuer": "https://idp.example.com", "broker_sasl_reauth_ms": 3600000,
                  "broker_sasl_users": {"broker": 'br"o\\ker', "alice": "alice-secret"},
                  "broker_authorizer": True, "broker_super_users": ["User:admin"],
                  "monitoring_alertmanager": True, "monitoring_alertmanager_receivers": [
@@ -108,7 +111,11 @@ def test_server_yaml_loads_with_the_brokers_config_loader(rendered):
                                                        "ssl.truststore.location": "/etc/kafkapy/tls/ca.pem",
                                                        "ssl.client.auth": "required"}.items()
         sasl = config.sasl_settings("SASL_SSL")
-        assert sasl.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+        assert sasl.mechanisms == ("PLAIN", "SCRAM-SHA-512", "OAUTHBEARER")
+        assert sasl.oauth.kind == "jwks"
+        assert (sasl.oauth.settings.url, sasl.oauth.settings.audience, sasl.oauth.settings.issuer) == (
+            "https://idp.example.com/certs", ("kafka", "kafka-eu"), "https://idp.example.com")
+        assert config.max_reauth_ms("SASL_SSL", "PLAIN") == 3600000
         assert dict(sasl.plain_users) == {"broker": 'br"o\\ker', "alice": "alice-secret"}
         credentials = config.inter_broker_sasl()
         assert (credentials.mechanism, credentials.username, credentials.password) == ("PLAIN", "broker",
