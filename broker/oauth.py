@@ -33,7 +33,8 @@ authenticates the principal ``User:<principal claim>`` (an authzid must be that 
 an empty token. An invalid one is answered with RFC 7628's error, ``{"status":"invalid_token"}``;
 the client then sends ``\\x01`` and the exchange fails with that text, as Kafka's broker does.
 SASL extensions (the other keys) are taken and ignored, as Kafka's default server callback does.
-The session ends when the token expires (for re-authentication, KIP-368).
+With ``connections.max.reauth.ms`` (KIP-368) the session ends when the token expires, if that is
+sooner; without it a connection stays authenticated, as in Kafka.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ JWKS_VALIDATOR_CLASSES = (
 )
 UNSECURED_VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerUnsecuredValidatorCallbackHandler"
 INVALID_TOKEN = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
+#: What a malformed exchange is told, in Kafka's words
+FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
 
 _MESSAGE = re.compile(r"^n,(?:a=(?P<authzid>[^,\x01]*))?,\x01(?P<kvpairs>(?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\x01)*)\x01$")
 
@@ -92,13 +95,43 @@ def _b64url_json(part: str) -> dict:
 
 
 def _scopes(value) -> frozenset[str]:
-    if value is None:
-        return frozenset()
+    """A scope claim's scopes: a list of strings, or a string of space-separated scopes (RFC 6749; Kafka
+    takes such a string as one scope); anything else holds none, as in Kafka."""
     if isinstance(value, str):
         return frozenset(value.split())
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return frozenset(value)
-    raise TokenRejected("the scope claim is neither a string nor a list of strings")
+    if isinstance(value, list):
+        return frozenset(v for v in value if isinstance(v, str))
+    return frozenset()
+
+
+#: The algorithms a JWK without ``alg`` may verify, by key type (and curve): any of its type, as Kafka allows
+_ALGORITHMS_BY_TYPE = {"RSA": frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}),
+                       "OKP": frozenset({"EdDSA"})}
+_ALGORITHMS_BY_CURVE = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512", "secp256k1": "ES256K"}
+
+
+@dataclass(frozen=True)
+class _Key:
+    """A signing key of the JWKS and the algorithms it may verify."""
+
+    kid: str | None
+    jwk: "jwt.PyJWK"
+    algorithms: frozenset[str]
+
+
+def _key_of(entry: dict) -> _Key | None:
+    """A JWKS entry as a verification key; None for one that cannot sign (``use`` other than ``sig``, a
+    symmetric key: a published JWKS holds public keys only)."""
+    if entry.get("use", "sig") != "sig" or entry.get("kty") not in ("RSA", "EC", "OKP"):
+        return None
+    jwk = jwt.PyJWK(entry)
+    if entry.get("alg"):
+        algorithms = frozenset({entry["alg"]})
+    elif entry["kty"] == "EC":
+        algorithms = frozenset({_ALGORITHMS_BY_CURVE.get(entry.get("crv"), jwk.algorithm_name)})
+    else:
+        algorithms = _ALGORITHMS_BY_TYPE[entry["kty"]]
+    return _Key(entry.get("kid"), jwk, algorithms)
 
 
 class UnsecuredValidator:
@@ -180,11 +213,12 @@ class JwksValidator:
 
     def __init__(self, settings: JwksSettings) -> None:
         self.settings = settings
-        self._keys: dict[str | None, jwt.PyJWK] = {}
+        self._keys: dict[str | None, _Key] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_fetch = 0.0
+        self._failing = False  # the last retrieval failed: its backoff decides the next, not the tokens
         self.fetches = 0  # successful retrievals (for tests and the log)
 
     def start(self) -> None:
@@ -211,35 +245,38 @@ class JwksValidator:
             try:
                 self._keys = self._fetch()
                 self.fetches += 1
+                self._failing = False
                 backoff = self.settings.retry_backoff_ms / 1000
                 wait = self.settings.refresh_ms / 1000
             except Exception as exc:  # noqa: BLE001 - any failure of the endpoint: keep the old keys, retry
+                self._failing = True
+                wait = min(backoff * (0.8 + 0.4 * random.random()), self.settings.retry_backoff_max_ms / 1000)
                 log.error("cannot read the JWKS at %s (%s); %s, again in %.1f s", self.settings.url, exc,
                           f"keeping the {len(self._keys)} key(s) held" if self._keys else "every token is refused",
-                          backoff)
-                wait = backoff
-                backoff = min(backoff * 2, self.settings.retry_backoff_max_ms / 1000) * (0.8 + 0.4 * random.random())
+                          wait)
+                backoff = min(backoff * 2, self.settings.retry_backoff_max_ms / 1000)
             self._wake.wait(wait)
 
-    def _fetch(self) -> dict[str | None, jwt.PyJWK]:
+    def _fetch(self) -> dict[str | None, _Key]:
         with urllib.request.urlopen(self.settings.url, timeout=10) as response:
             data = json.loads(response.read())
-        keys: dict[str | None, jwt.PyJWK] = {}
-        for entry in data.get("keys", []):
-            if entry.get("use", "sig") != "sig":
-                continue
+        keys: dict[str | None, _Key] = {}
+        for entry in data.get("keys", []) if isinstance(data, dict) else ():
             try:
-                key = jwt.PyJWK(entry)
-            except (jwt.PyJWKError, jwt.InvalidKeyError) as exc:
+                key = _key_of(entry)
+            except (jwt.PyJWKError, jwt.InvalidKeyError, KeyError, TypeError) as exc:
                 log.warning("JWKS at %s: skipping key %s (%s)", self.settings.url, entry.get("kid"), exc)
                 continue
-            keys[entry.get("kid")] = key
+            if key is not None:
+                keys[key.kid] = key
         if not keys:
             raise ValueError("it holds no usable signing key")
         return keys
 
     def _refresh_soon(self) -> None:
-        if time.monotonic() - self._last_fetch >= self.settings.retry_backoff_ms / 1000:
+        """Read the JWKS now (a token names a key not held), unless it was read within the retry backoff or
+        is failing (then its own backoff decides)."""
+        if not self._failing and time.monotonic() - self._last_fetch >= self.settings.retry_backoff_ms / 1000:
             self._wake.set()
 
     def validate(self, token: str, now_ms: float | None = None) -> Token:
@@ -252,19 +289,30 @@ class JwksValidator:
             raise TokenRejected("an unsigned token (alg none) is not accepted")
         keys = self._keys
         kid = header.get("kid")
-        key = keys.get(kid) if kid is not None or len(keys) != 1 else next(iter(keys.values()))
-        if key is None:
-            self._refresh_soon()  # a key the provider may just have rotated in
-            raise TokenRejected(f"no key {kid!r} in the JWKS" if keys else "the JWKS has not been read yet")
-        if key.algorithm_name and key.algorithm_name != alg:
-            raise TokenRejected(f"signed with {alg}, the key {kid!r} is for {key.algorithm_name}")
+        if kid is not None:
+            key = keys.get(kid)
+            if key is None:
+                self._refresh_soon()  # a key the provider may just have rotated in
+                raise TokenRejected(f"no key {kid!r} in the JWKS" if keys else "the JWKS has not been read yet")
+            if alg not in key.algorithms:
+                raise TokenRejected(f"signed with {alg}, the key {kid!r} is for {', '.join(sorted(key.algorithms))}")
+            candidates = [key]
+        else:  # no key id: every key that can verify the algorithm is tried
+            candidates = [k for k in keys.values() if alg in k.algorithms]
+            if not candidates:
+                raise TokenRejected(f"no key in the JWKS for {alg}" if keys else "the JWKS has not been read yet")
         s = self.settings
-        try:
-            claims = jwt.decode(token, key.key, algorithms=[alg], audience=list(s.audience) or None,
-                                issuer=s.issuer, leeway=s.clock_skew_s,
-                                options={"require": ["exp", "iat"], "verify_aud": bool(s.audience)})
-        except jwt.InvalidTokenError as exc:
-            raise TokenRejected(f"{type(exc).__name__}: {exc}") from None
+        for i, key in enumerate(candidates):
+            try:
+                claims = jwt.decode(token, key.jwk.key, algorithms=[alg], audience=list(s.audience) or None,
+                                    issuer=s.issuer, leeway=s.clock_skew_s,
+                                    options={"require": ["exp", "iat"], "verify_aud": bool(s.audience)})
+                break
+            except jwt.InvalidSignatureError as exc:
+                if i == len(candidates) - 1:
+                    raise TokenRejected(f"{type(exc).__name__}: {exc}") from None
+            except jwt.InvalidTokenError as exc:
+                raise TokenRejected(f"{type(exc).__name__}: {exc}") from None
         principal = claims.get(s.sub_claim)
         if not isinstance(principal, str) or not principal.strip():
             raise TokenRejected(f"no principal in claim {s.sub_claim!r}")
@@ -293,15 +341,15 @@ class OAuthBearerExchange:
         try:
             text = message.decode("utf-8")
         except UnicodeDecodeError:
-            raise AuthenticationRefused("Invalid OAUTHBEARER client first message", "not UTF-8") from None
+            raise AuthenticationRefused(FAILED, "client message not UTF-8") from None
         match = _MESSAGE.match(text)
         if match is None:
-            raise AuthenticationRefused("Invalid OAUTHBEARER client first message", "malformed client message")
+            raise AuthenticationRefused(FAILED, "malformed client message")
         pairs = dict(kv.partition("=")[::2] for kv in match.group("kvpairs").split("\x01") if kv)
         auth = pairs.get("auth", "")
         scheme, _, value = auth.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            raise AuthenticationRefused("Invalid OAUTHBEARER client first message", "no 'auth=Bearer <token>'")
+            raise AuthenticationRefused(FAILED, "no 'auth=Bearer <token>'")
         try:
             token = self.validator.validate(value.strip())
         except TokenRejected as exc:
@@ -310,8 +358,8 @@ class OAuthBearerExchange:
         self.user = token.principal
         authzid = match.group("authzid")
         if authzid and authzid != token.principal:
-            raise AuthenticationRefused("Authentication failed: Client requested an authorization id that is "
-                                        "different from the token's principal name",
+            raise AuthenticationRefused(f"Authentication failed: Client requested an authorization id ({authzid}) "
+                                        f"that is different from the token's principal name ({token.principal})",
                                         f"{token.principal!r} asked to act as {authzid!r}")
         self.token = token
         return b"", True

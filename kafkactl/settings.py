@@ -21,7 +21,7 @@ Client settings, later layers winning::
 The file is checked as a whole when a command first needs a client: a setting
 none of our clients (admin, producer, consumer) knows, or one it cannot honour
 (a JKS or PKCS12 ``ssl.truststore.*``/``ssl.keystore.*``, an ``ssl.*`` or
-``sasl.*`` name not listed below, ``sasl.mechanism`` GSSAPI or OAUTHBEARER),
+``sasl.*`` name not listed below, ``sasl.mechanism`` GSSAPI),
 is one line naming the file, line and setting, exit 2; so is a bad value, and
 a TLS file that cannot be used (missing, unreadable, not PEM, a key not
 matching its certificate, a wrong ``ssl.key.password``): one line naming the
@@ -43,10 +43,26 @@ TLS (every client; semantics in :mod:`broker.client._tls`)::
 SASL (every client; semantics in :mod:`broker.client._sasl`)::
 
     security.protocol=SASL_PLAINTEXT|SASL_SSL  SASL on TCP, or on TLS with the ssl.* settings above
-    sasl.mechanism=PLAIN                       or SCRAM-SHA-256, SCRAM-SHA-512 (librdkafka: sasl.mechanisms)
+    sasl.mechanism=PLAIN                       or SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+                                               (librdkafka: sasl.mechanisms)
     sasl.username=NAME, sasl.password=TEXT     the credentials (librdkafka's names), or the Java client's
     sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
         username="NAME" password="TEXT";       (or ...scram.ScramLoginModule), not both
+
+OAUTHBEARER's token (semantics in :mod:`broker.client._oauth`), librdkafka's names::
+
+    sasl.oauthbearer.method=oidc               the OAuth 2 client-credentials grant at the identity provider:
+    sasl.oauthbearer.client.id=ID              sasl.oauthbearer.client.secret=TEXT
+    sasl.oauthbearer.token.endpoint.url=URL    sasl.oauthbearer.scope=SCOPE (optional)
+    sasl.oauthbearer.extensions=k=v,k2=v2      SASL extensions (optional)
+    enable.sasl.oauthbearer.unsecure.jwt=true  or an unsigned token made here (development brokers), with
+    sasl.oauthbearer.config=principal=NAME [scope=a,b] [lifeSeconds=N] ...
+
+or the Java client's: ``sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule
+required clientId="ID" clientSecret="TEXT" [scope="..."];`` with
+``sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler``
+and ``sasl.oauthbearer.token.endpoint.url``, or without a handler ``unsecuredLoginStringClaim_sub="NAME"``
+(unsecured).
 
 and the Java client's PEM spellings, so a Kafka tool's file works unchanged::
 
@@ -149,8 +165,10 @@ def _snake(name: str) -> str:
     return name.replace(".", "_").replace("-", "_")
 
 
-SASL_SETTINGS = ("sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", "sasl.username", "sasl.password",
-                 "sasl.jaas.config")
+SASL_SETTINGS = ("sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", "sasl.username",
+                 "sasl.password", "sasl.jaas.config", "sasl.oauthbearer.method, .client.id, .client.secret, "
+                 ".token.endpoint.url, .scope, .extensions, .config", "enable.sasl.oauthbearer.unsecure.jwt",
+                 "sasl.login.callback.handler.class")
 TLS_SETTINGS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
                 "enable.ssl.certificate.verification", "ssl.endpoint.identification.algorithm",
                 "ssl.truststore.location/type (PEM)", "ssl.keystore.location/type (PEM)")

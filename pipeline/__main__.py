@@ -3,7 +3,12 @@
 Exit codes: 0 loaded (or nothing new), 1 the load failed (one-line reason on
 stderr, nothing committed), 2 bad arguments. ``--metrics-file PATH`` writes
 each run's figures (also a failed run's) for node_exporter's textfile
-collector (:mod:`pipeline.metrics`).
+collector (:mod:`pipeline.metrics`). ``--command-config FILE`` is a Kafka
+tool's client properties file (``security.protocol``, ``ssl.*``, ``sasl.*``
+including OAUTHBEARER's ``sasl.oauthbearer.*``, ``client.id`` ...): every
+client of the job uses it (the driver's, and the Spark tasks' through the
+source's ``kafka.*`` options); a file or setting the client cannot use is
+exit 2 before Spark starts, naming it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,31 @@ def _parser() -> argparse.ArgumentParser:
                       help="load at most N offsets of each partition in this run")
     load.add_argument("--metrics-file", metavar="PATH",
                       help="write the run's figures here for node_exporter's textfile collector")
+    load.add_argument("--command-config", metavar="FILE",
+                      help="client properties file (security.protocol, ssl.*, sasl.* ...), as Kafka's tools take")
     return p
+
+
+def client_properties(path) -> dict[str, str]:
+    """The client settings of a ``--command-config`` file, each checked by the clients the job uses (admin and
+    consumer in the driver and the tasks, producer for writes); raises ValueError with one line naming the
+    file and the setting."""
+    from broker import properties
+    from broker.client import AdminConfig, ConsumerConfig, build_config
+    from broker.client.errors import ConfigError
+
+    try:
+        props = {key: value for key, (_line, value) in properties.load(path).items()}
+    except properties.PropertiesError as exc:
+        raise ValueError(str(exc)) from None
+    if "bootstrap.servers" in props:
+        raise ValueError(f"{path}: bootstrap.servers is --bootstrap-server's")
+    for cls in (AdminConfig, ConsumerConfig):
+        try:
+            build_config(cls, {"bootstrap.servers": "127.0.0.1:9092", **props}, {})
+        except ConfigError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    return props
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.max_records_per_partition is not None and args.max_records_per_partition <= 0:
         print("pipeline: --max-records-per-partition must be positive", file=sys.stderr)
+        return 2
+    try:
+        args.client_props = client_properties(args.command_config) if args.command_config else {}
+    except ValueError as exc:
+        print(f"pipeline: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from pipeline.metrics import write_run_metrics
@@ -65,7 +99,7 @@ def _load(args):
             print(message, flush=True)
 
         result = load(spark, args.bootstrap_server, args.topics, args.output, args.format, args.group,
-                      args.max_records_per_partition, progress=progress)
+                      args.max_records_per_partition, client_props=args.client_props, progress=progress)
     except Exception as exc:  # one line for scripts; Spark's own errors are long
         print(f"pipeline: load failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
               file=sys.stderr)

@@ -40,6 +40,17 @@ above, then SASL) with librdkafka's ``sasl.*`` names, or the Java client's
               "sasl.mechanism": "SCRAM-SHA-512",      # or PLAIN, SCRAM-SHA-256; sasl.mechanisms too
               "sasl.username": "alice", "sasl.password": "alice-secret"})
 
+OAUTHBEARER takes its token from an identity provider (the OAuth 2 client-credentials
+grant) or, for development brokers, makes an unsecured JWT; the names are librdkafka's,
+the Java client's ``sasl.jaas.config`` with ``OAuthBearerLoginModule`` too (see
+:mod:`broker.client._oauth`)::
+
+    Producer({"bootstrap.servers": "kafka1:9094", "security.protocol": "SASL_SSL",
+              "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+              "sasl.oauthbearer.client.id": "orders-app", "sasl.oauthbearer.client.secret": "...",
+              "sasl.oauthbearer.token.endpoint.url": "https://idp.example/oauth2/token",
+              "sasl.oauthbearer.scope": "kafka"})   # optional; sasl.oauthbearer.extensions too
+
 The config's ``sasl`` attribute is the :class:`~broker.client._sasl.SaslSettings`
 every connection authenticates with (None without SASL).
 """
@@ -91,6 +102,18 @@ class CommonConfig:
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     sasl_jaas_config: str | None = field(default=None, repr=False)
+    # OAUTHBEARER's token: librdkafka's names (OIDC client credentials, or unsecured JWTs for development),
+    # and the Java client's login callback handler (with sasl.jaas.config); see broker.client._oauth
+    sasl_oauthbearer_method: str | None = None
+    sasl_oauthbearer_client_id: str | None = None
+    sasl_oauthbearer_client_secret: str | None = field(default=None, repr=False)
+    sasl_oauthbearer_token_endpoint_url: str | None = None
+    sasl_oauthbearer_scope: str | None = None
+    sasl_oauthbearer_extensions: str | None = None
+    sasl_oauthbearer_config: str | None = None
+    enable_sasl_oauthbearer_unsecure_jwt: bool = False
+    sasl_login_callback_handler_class: str | None = None
+    https_ca_location: str | None = None  # CAs of an https:// token endpoint (default: the system's)
 
     def __post_init__(self) -> None:
         # One SSLContext per client (None without TLS); every file is read and checked here.

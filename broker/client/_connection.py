@@ -18,7 +18,8 @@ With ``sasl`` (a :class:`~broker.client._sasl.SaslSettings`, the client's
 ``config.sasl``) the connection authenticates after ApiVersions (SaslHandshake,
 SaslAuthenticate: see :mod:`broker.client._sasl`) before ``connect`` returns; a
 refusal raises :class:`~broker.client.errors.AuthenticationError` and closes the
-connection. A connection whose SASL session the broker limited
+connection. With OAUTHBEARER the token is got before the TCP connection is opened
+(:mod:`broker.client._oauth`). A connection whose SASL session the broker limited
 (``session_lifetime_ms``) is ``usable`` no longer once the session is nearly
 over: its owner opens another and :meth:`BrokerConnection.retire` closes this one
 when its last answer is in.
@@ -184,6 +185,11 @@ class BrokerConnection:
 
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
+        # OAUTHBEARER: the current token first (perhaps a new one from the identity provider, on a thread),
+        # so that the broker never waits on the provider with the connection open
+        token = None
+        if self.sasl is not None and self.sasl.token_provider is not None:
+            token = await self.sasl.token_provider.token()
         self._decoder = FrameDecoder(self._max_frame_bytes)
         tls: dict[str, Any] = {}
         if self.ssl_context is not None:
@@ -204,7 +210,7 @@ class BrokerConnection:
             self._negotiated = True
             if self.sasl is not None:
                 self._authenticating = True
-                self._session_deadline = session_deadline(await authenticate(self, self.sasl))
+                self._session_deadline = session_deadline(await authenticate(self, self.sasl, token))
                 self._authenticating = False
         except BaseException:
             self.close()

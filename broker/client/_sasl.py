@@ -9,11 +9,14 @@ the names are snake_case (``sasl_mechanism="SCRAM-SHA-256"``).
     ``ssl.*`` property as for ``SSL`` (:mod:`broker.client._tls`), then SASL
     inside it. Either case.
 ``sasl.mechanism`` (librdkafka also spells it ``sasl.mechanisms``)
-    ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``, either case. Required with
-    a SASL protocol (the Java and librdkafka default, GSSAPI, is not supported);
-    ``GSSAPI`` and ``OAUTHBEARER`` are refused.
+    ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``, either
+    case. Required with a SASL protocol (the Java and librdkafka default, GSSAPI,
+    is not supported); ``GSSAPI`` is refused.
 ``sasl.username``, ``sasl.password``
-    The credentials (librdkafka's names).
+    The credentials (librdkafka's names) of PLAIN and SCRAM.
+``sasl.oauthbearer.*``, ``enable.sasl.oauthbearer.unsecure.jwt``, ``sasl.login.callback.handler.class``
+    Where OAUTHBEARER's bearer token comes from (librdkafka's OIDC client-credentials
+    grant or unsecured JWT, or the Java client's): see :mod:`broker.client._oauth`.
 ``sasl.jaas.config``
     The Java client's form of the same credentials, one login module::
 
@@ -25,10 +28,11 @@ the names are snake_case (``sasl_mechanism="SCRAM-SHA-256"``).
     escapes (``\\"``, ``\\\\``, ``\\n``, ``\\t``, ``\\r``; ``\\`` before any other
     character is that character), or bare words (letters, digits, ``_-.$``);
     options other than ``username`` and ``password`` are ignored, as Java does.
-    Either module serves any of the three mechanisms (the mechanism is
-    ``sasl.mechanism``), as in Java. Other login modules (Kerberos, OAuth) are
-    refused. Giving both ``sasl.jaas.config`` and ``sasl.username``/``sasl.password``
-    is an error.
+    Either module serves any of PLAIN and SCRAM (the mechanism is
+    ``sasl.mechanism``), as in Java. ``OAuthBearerLoginModule`` is OAUTHBEARER's
+    (its options: :mod:`broker.client._oauth`), and only OAUTHBEARER's. Other login
+    modules (Kerberos) are refused. Giving both ``sasl.jaas.config`` and
+    ``sasl.username``/``sasl.password`` is an error.
 
 With ``PLAINTEXT`` or ``SSL`` the ``sasl.*`` values are checked but not used,
 as librdkafka and the Java client ignore them. Bad values raise
@@ -46,6 +50,11 @@ ApiVersions (which a Kafka broker answers before authentication)::
                        by scramp's ScramClient; no channel binding, as Kafka); the
                        server-final's signature must verify, else the broker did not
                        know the password: the connection is refused.
+        OAUTHBEARER:   n,,\\x01auth=Bearer <token>\\x01[k=v\\x01...]\\x01 (RFC 7628) -> an empty
+                       answer: authenticated; or the error challenge {"status":...}: the
+                       client sends \\x01 (RFC 7628 3.2.2) and the exchange fails, with that
+                       status in the error. The token is got before the TCP connection
+                       (:mod:`broker.client._oauth`: cached, renewed at 80 % of its life).
 
 Errors (:class:`~broker.client.errors.AuthenticationError`, never retried by the
 client: Producer, Consumer and Admin raise it from their constructor, or from the
@@ -53,11 +62,14 @@ call that opened the connection)::
 
     UNSUPPORTED_SASL_MECHANISM (33)   UnsupportedSaslMechanismError naming the broker's mechanisms
     ILLEGAL_SASL_STATE (34)           the connection does not expect SASL (a PLAINTEXT/SSL listener)
-    SASL_AUTHENTICATION_FAILED (58)   with the broker's error_message (wrong password, unknown user)
+    SASL_AUTHENTICATION_FAILED (58)   with the broker's error_message (wrong password, unknown user,
+                                      a token refused: the status of its error challenge)
     a SCRAM answer that does not verify, or cannot be parsed: SASL_AUTHENTICATION_FAILED too
+    an OAUTHBEARER token endpoint refusing the client (HTTP 4xx): SASL_AUTHENTICATION_FAILED too
 
 ``session_lifetime_ms`` (SaslAuthenticate v1+, the broker's
-``connections.max.reauth.ms``, KIP-368) is kept on the connection: the client
+``connections.max.reauth.ms``, KIP-368; with OAUTHBEARER no longer than the
+token is valid) is kept on the connection: the client
 stops sending on a connection whose session is (nearly) over, lets its requests
 in flight finish, and opens and authenticates a new one instead of
 re-authenticating in place.
@@ -72,6 +84,7 @@ SASLprep changes (or refuses) is refused there, where the two would disagree.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 import time
@@ -83,6 +96,8 @@ from scramp.utils import saslprep
 
 from broker.protocol import ApiKey
 
+from . import _oauth
+from ._oauth import OAUTHBEARER, TokenProvider
 from .errors import AuthenticationError, ConfigError, UnsupportedSaslMechanismError
 
 if TYPE_CHECKING:
@@ -90,13 +105,14 @@ if TYPE_CHECKING:
     from ._connection import BrokerConnection
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
+MECHANISM_LIST = "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 #: Kafka's bounds for a SCRAM credential's iterations (ScramMechanism.minIterations/maxIterations)
 SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
-UNSUPPORTED = {"GSSAPI": "Kerberos", "OAUTHBEARER": "OAuth 2 bearer tokens"}
+UNSUPPORTED = {"GSSAPI": "Kerberos"}
 LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "org.apache.kafka.common.security.scram.ScramLoginModule")
+                 "org.apache.kafka.common.security.scram.ScramLoginModule", _oauth.LOGIN_MODULE)
 FLAGS = ("required", "requisite", "sufficient", "optional")
 #: a session is given up this far before its end (the Java client re-authenticates at 85-95 %)
 SESSION_MARGIN = 0.1
@@ -109,16 +125,26 @@ SASL_AUTHENTICATION_FAILED = 58
 @dataclass(frozen=True)
 class SaslSettings:
     """What a connection authenticates with: ``mechanism`` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512),
-    ``username`` and ``password``. The broker's own links may build one directly."""
+    ``username`` and ``password``; or OAUTHBEARER and the ``token_provider`` its tokens come from
+    (:mod:`broker.client._oauth`). The broker's own links may build one directly."""
 
     mechanism: str
-    username: str
-    password: str = field(repr=False)
+    username: str = ""
+    password: str = field(default="", repr=False)
+    token_provider: TokenProvider | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         mechanism = str(self.mechanism).strip().upper()
         _check_mechanism("sasl.mechanism", mechanism, self.mechanism)
         object.__setattr__(self, "mechanism", mechanism)
+        if mechanism == OAUTHBEARER:
+            if self.token_provider is None:
+                raise ConfigError("OAUTHBEARER needs a token provider (the sasl.oauthbearer.* settings)")
+            if self.username or self.password:
+                raise ConfigError("OAUTHBEARER takes no username or password (its token is the credential)")
+            return
+        if self.token_provider is not None:
+            raise ConfigError(f"a token provider is for OAUTHBEARER, not {mechanism}")
         if not isinstance(self.username, str) or not self.username:
             raise ConfigError("the SASL username is empty")
         if not isinstance(self.password, str) or not self.password:
@@ -126,13 +152,17 @@ class SaslSettings:
         if mechanism == "PLAIN" and ("\0" in self.username or "\0" in self.password):
             raise ConfigError("a PLAIN username or password cannot hold a NUL character")
 
+    @property
+    def identity(self) -> str:
+        """Who authenticates, for messages: the username, or where OAUTHBEARER's token comes from."""
+        return repr(self.username) if self.token_provider is None else self.token_provider.describe
+
 
 def _check_mechanism(prop: str, mechanism: str, given: Any) -> None:
     if mechanism in UNSUPPORTED:
-        raise ConfigError(f"{prop}={given} ({UNSUPPORTED[mechanism]}) is not supported: use PLAIN, SCRAM-SHA-256 "
-                          "or SCRAM-SHA-512")
+        raise ConfigError(f"{prop}={given} ({UNSUPPORTED[mechanism]}) is not supported: use {MECHANISM_LIST}")
     if mechanism not in MECHANISMS:
-        raise ConfigError(f"{prop} must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not {given!r}")
+        raise ConfigError(f"{prop} must be {MECHANISM_LIST}, not {given!r}")
 
 
 # -- configuration --------------------------------------------------------------------------------
@@ -153,10 +183,35 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
         mechanism = str(mechanism).strip().upper()
         setattr(config, mechanism_prop.replace(".", "_"), mechanism)
     username, password = config.sasl_username, config.sasl_password
-    if config.sasl_jaas_config is not None:
+    jaas = None if config.sasl_jaas_config is None else parse_jaas_config(str(config.sasl_jaas_config))
+    oauth_given = _oauth.given(config)
+    if mechanism == OAUTHBEARER or (mechanism is None and jaas is not None and jaas[0] == _oauth.LOGIN_MODULE):
+        # OAUTHBEARER (its mechanism or its login module): the token source, checked now, used by connections
+        if username is not None or password is not None:
+            raise ConfigError(f"sasl.{'username' if username is not None else 'password'} is not used by "
+                              "OAUTHBEARER (its credential is a token: see sasl.oauthbearer.*)")
+        if jaas is not None and jaas[0] != _oauth.LOGIN_MODULE:
+            raise ConfigError(f"sasl.jaas.config: login module {jaas[0].rsplit('.', 1)[-1]} is not OAUTHBEARER's: "
+                              f"use {_oauth.LOGIN_MODULE}")
+        if not sasl and not oauth_given and jaas is None:
+            return None  # nothing to check, nothing used (as PLAIN without its credentials)
+        provider = _oauth.token_provider(config, jaas)
+        if not sasl:
+            return None
+        if mechanism is None:
+            raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism (OAUTHBEARER for "
+                              "sasl.jaas.config's OAuthBearerLoginModule)")
+        return SaslSettings(OAUTHBEARER, token_provider=provider)
+    if oauth_given:
+        raise ConfigError(f"{oauth_given[0]} is an OAUTHBEARER setting"
+                          + (f", not one of {mechanism}" if mechanism else ": set sasl.mechanism=OAUTHBEARER"))
+    if jaas is not None:
         if username is not None or password is not None:
             raise ConfigError("give either sasl.jaas.config or sasl.username and sasl.password, not both")
-        _, options = parse_jaas_config(str(config.sasl_jaas_config))
+        module, options = jaas
+        if module == _oauth.LOGIN_MODULE:
+            raise ConfigError(f"sasl.jaas.config: login module {module} is for sasl.mechanism=OAUTHBEARER, "
+                              f"not {mechanism}")
         username, password = options.get("username"), options.get("password")
         if username is None or password is None:
             missing = " and ".join(k for k in ("username", "password") if options.get(k) is None)
@@ -164,8 +219,8 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
     if not sasl:
         return None
     if mechanism is None:
-        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism: PLAIN, "
-                          "SCRAM-SHA-256 or SCRAM-SHA-512 (the default of Kafka's clients, GSSAPI, is not supported)")
+        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism: {MECHANISM_LIST} "
+                          "(the default of Kafka's clients, GSSAPI, is not supported)")
     if username is None or password is None:
         raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.username and sasl.password "
                           "(or sasl.jaas.config)")
@@ -227,11 +282,10 @@ def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
         why = ""
         if "krb5" in short.lower() or "kerberos" in short.lower():
             why = " (Kerberos, GSSAPI, is not supported)"
-        elif "oauth" in short.lower():
-            why = " (OAUTHBEARER is not supported)"
         raise ConfigError(f"sasl.jaas.config: login module {module} is not supported{why}: use "
-                          "org.apache.kafka.common.security.plain.PlainLoginModule or "
-                          "org.apache.kafka.common.security.scram.ScramLoginModule")
+                          "org.apache.kafka.common.security.plain.PlainLoginModule, "
+                          "org.apache.kafka.common.security.scram.ScramLoginModule or "
+                          f"{_oauth.LOGIN_MODULE}")
     if len(tokens) < 2 or tokens[1][0] != "word" or tokens[1][1].lower() not in FLAGS:
         at = f"at character {tokens[1][2] + 1}" if len(tokens) > 1 else "at the end"
         raise ConfigError(f"sasl.jaas.config: expected the control flag (required) after {module.rsplit('.', 1)[-1]} "
@@ -261,10 +315,11 @@ def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
 
 # -- the exchange ---------------------------------------------------------------------------------
 
-async def authenticate(conn: "BrokerConnection", sasl: SaslSettings) -> int:
-    """SaslHandshake and SaslAuthenticate on ``conn`` (ApiVersions done); returns the session
-    lifetime the broker gave (ms, 0: none). Raises AuthenticationError (see the module docstring)."""
-    where = f"SASL {sasl.mechanism} authentication of {sasl.username!r} at {conn.host}:{conn.port}"
+async def authenticate(conn: "BrokerConnection", sasl: SaslSettings, token: "_oauth.OAuthToken | None" = None) -> int:
+    """SaslHandshake and SaslAuthenticate on ``conn`` (ApiVersions done; ``token``: OAUTHBEARER's, got
+    before connecting); returns the session lifetime the broker gave (ms, 0: none). Raises
+    AuthenticationError (see the module docstring)."""
+    where = f"SASL {sasl.mechanism} authentication of {sasl.identity} at {conn.host}:{conn.port}"
     handshake = conn.broker_versions.get(ApiKey.SASL_HANDSHAKE)
     if handshake is None or handshake[1] < 1:
         served = "no SaslHandshake" if handshake is None else "SaslHandshake v0 only (no SaslAuthenticate)"
@@ -292,6 +347,23 @@ async def authenticate(conn: "BrokerConnection", sasl: SaslSettings) -> int:
 
     if sasl.mechanism == "PLAIN":
         r = await step(b"\0" + sasl.username.encode() + b"\0" + sasl.password.encode())
+    elif sasl.mechanism == OAUTHBEARER:
+        if token is None:
+            token = await sasl.token_provider.token()
+        r = await step(_oauth.client_message(token.value, sasl.token_provider.extensions))
+        challenge = bytes(r["auth_bytes"] or b"")
+        if challenge:
+            # RFC 7628 3.2.2: the error challenge; the client answers %x01 and the broker fails the exchange
+            status = _oauth_status(challenge)
+            why = (f"the broker refused the token (status {status}; expired, or not one the listener's validator "
+                   "accepts: see the broker's log)")
+            try:
+                await step(b"\x01")
+            except AuthenticationError as exc:
+                detail = exc.error_message or ""
+                raise AuthenticationError(exc.error_code, why if not detail or detail.startswith("{") else
+                                          f"{why}: {detail}", context=where) from None
+            raise AuthenticationError(SASL_AUTHENTICATION_FAILED, why, context=where)
     else:
         try:
             client = ScramClient([sasl.mechanism], sasl.username, sasl.password)
@@ -304,6 +376,17 @@ async def authenticate(conn: "BrokerConnection", sasl: SaslSettings) -> int:
                                       " (the broker does not hold this user's credential, or is not the broker "
                                       "meant)", context=where) from None
     return int(r.get("session_lifetime_ms") or 0)
+
+
+def _oauth_status(challenge: bytes) -> str:
+    """The ``status`` of an OAUTHBEARER error challenge (RFC 7628 3.2.2), or what it holds."""
+    try:
+        answer = json.loads(challenge.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return repr(challenge[:100])
+    if isinstance(answer, dict) and answer.get("status") is not None:
+        return str(answer["status"])
+    return repr(challenge[:100])
 
 
 def _text(auth_bytes: bytes | None) -> str:

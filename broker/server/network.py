@@ -110,6 +110,8 @@ MAX_IN_FLIGHT = 128
 _ALLOWED = {"handshake": frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)),
             "authenticate": frozenset((ApiKey.SASL_AUTHENTICATE,)), "failed": frozenset()}
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+#: The shortest SASL session given to a credential that expires sooner (KIP-368; see _start_session)
+MIN_SESSION_MS = 1000
 TLS_SLICE_CHUNK = 256 * 1024
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
@@ -729,8 +731,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         lifetime = max_reauth
         if sasl.expires_at_ms is not None:
-            lifetime = min(lifetime, int(sasl.expires_at_ms - time.time() * 1000))
-        self.session_lifetime_ms = max(lifetime, 0)
+            # a token accepted within the clock skew may have expired already: a second to re-authenticate
+            # (0 would tell the client "no limit" and end the session at once)
+            lifetime = min(lifetime, max(int(sasl.expires_at_ms - time.time() * 1000), MIN_SESSION_MS))
+        self.session_lifetime_ms = lifetime
         self.session_expires_at = self.loop.time() + self.session_lifetime_ms / 1000
 
     async def sasl_failed(self, exc: AuthenticationFailed) -> None:

@@ -392,14 +392,15 @@ def test_sasl_settings_are_checked_but_unused_without_sasl() -> None:
 
 BAD = {
     "no mechanism": ({"sasl.username": "u", "sasl.password": "p"},
-                     "security.protocol=SASL_PLAINTEXT needs sasl.mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 "
-                     "(the default of Kafka's clients, GSSAPI, is not supported)"),
+                     "security.protocol=SASL_PLAINTEXT needs sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or "
+                     "OAUTHBEARER (the default of Kafka's clients, GSSAPI, is not supported)"),
     "GSSAPI": ({"sasl.mechanism": "GSSAPI"}, "sasl.mechanism=GSSAPI (Kerberos) is not supported: use PLAIN, "
-                                             "SCRAM-SHA-256 or SCRAM-SHA-512"),
-    "OAUTHBEARER": ({"sasl.mechanisms": "oauthbearer"},
-                    "sasl.mechanisms=oauthbearer (OAuth 2 bearer tokens) is not supported"),
+                                             "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+    "OAUTHBEARER without a token source": ({"sasl.mechanisms": "oauthbearer"},
+                                           "sasl.mechanism=OAUTHBEARER needs a token source"),
     "unknown mechanism": ({"sasl.mechanism": "DIGEST-MD5"},
-                          "sasl.mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not 'DIGEST-MD5'"),
+                          "sasl.mechanism must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER, not "
+                          "'DIGEST-MD5'"),
     "a list": ({"sasl.mechanisms": "PLAIN,SCRAM-SHA-256"}, "sasl.mechanisms takes one mechanism"),
     "two spellings differ": ({"sasl.mechanism": "PLAIN", "sasl.mechanisms": "SCRAM-SHA-256"},
                              "sasl.mechanism and sasl.mechanisms are the same setting: give one"),
@@ -416,7 +417,8 @@ BAD = {
                       "(Kerberos, GSSAPI, is not supported)"),
     "jaas oauth": ({"sasl.mechanism": "PLAIN", "sasl.jaas.config":
                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
-                   "(OAUTHBEARER is not supported)"),
+                   "login module org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule is for "
+                   "sasl.mechanism=OAUTHBEARER, not PLAIN"),
     "jaas without ;": ({"sasl.mechanism": "PLAIN",
                         "sasl.jaas.config": f'{PLAIN_MODULE} required username="u" password="secret-1"'},
                        "sasl.jaas.config: expected ; at the end of the login module entry"),

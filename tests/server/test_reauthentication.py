@@ -145,3 +145,17 @@ def test_without_reauthentication_a_session_lasts_and_a_second_handshake_is_refu
         time.sleep(1.2)  # the token expired; without connections.max.reauth.ms the connection is not ended
         assert metadata(w)["brokers"]
         assert w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_a_token_accepted_within_the_clock_skew_gets_a_second_to_reauthenticate(broker_factory):
+    """A token that expired 5 s ago, accepted within 30 s of allowed skew: its session is short, not
+    0 (which would tell the client "no limit" and end the session at its first request)."""
+    jaas = OAUTH_JAAS[:-1] + ' unsecuredValidatorAllowableClockSkewMs="30000";'
+    broker = sasl_broker(broker_factory, **{"connections.max.reauth.ms": 60_000,
+                                            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas})
+    with Wire(broker.sasl_bootstrap) as w:
+        answer = authenticate(w, "OAUTHBEARER", unsecured_token("erin", -5))
+        assert answer["error_code"] == 0 and answer["session_lifetime_ms"] == 1000
+        assert metadata(w)["brokers"]
+        renewed = authenticate(w, "OAUTHBEARER", unsecured_token("erin", 600))
+        assert renewed["error_code"] == 0 and renewed["session_lifetime_ms"] == 60_000  # the broker's limit
