@@ -339,6 +339,7 @@ class Broker:
     async def _abandon_start(self) -> None:
         self._stopped = True
         await self.controller.stop()
+        self.metadata_cache.stop()
         self.replicas.close()
         await self.replicas.shutdown()
         await self.txn_coordinator.shutdown()
@@ -366,6 +367,7 @@ class Broker:
         if self.config.controlled_shutdown_enable:
             await controlled_shutdown(self)
         await self.controller.stop()
+        self.metadata_cache.stop()  # no update comes any more: requests waiting for one are answered now
         self.replicas.close()
         await self.txn_coordinator.shutdown()
         await self.coordinator.shutdown()

@@ -104,6 +104,7 @@ class MetadataCache:
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicMeta] = {}
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
+        self._stopped = False
 
     # -- reads ----------------------------------------------------------------------------
     def alive_brokers(self) -> list[BrokerInfo]:
@@ -163,9 +164,12 @@ class MetadataCache:
 
     # -- waiting for the controller to have acted ---------------------------------------------
     async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait until ``predicate()`` holds after an update (True), or ``timeout`` seconds pass (False)."""
+        """Wait until ``predicate()`` holds after an update (True), or ``timeout`` seconds pass (False), or
+        the broker stops (False: no update will come)."""
         if predicate():
             return True
+        if self._stopped:
+            return False
         future = asyncio.get_running_loop().create_future()
         entry = (predicate, future)
         self._waiters.append(entry)
@@ -181,6 +185,15 @@ class MetadataCache:
         for predicate, future in list(self._waiters):
             if not future.done() and predicate():
                 future.set_result(True)
+
+    def stop(self) -> None:
+        """The broker is stopping (its controller and replicas are gone): every wait ends now, unfulfilled, so a
+        request waiting for a topic's leaders (a CreateTopics, a group's first FindCoordinator) is answered
+        instead of holding the shutdown until its timeout."""
+        self._stopped = True
+        for _predicate, future in list(self._waiters):
+            if not future.done():
+                future.set_result(False)
 
 
 def _broker_info(entry: dict, version: int) -> BrokerInfo:

@@ -186,3 +186,22 @@ def test_shutdown_while_a_fetch_is_stuck_in_sendfile(broker_factory):
         assert b.stop() == 0
     text = b.stderr_text()
     assert "Traceback" not in text and "Exception in callback" not in text, text
+
+
+def test_shutdown_while_a_request_waits_for_a_topic_being_created(broker_factory):
+    """A group's first request creates ``__consumer_offsets`` and waits for its leaders; a broker stopped
+    meanwhile answers it at once (its controller, which would give the leaders, is gone) instead of
+    holding the shutdown for ``shutdown.timeout.ms``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    b = broker_factory()  # shutdown.timeout.ms: Kafka's 10 s
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "first-group"})
+    try:
+        with pytest.raises(Exception, match="Unknown partition"):  # "t" does not exist; the group matters
+            consumer.get_watermark_offsets(TopicPartition("t", 0), timeout=5)
+    finally:
+        consumer.close()
+    started = time.monotonic()
+    assert b.stop() == 0
+    assert time.monotonic() - started < 5
+    assert "still busy" not in b.stderr_text()
