@@ -547,8 +547,9 @@ class BrokerConfig:
                 raw = given[name]
                 try:
                     base = prop.partition(".")[2]  # after the mechanism, for a mechanism's own property
-                    parse = (PROPERTIES[base].parse if prop.endswith(_MECHANISM_SUFFIXES) and base in PROPERTIES
-                             else _str if prop.endswith(_MECHANISM_SUFFIXES) else PROPERTIES[prop].parse)
+                    mechanism_scoped = prop.endswith(_MECHANISM_SUFFIXES) or _oauthbearer_setting(prop)
+                    parse = (PROPERTIES[base].parse if mechanism_scoped and base in PROPERTIES
+                             else _str if mechanism_scoped else PROPERTIES[prop].parse)
                     value = parse(raw) if raw is not None else None
                 except (ValueError, TypeError) as exc:
                     raise ConfigError(f"{name}: {exc}", name) from None
@@ -636,7 +637,7 @@ class BrokerConfig:
                 if prop.endswith(_JAAS_SUFFIX) and value is not None}
         handlers = {prop.partition(".")[0].upper(): value for prop, value in overrides.items()
                     if prop.endswith(_MECHANISM_SUFFIXES[1]) and value is not None}
-        jwks = self._jwks_settings()
+        jwks = self._jwks_settings(listener_name)
         try:
             return sasl.listener_sasl(mechanisms, jaas, listener_name, where, handlers, jwks)
         except sasl.SaslConfigError as exc:
@@ -648,17 +649,22 @@ class BrokerConfig:
         own = self.listener_overrides.get(listener_name, {}).get(f"{mechanism.lower()}.connections.max.reauth.ms")
         return self._values["connections.max.reauth.ms"] if own is None else own
 
-    def _jwks_settings(self):
-        """The ``sasl.oauthbearer.*`` settings of the JWKS validator (None without an endpoint)."""
+    def _jwks_settings(self, listener_name: str):
+        """The ``sasl.oauthbearer.*`` settings of a listener's JWKS validator: each its
+        ``listener.name.<l>.oauthbearer.sasl.oauthbearer.*`` if given, else the broker's (None without an
+        endpoint)."""
         from broker.oauth import JwksSettings
 
-        url = self._values["sasl.oauthbearer.jwks.endpoint.url"]
+        own = self.listener_overrides.get(listener_name, {})
+        v = {name: own.get(f"oauthbearer.{name}", self._values[name]) for name in PROPERTIES
+             if name.startswith("sasl.oauthbearer.")}
+        url = v["sasl.oauthbearer.jwks.endpoint.url"]
         if not url:
             return None
         if not url.startswith(("https://", "http://", "file:")):
-            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url={url}: an https://, http:// or file: URL",
-                              "sasl.oauthbearer.jwks.endpoint.url")
-        v = self._values
+            prop = ("listener.name." + listener_name.lower() + ".oauthbearer." if "oauthbearer.sasl.oauthbearer."
+                    "jwks.endpoint.url" in own else "") + "sasl.oauthbearer.jwks.endpoint.url"
+            raise ConfigError(f"{prop}={url}: an https://, http:// or file: URL", prop)
         return JwksSettings(url, tuple(v["sasl.oauthbearer.expected.audience"]), v["sasl.oauthbearer.expected.issuer"],
                             v["sasl.oauthbearer.sub.claim.name"], v["sasl.oauthbearer.scope.claim.name"],
                             v["sasl.oauthbearer.clock.skew.seconds"], v["sasl.oauthbearer.jwks.endpoint.refresh.ms"],
@@ -836,6 +842,12 @@ class BrokerConfig:
         return props
 
 
+def _oauthbearer_setting(prop: str) -> bool:
+    """``oauthbearer.sasl.oauthbearer.<setting>``: a ``sasl.oauthbearer.*`` setting of one listener."""
+    return prop.lower().startswith("oauthbearer.") and prop.partition(".")[2] in PROPERTIES and \
+        prop.partition(".")[2].startswith("sasl.oauthbearer.")
+
+
 def _listener_override(name: str) -> tuple[str, str | None]:
     """``listener.name.external.ssl.keystore.location`` -> ``("EXTERNAL", "ssl.keystore.location")``;
     ``listener.name.sasl_ssl.plain.sasl.jaas.config`` -> ``("SASL_SSL", "plain.sasl.jaas.config")``;
@@ -843,7 +855,8 @@ def _listener_override(name: str) -> tuple[str, str | None]:
     if not name.startswith("listener.name."):
         return name, None
     listener, _dot, prop = name[len("listener.name."):].partition(".")
-    jaas = any(prop.endswith(s) and prop.count(".") == s.count(".") for s in _MECHANISM_SUFFIXES)
+    jaas = (any(prop.endswith(s) and prop.count(".") == s.count(".") for s in _MECHANISM_SUFFIXES)
+            or _oauthbearer_setting(prop))
     if jaas and prop != prop.lower():
         raise ConfigError(f"{name}: write the mechanism in lower case (listener.name.{listener}.{prop.lower()})",
                           name)

@@ -329,3 +329,27 @@ def test_endpoint_identification_and_the_protocol_map_read_as_kafka_writes_them(
     assert config.security_protocol("INTERNAL") == "SSL"
     again = config.with_overrides({"num.partitions": 2})  # the map survives a round trip through its text
     assert again["listener.security.protocol.map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"}
+
+
+def test_oauthbearer_settings_per_listener_override_the_brokers():
+    """``listener.name.<l>.oauthbearer.sasl.oauthbearer.*`` (as Confluent documents them) over the broker's
+    ``sasl.oauthbearer.*``; a listener without them takes the broker's; each is parsed as its property is."""
+    handler = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+    config = BrokerConfig({
+        "listeners": "SASL_PLAINTEXT://:9094,OTHER://:9095", "listener.security.protocol.map":
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,OTHER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.jwks.endpoint.url": "https://idp.example.com/certs", "sasl.oauthbearer.expected.issuer": "i",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": handler,
+        "listener.name.other.oauthbearer.sasl.server.callback.handler.class": handler,
+        "listener.name.other.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "file:/etc/kafka/jwks.json",
+        "listener.name.other.oauthbearer.sasl.oauthbearer.clock.skew.seconds": "5"})
+    first, other = config.sasl_settings("SASL_PLAINTEXT").oauth.settings, config.sasl_settings("OTHER").oauth.settings
+    assert (first.url, first.issuer, first.clock_skew_s) == ("https://idp.example.com/certs", "i", 30)
+    assert (other.url, other.issuer, other.clock_skew_s) == ("file:/etc/kafka/jwks.json", "i", 5)
+    with pytest.raises(ConfigError, match="listener.name.other.oauthbearer.sasl.oauthbearer.clock.skew.seconds"):
+        BrokerConfig({"listener.name.other.oauthbearer.sasl.oauthbearer.clock.skew.seconds": "soon"})
+    with pytest.raises(ConfigError, match="listener.name.other.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=ftp"):
+        BrokerConfig({"listeners": "OTHER://:9095", "listener.security.protocol.map": "OTHER:SASL_PLAINTEXT",
+                      "sasl.enabled.mechanisms": "OAUTHBEARER",
+                      "listener.name.other.oauthbearer.sasl.server.callback.handler.class": handler,
+                      "listener.name.other.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks"})
