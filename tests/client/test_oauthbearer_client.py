@@ -12,9 +12,10 @@ expires (KIP-368's ``connections.max.reauth.ms``; a request after the end closes
 the gate: the gate records each OAUTHBEARER client message (the token and extensions on the wire) and
 can cut every connection, which makes the clients connect (and authenticate) again.
 
-The identity provider (:class:`IdentityProvider`) runs in this process on 127.0.0.1: ``/jwks``
-publishes its RS256 public key and ``/token`` serves the OAuth 2 client-credentials grant, checking
-the HTTP basic client id and secret; each client has its own token lifetime.
+The identity provider (:class:`tests.oauth_idp.IdentityProvider`) runs in this process on 127.0.0.1:
+``/jwks`` publishes its RS256 public key and ``/token`` serves the OAuth 2 client-credentials grant,
+checking the form's Content-Type and the HTTP basic client id and secret; each client has its own token
+lifetime, and the provider records every token request with its HTTP status and the tokens it issued.
 """
 
 from __future__ import annotations
@@ -22,28 +23,23 @@ from __future__ import annotations
 import base64
 import json
 import re
-import ssl
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
 
 from broker.client import (Admin, AdminConfig, Consumer, ConsumerConfig, NewTopic, Producer, ProducerConfig,
                            TopicPartition, build_config)
 from broker.client._oauth import OidcTokenProvider, UnsecuredTokenProvider, _jwt_claims, client_message
 from broker.client.errors import AuthenticationError, ConfigError, KafkaConnectionError
 from tests.conftest import BrokerProcess
+from tests.oauth_idp import IdentityProvider
 from tests.pki import make_pki
 from tests.tcp_gate import TcpGate, frames
 from tests.zookeeper import free_port
@@ -57,99 +53,6 @@ LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCa
 CLIENT_ID, CLIENT_SECRET = "orders-app", "0rders-s3cret"  # tokens for 300 s
 SHORT_ID, SHORT_SECRET = "short-lived", "sh0rt-s3cret"      # tokens for SHORT_LIFE_S
 SHORT_LIFE_S = 2
-
-
-# -- the identity provider -----------------------------------------------------------------------
-
-class IdentityProvider:
-    """``/jwks`` and the client-credentials ``/token`` endpoint on 127.0.0.1 (see the module docstring).
-    ``clients``: client id -> (secret, token lifetime s); ``requests``: every token request as
-    ``(client id or None, form, HTTP status)``; ``issued``: client id -> the tokens it was given."""
-
-    def __init__(self, key=None, tls: Path | None = None) -> None:
-        """``key``: the RSA key to sign with (a new one by default); ``tls``: a PEM file of key and certificate
-        chain to serve HTTPS with."""
-        self.key = key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.jwk = {**RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True), "kid": "k1", "alg": "RS256",
-                    "use": "sig"}
-        self.clients: dict[str, tuple[str, int]] = {}
-        self.requests: list[tuple[str | None, dict, int]] = []
-        self.issued: dict[str, list[str]] = {}
-        self.lock = threading.Lock()
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path != "/jwks":
-                    return self._answer(404, {"error": "not_found"})
-                self._answer(200, {"keys": [provider.jwk]})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                if self.path != "/token":
-                    return self._answer(404, {"error": "not_found"})
-                client_id = secret = None
-                scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
-                if scheme.lower() == "basic":
-                    client_id, _, secret = base64.b64decode(value).decode().partition(":")
-                known = provider.clients.get(client_id)
-                if self.headers.get("Content-Type") != "application/x-www-form-urlencoded" \
-                        or form.get("grant_type") != ["client_credentials"]:
-                    status, body = 400, {"error": "invalid_request"}
-                elif known is None or known[0] != secret:
-                    status, body = 401, {"error": "invalid_client", "error_description": "bad client credentials"}
-                else:
-                    now = int(time.time())
-                    claims = {"sub": client_id, "iat": now, "exp": now + known[1], "jti": uuid.uuid4().hex}
-                    if "scope" in form:
-                        claims["scope"] = form["scope"][0]
-                    token = jwt.encode(claims, provider.key, algorithm="RS256", headers={"kid": "k1"})
-                    status, body = 200, {"access_token": token, "token_type": "bearer", "expires_in": known[1]}
-                with provider.lock:
-                    provider.requests.append((client_id, form, status))
-                    if status == 200:
-                        provider.issued.setdefault(client_id, []).append(body["access_token"])
-                self._answer(status, body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.scheme = "http"
-        if tls is not None:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(str(tls))
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-            self.scheme = "https"
-        threading.Thread(target=self.server.serve_forever, name="idp", daemon=True).start()
-
-    @property
-    def jwks_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/jwks"
-
-    @property
-    def token_url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}/token"
-
-    def granted(self, client_id: str) -> int:
-        """How many tokens ``client_id`` was given."""
-        with self.lock:
-            return sum(1 for c, _, status in self.requests if c == client_id and status == 200)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # -- the broker ------------------------------------------------------------------------------------
@@ -208,8 +111,9 @@ class OAuthBroker:
 
 @pytest.fixture(scope="module")
 def oauth(tmp_path_factory):
-    idp = IdentityProvider()
-    idp.clients.update({CLIENT_ID: (CLIENT_SECRET, 300), SHORT_ID: (SHORT_SECRET, SHORT_LIFE_S)})
+    idp = IdentityProvider().start()
+    idp.add_client(CLIENT_ID, CLIENT_SECRET, lifetime_s=300)
+    idp.add_client(SHORT_ID, SHORT_SECRET, lifetime_s=SHORT_LIFE_S)
     wiretap = Wiretap()
     broker = gate = None
     try:
@@ -302,7 +206,7 @@ def test_oidc_producer_consumer_and_admin(oauth: OAuthBroker) -> None:
     # one token per client (admin, producer, consumer), shared by all of its connections
     assert oauth.idp.granted(CLIENT_ID) - granted == 3
     with oauth.idp.lock:
-        requests = [form for c, form, status in oauth.idp.requests[-3:]]
+        requests = [r.form for r in oauth.idp.token_requests[-3:]]
     assert requests == [{"grant_type": ["client_credentials"], "scope": ["kafka orders"]}] * 3
     seen = oauth.wiretap.since(t0)
     assert len(seen) > 3  # bootstrap, leader, coordinator, fetch connections ...
@@ -322,7 +226,8 @@ def test_the_java_clients_oidc_settings(oauth: OAuthBroker) -> None:
     t0 = time.monotonic()
     round_trip(conf, oauth.topic())
     with oauth.idp.lock:
-        assert oauth.idp.requests[-1] == (CLIENT_ID, {"grant_type": ["client_credentials"], "scope": ["kafka"]}, 200)
+        assert oauth.idp.token_requests[-1] == (CLIENT_ID, {"grant_type": ["client_credentials"], "scope": ["kafka"]},
+                                                200)
     assert all(m.endswith(b"\x01traceId=java\x01\x01") for _, m in oauth.wiretap.since(t0))
 
 
@@ -410,7 +315,7 @@ def test_a_wrong_client_secret_is_a_prompt_authentication_error(oauth: OAuthBrok
         assert "HTTP 401 invalid_client: bad client credentials" in text, text
         assert "not-the-s3cret" not in text and "sasl.oauthbearer.client.secret" in text
     with oauth.idp.lock:
-        assert oauth.idp.requests[-1] == (CLIENT_ID, {"grant_type": ["client_credentials"]}, 401)
+        assert oauth.idp.token_requests[-1] == (CLIENT_ID, {"grant_type": ["client_credentials"]}, 401)
     err = expect_refusal(oauth.oidc(client_id="nobody"))
     assert "refused client 'nobody'" in str(err)
 
@@ -423,8 +328,9 @@ def test_an_unreachable_token_endpoint_is_a_prompt_connection_error(oauth: OAuth
 
 def test_an_https_token_endpoint_is_verified_with_https_ca_location(oauth: OAuthBroker, tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
-    idp = IdentityProvider(key=oauth.idp.key, tls=pki["server"])  # signs as the broker's JWKS says
-    idp.clients[CLIENT_ID] = (CLIENT_SECRET, 300)
+    # signs with the key (and kid) the broker's JWKS publishes
+    idp = IdentityProvider(oauth.idp.keys[oauth.idp.signing], tls=pki["server"]).start()
+    idp.add_client(CLIENT_ID, CLIENT_SECRET, lifetime_s=300)
     try:
         conf = oauth.oidc(**{"sasl.oauthbearer.token.endpoint.url": idp.token_url,
                              "https.ca.location": str(pki["ca"])})
@@ -714,7 +620,7 @@ def test_the_pipeline_reads_with_oauthbearer_options(oauth: OAuthBroker) -> None
     assert [v.as_py() for b in batches for v in b.column("value")] == [f"p{i}".encode() for i in range(5)]
     assert oauth.idp.granted(CLIENT_ID) == granted + 1
     with oauth.idp.lock:
-        assert oauth.idp.requests[-1][1]["scope"] == ["spark"]
+        assert oauth.idp.token_requests[-1].form["scope"] == ["spark"]
 
 
 def test_the_pipeline_loader_takes_a_command_config(tmp_path: Path) -> None:

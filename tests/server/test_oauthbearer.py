@@ -2,9 +2,10 @@
 tokens (Kafka 2.7's default), with librdkafka's OIDC client-credentials login and raw SaslHandshake /
 SaslAuthenticate exchanges, against a real broker process and a real identity provider over HTTP.
 
-The identity provider (:class:`IdentityProvider`) runs in this process on 127.0.0.1: ``/jwks`` publishes
-its public keys, ``/token`` hands out RS256/ES256 JWTs for the client-credentials grant (HTTP basic auth),
-and each test switches what it does: which key signs, the kid, the claims, whether ``/jwks`` answers.
+The identity provider (:class:`tests.oauth_idp.IdentityProvider`) runs in this process on 127.0.0.1:
+``/jwks`` publishes its public keys, ``/token`` hands out RS256/ES256 JWTs for the client-credentials grant
+(HTTP basic auth), and each test switches what it does: which key signs, the kid, the claims, whether
+``/jwks`` answers.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ import hmac
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
 import pytest
@@ -34,11 +33,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from broker.protocol import ApiKey, ErrorCode
+from tests.oauth_idp import AUDIENCE, ISSUER, IdentityProvider, b64url, unsigned_token
 from tests.security import AUTHORIZER
 from tests.zookeeper import free_port
 
@@ -52,150 +49,6 @@ JWKS_HANDLER_31 = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBea
 HANDLER_PROP = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
 JAAS_PROP = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
 INVALID_TOKEN = b'{"status":"invalid_token"}'
-ISSUER = "https://idp.test/realms/kafka"
-AUDIENCE = "kafka-broker"
-
-
-# -- the identity provider -----------------------------------------------------------------------
-
-class SigningKey:
-    """One key pair of the provider: ``kid``, ``alg`` (RS256 or ES256), its public JWK."""
-
-    def __init__(self, kid: str, alg: str) -> None:
-        self.kid, self.alg = kid, alg
-        if alg == "RS256":
-            self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-            jwk = RSAAlgorithm.to_jwk(self.private.public_key(), as_dict=True)
-        elif alg == "ES256":
-            self.private = ec.generate_private_key(ec.SECP256R1())
-            jwk = ECAlgorithm.to_jwk(self.private.public_key(), as_dict=True)
-        else:
-            raise ValueError(alg)
-        self.jwk = {**jwk, "kid": kid, "alg": alg, "use": "sig"}
-
-    def public_pem(self) -> bytes:
-        return self.private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
-class IdentityProvider:
-    """An OAuth2/OIDC provider in a thread (see the module docstring). Its settings are plain attributes,
-    changed by the tests while it runs:
-
-    ``signing``: the key (kid) new tokens are signed with; ``published``: the kids ``/jwks`` lists;
-    ``jwks_status``: 200, or the HTTP error ``/jwks`` answers (nothing answers before :meth:`start`);
-    ``clients``: client id -> (secret, the key signing its tokens or None for ``signing``, the kid their
-    header names or None for the key's, extra claims); ``issuer``, ``audience``, ``lifetime_s``: the
-    claims of every token. ``jwks_requests`` and ``token_requests`` count what was asked.
-    """
-
-    def __init__(self) -> None:
-        self.keys: dict[str, SigningKey] = {}
-        self.add_key("rsa-1", "RS256")
-        self.signing = "rsa-1"
-        self.published = ["rsa-1"]
-        self.jwks_status = 200
-        self.issuer, self.audience, self.lifetime_s = ISSUER, AUDIENCE, 300
-        self.clients: dict[str, tuple[str, str | None, str | None, dict]] = {}
-        self.jwks_requests = 0
-        self.token_requests: list[dict] = []
-        self._lock = threading.Lock()
-        self.server: ThreadingHTTPServer | None = None
-        self.port: int | None = None
-
-    def start(self, port: int = 0) -> "IdentityProvider":
-        """Serve on 127.0.0.1:``port`` (0: any free port) from a thread of its own."""
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path != "/jwks":
-                    return self._answer(404, {"error": "not_found"})
-                with provider._lock:
-                    provider.jwks_requests += 1
-                    status, keys = provider.jwks_status, [provider.keys[k].jwk for k in provider.published]
-                if status != 200:
-                    return self._answer(status, {"error": "unavailable"})
-                self._answer(200, {"keys": keys})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                if self.path != "/token":
-                    return self._answer(404, {"error": "not_found"})
-                client_id = secret = None
-                scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
-                if scheme.lower() == "basic":
-                    client_id, _, secret = base64.b64decode(value).decode().partition(":")
-                with provider._lock:
-                    provider.token_requests.append({"client_id": client_id, "form": form})
-                known = provider.clients.get(client_id)
-                if form.get("grant_type") != ["client_credentials"]:
-                    return self._answer(400, {"error": "unsupported_grant_type"})
-                if known is None or known[0] != secret:
-                    return self._answer(401, {"error": "invalid_client"})
-                _, key, kid, claims = known
-                if "scope" in form and "scope" not in claims:
-                    claims = {**claims, "scope": form["scope"][0]}
-                token = provider.token(key, kid=kid, **claims)
-                self._answer(200, {"access_token": token, "token_type": "bearer",
-                                   "expires_in": provider.lifetime_s})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, name="idp", daemon=True).start()
-        return self
-
-    @property
-    def jwks_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/jwks"
-
-    @property
-    def token_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/token"
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-
-    def add_key(self, kid: str, alg: str) -> SigningKey:
-        self.keys[kid] = SigningKey(kid, alg)
-        return self.keys[kid]
-
-    def add_client(self, client_id: str, secret: str, key: str | None = None, kid: str | None = None,
-                   **claims) -> None:
-        """A client of the token endpoint; its tokens signed with ``key``, naming ``kid``, holding ``claims``."""
-        self.clients[client_id] = (secret, key, kid, claims)
-
-    def token(self, key: str | None = None, *, kid: str | None = None, alg: str | None = None,
-              omit: tuple[str, ...] = (), **claims) -> str:
-        """A JWT signed with key ``key`` (default: ``signing``) by ``alg`` (default the key's), its header
-        naming ``kid`` (default the key's); claims ``iss``, ``aud``, ``iat``, ``exp`` (from ``lifetime_s``)
-        unless given or omitted."""
-        now = int(time.time())
-        payload = {"iss": self.issuer, "aud": self.audience, "iat": now, "exp": now + self.lifetime_s,
-                   "sub": "nobody", **claims}
-        for name in omit:
-            payload.pop(name, None)
-        if key == "none":  # unsigned, as a forger would send it
-            return unsigned_token(kid=kid or self.signing, **payload)
-        signer = self.keys[key or self.signing]
-        return jwt.encode(payload, signer.private, algorithm=alg or signer.alg,
-                          headers={"kid": signer.kid if kid is None else kid})
 
 
 @pytest.fixture
@@ -203,19 +56,6 @@ def idp():
     provider = IdentityProvider().start()
     yield provider
     provider.stop()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def unsigned_token(kid: str | None = None, **claims) -> str:
-    """An ``alg: none`` JWT (no signature), as librdkafka's unsecured login makes them; ``exp`` in 300 s
-    and ``iat`` now unless given."""
-    now = int(time.time())
-    header = {"alg": "none", **({"kid": kid} if kid else {})}
-    payload = {"iat": now, "exp": now + 300, **claims}
-    return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(payload).encode())}."
 
 
 # -- brokers and clients -------------------------------------------------------------------------
@@ -373,8 +213,8 @@ def test_oidc_clients_produce_and_consume_as_user_sub(broker_factory, idp):
     assert _produce(conf, "orders", values) == [None] * 50
     assert _consume(conf, "orders", "orders-group", 50) == values
     # librdkafka fetched its token with the client-credentials grant, basic auth and the scope asked for
-    asked = [r for r in idp.token_requests if r["client_id"] == "orders-app"]
-    assert asked and all(r["form"]["scope"] == ["kafka.produce"] for r in asked), idp.token_requests
+    asked = [r for r in idp.token_requests if r.client_id == "orders-app"]
+    assert asked and all(r.form["scope"] == ["kafka.produce"] and r.status == 200 for r in asked), idp.token_requests
     assert _metric(broker, SUCCEEDED) >= 2 and _metric(broker, FAILED) == 0
     # an ES256 token for another subject: its own topic is open to it, the orders topic is not
     reports = oidc_conf(broker, idp, "reports-app", "reports-secret")
@@ -445,17 +285,17 @@ def test_librdkafka_tokens_the_broker_must_refuse(broker_factory, idp):
 
 def _hs256_with(token_claims: dict, secret: bytes, kid: str) -> str:
     """The classic algorithm confusion: HS256 'signed' with an RSA public key's PEM as the HMAC secret."""
-    signing_input = (f"{_b64(json.dumps({'alg': 'HS256', 'typ': 'JWT', 'kid': kid}).encode())}."
-                     f"{_b64(json.dumps(token_claims).encode())}")
+    signing_input = (f"{b64url(json.dumps({'alg': 'HS256', 'typ': 'JWT', 'kid': kid}).encode())}."
+                     f"{b64url(json.dumps(token_claims).encode())}")
     mac = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
-    return f"{signing_input}.{_b64(mac)}"
+    return f"{signing_input}.{b64url(mac)}"
 
 
 def _tampered(token: str, **claims) -> str:
     """``token`` with claims changed after signing (the signature left as it was)."""
     header, payload, signature = token.split(".")
     body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return f"{header}.{_b64(json.dumps({**body, **claims}).encode())}.{signature}"
+    return f"{header}.{b64url(json.dumps({**body, **claims}).encode())}.{signature}"
 
 
 def _produce_frame(topic: str) -> dict:
