@@ -217,7 +217,8 @@ class OffsetIndex(_Index):
             n -= 1
         del rel[n:], pos[n:]
         if n == 1 and rel[0] == 0 and pos[0] == 0 and log_size == 0:
-            del rel[:], pos[:]
+            del rel[:], pos[:]  # an empty segment's preallocated index: no entry at all
+            n = 0
         ok = all(0 <= p < max(log_size, 1) for p in (pos[0], pos[-1])) if n else True
         if ok and n > 1:
             ok = all(a < b for a, b in zip(rel, rel[1:])) and all(a < b for a, b in zip(pos, pos[1:]))

@@ -162,3 +162,23 @@ def test_clean_shutdown_skips_crc_but_finds_tail(tmp_path):
     assert log.recovery_report.segments_checked == []
     assert log.log_end_offset == 9 + 4 and log.append(make_batch(1)).first_offset == 13
     log.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_an_empty_last_segment_with_a_preallocated_index_opens(tmp_path, clean):
+    """A segment rolled and never written, left with its index preallocated (zeros; the process ended
+    before trimming it): the log opens with that segment empty, and appends go on in it."""
+    path = tmp_path / "t-0"
+    build(path, n=5)
+    log = Log.open(path, CFG)
+    leo = log.log_end_offset
+    log.close()
+    name = f"{leo:020d}"
+    (path / f"{name}.log").write_bytes(b"")
+    (path / f"{name}.index").write_bytes(b"\x00" * 4096)
+    (path / f"{name}.timeindex").write_bytes(b"\x00" * 4092)
+    log = Log.open(path, CFG, recovery_point=leo, had_clean_shutdown=clean)
+    assert log.log_end_offset == leo and log.segments[-1].base_offset == leo
+    assert log.segments[-1].index.entries == 0
+    assert log.append(make_batch(1)).first_offset == leo
+    log.close()
