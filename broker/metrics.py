@@ -685,6 +685,11 @@ class BrokerMetrics:
                 self.bytes_in.labels(topic).inc(size)
                 self.messages_in.labels(topic).inc(records)
 
+    def count_bytes_out(self, per_topic: dict[str, int]) -> None:
+        """Record bytes sent to fetchers, per topic (a fetch answer once it is final)."""
+        for topic, size in per_topic.items():
+            self.bytes_out.labels(topic).inc(size)
+
     def watch_logs(self, logs: Callable[[], Iterable]) -> None:
         """Report per-partition log gauges from ``logs()`` -> iterable of ((topic, partition), log)."""
         self.registry.register(_LogCollector(logs))

@@ -494,6 +494,12 @@ REQUEST_EXEMPT = frozenset({
 })
 
 
+def who(ctx) -> tuple[str, str]:
+    """(principal name, client id) of a request: the names its quotas go by."""
+    conn = ctx.connection
+    return (conn.principal.partition(":")[2] if conn is not None else ""), ctx.header.client_id or ""
+
+
 def produce_throttle(quotas: QuotaManager, ctx) -> int:
     """Count a Produce request's bytes against its client's ``producer_byte_rate`` as it arrives; the
     throttle time in ms (kept in ``ctx.produce_throttle_ms`` for its response).
@@ -505,8 +511,7 @@ def produce_throttle(quotas: QuotaManager, ctx) -> int:
     conn = ctx.connection
     if conn is None or not quotas.produce.enabled:
         return 0
-    throttle = quotas.produce.record(conn.principal.partition(":")[2], ctx.header.client_id or "",
-                                     ctx.request_bytes)
+    throttle = quotas.produce.record(*who(ctx), ctx.request_bytes)
     ctx.produce_throttle_ms = throttle
     return throttle
 
@@ -523,8 +528,7 @@ def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
     conn = ctx.connection
     if conn is None:
         return 0
-    user = conn.principal.partition(":")[2]
-    client = ctx.header.client_id or ""
+    user, client = who(ctx)
     key = ctx.header.api_key
     bandwidth = 0
     band_quota = None
@@ -547,8 +551,7 @@ def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
     throttle = max(bandwidth, request, mutation)
     emptied = throttle > 0 and key == ApiKey.FETCH and not exempt
     if ctx.fetched is not None and not emptied:
-        from broker.server.apis.fetch import count_bytes_out
-        count_bytes_out(ctx.broker.metrics, ctx.fetched)
+        ctx.broker.metrics.count_bytes_out(ctx.fetched)
     if throttle <= 0:
         return 0
     if emptied:
@@ -572,11 +575,6 @@ _STRICT_MUTATIONS_FROM = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, 
 THROTTLED_MUTATION = "The throttling quota has been exceeded."
 
 
-def _who(ctx) -> tuple[str, str]:
-    conn = ctx.connection
-    return (conn.principal.partition(":")[2] if conn is not None else ""), ctx.header.client_id or ""
-
-
 def mutation_refused(ctx) -> int:
     """For a topic of a CreateTopics, CreatePartitions or DeleteTopics: the throttle time (ms) when its
     mutations must be refused (a strict version, the client's bucket below zero), else 0."""
@@ -585,7 +583,7 @@ def mutation_refused(ctx) -> int:
         return 0
     if ctx.api_version < _STRICT_MUTATIONS_FROM[ctx.header.api_key]:
         return 0
-    throttle = quota.exceeded(*_who(ctx))
+    throttle = quota.exceeded(*who(ctx))
     ctx.mutation_throttle_ms = max(ctx.mutation_throttle_ms, throttle)
     return throttle
 
@@ -595,4 +593,4 @@ def record_mutations(ctx, partitions: int) -> None:
     quota = ctx.broker.quotas.mutation
     if partitions <= 0 or not quota.enabled or ctx.connection is None:
         return
-    ctx.mutation_throttle_ms = max(ctx.mutation_throttle_ms, quota.record(*_who(ctx), partitions))
+    ctx.mutation_throttle_ms = max(ctx.mutation_throttle_ms, quota.record(*who(ctx), partitions))

@@ -70,6 +70,7 @@ from broker.replica.manager import now_ms
 from broker.replica.selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from broker.replica.quota import is_throttled
 from broker.server.context import RequestContext
+from broker.server.quotas import who
 
 INT32_MAX = 2**31 - 1
 
@@ -235,8 +236,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if not follower and broker.quotas.fetch.enabled:
         # never more than the client's fetch quota allows in one window (else it could never be answered
         # without a throttle; Kafka's getMaxValueInQuotaWindow)
-        cap = broker.quotas.fetch.max_in_window(ctx.connection.principal.partition(":")[2] if ctx.connection
-                                                else "", ctx.client_id or "")
+        cap = broker.quotas.fetch.max_in_window(*who(ctx))
         if cap is not None and cap < request["max_bytes"]:
             request["max_bytes"] = max(int(cap), 1)
     while True:
@@ -253,18 +253,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if not follower and broker.quotas.active:
         ctx.fetched = per_topic  # counted once the quotas have not emptied the answer (quotas.throttle_time)
     else:
-        count_bytes_out(metrics, per_topic)
+        metrics.count_bytes_out(per_topic)
     if has_error or refused:
         for t in responses:
             for p in t["partitions"]:
                 if p["error_code"]:
                     metrics.fetch_errors.labels(error_name(p["error_code"])).inc()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
-
-
-def count_bytes_out(metrics, per_topic: dict[str, int]) -> None:
-    for name, size in per_topic.items():
-        metrics.bytes_out.labels(name).inc(size)
 
 
 def register(registry) -> None:
