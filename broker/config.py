@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,23 @@ def _float(value: Any, *, lo: float = -math.inf, hi: float = math.inf) -> float:
     if not lo <= value <= hi:
         raise ValueError(f"{value} is out of range [{lo}, {hi}]")
     return value
+
+
+def _ip_overrides(value: Any) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count,...`` (split at the last colon, as Kafka) -> {host: count}."""
+    text = ",".join(f"{k}:{v}" for k, v in value.items()) if isinstance(value, dict) else _str(value)
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not colon or not host:
+            raise ValueError(f"{item!r} is not host:count")
+        if not re.fullmatch(r"[A-Za-z0-9._:%-]+", host):
+            raise ValueError(f"{host!r} is not a host name or an address")
+        out[host] = _int(count, lo=0, hi=INT_MAX)
+    return out
 
 
 def _list(value: Any) -> list[str]:
@@ -296,6 +314,9 @@ SSL_PROPERTIES = (
 #: The SASL properties that may be given per listener as ``listener.name.<listener>.<property>``, besides
 #: each mechanism's ``<mechanism>.sasl.jaas.config`` (see :mod:`broker.sasl`).
 SASL_LISTENER_PROPERTIES = ("sasl.enabled.mechanisms",)
+#: The connection limits that may be given per listener (``listener.name.<listener>.max.connections``); a
+#: listener without its own takes the broker-wide value (see :mod:`broker.server.connection_quotas`).
+CONNECTION_LISTENER_PROPERTIES = ("max.connections", "max.connection.creation.rate")
 _JAAS_SUFFIX = ".sasl.jaas.config"
 #: Per listener and mechanism, as ``listener.name.<listener>.<mechanism>.<property>``: the JAAS entry, and
 #: OAUTHBEARER's validator class (Kafka's server callback handler)
@@ -477,6 +498,17 @@ _PROPS: list[Prop] = [
     Prop("quota.consumer.default", _ranged(1), LONG_MAX,
          "Bytes/s any client id may fetch without a quota of its own (deprecated in Kafka; use "
          "the <default> client-id quota)."),
+    Prop("max.connections.per.ip", _ranged(0, INT_MAX), INT_MAX,
+         "Connections one IP address may hold; one more is closed as it is accepted (0: only addresses "
+         "in max.connections.per.ip.overrides may connect)."),
+    Prop("max.connections.per.ip.overrides", _ip_overrides, "",
+         "host:count,... exceptions to max.connections.per.ip (a host name counts for each of its addresses)."),
+    Prop("max.connections", _ranged(0, INT_MAX), INT_MAX,
+         "Connections the broker holds at most (the inter-broker listener aside); at the limit listeners stop "
+         "accepting. Per listener: listener.name.<l>.max.connections."),
+    Prop("max.connection.creation.rate", _ranged(0, INT_MAX), INT_MAX,
+         "New connections per second the broker accepts (the inter-broker listener aside); above it accepting "
+         "waits. Per listener: listener.name.<l>.max.connection.creation.rate."),
     Prop("zookeeper.connect", _optional(_zookeeper_connect), None, "host:port,host:port[/chroot]: run on ZooKeeper."),
     Prop("zookeeper.session.timeout.ms", _ranged(1, INT_MAX), 18000, "ZooKeeper session timeout."),
     Prop("zookeeper.connection.timeout.ms", _optional(_ranged(1, INT_MAX)), None,
@@ -604,6 +636,14 @@ class BrokerConfig:
         for listener in self.listener_overrides:
             if listener not in names:
                 raise ConfigError(f"listener.name.{listener.lower()}.*: no listener is named {listener}")
+        if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
+            raise ConfigError("max.connections.per.ip can be 0 only when max.connections.per.ip.overrides is set",
+                              "max.connections.per.ip")
+        for listener, overrides in self.listener_overrides.items():
+            for prop in CONNECTION_LISTENER_PROPERTIES:
+                if overrides.get(prop) == 0:
+                    raise ConfigError(f"listener.name.{listener.lower()}.{prop} must be at least 1",
+                                      f"listener.name.{listener.lower()}.{prop}")
         if self.is_set("inter.broker.listener.name") and self.is_set("security.inter.broker.protocol"):
             raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol "
                               "may be set")
@@ -860,7 +900,8 @@ def _listener_override(name: str) -> tuple[str, str | None]:
     if jaas and prop != prop.lower():
         raise ConfigError(f"{name}: write the mechanism in lower case (listener.name.{listener}.{prop.lower()})",
                           name)
-    if listener and (prop in SSL_PROPERTIES or prop in SASL_LISTENER_PROPERTIES or jaas):
+    if listener and (prop in SSL_PROPERTIES or prop in SASL_LISTENER_PROPERTIES or prop in
+                     CONNECTION_LISTENER_PROPERTIES or jaas):
         if listener != listener.lower():  # Kafka reads only the lower-case prefix and ignores others
             raise ConfigError(f"{name}: write the listener's name in lower case "
                               f"(listener.name.{listener.lower()}.{prop})", name)

@@ -21,6 +21,14 @@ kafkapy_offline_log_dirs                               gauge      -      (failed
 kafkapy_connections_total                              counter    -      (accepted)
 kafkapy_protocol_errors_total                          counter    reason (garbage, too_large, ...)
 kafkapy_tls_handshake_failures_total                   counter    listener (refused or abandoned TLS handshakes)
+kafkapy_listener_connections                           gauge      listener (held against the connection limits)
+kafkapy_listener_max_connections                       gauge      listener (its max.connections in force)
+kafkapy_connections_refused_total                      counter    listener, limit (closed at accept for
+                                                                  max.connections.per.ip, or to get within
+                                                                  max.connections)
+kafkapy_acceptor_blocked_seconds_total                 counter    listener (not accepting: a limit or the rate)
+kafkapy_connection_accept_throttle_seconds_total       counter    listener (max.connection.creation.rate waits)
+kafkapy_connection_accept_throttled_total              counter    listener
 kafkapy_successful_authentication_total                counter    listener, mechanism (SASL)
 kafkapy_failed_authentication_total                    counter    listener, mechanism (SASL: wrong password,
                                                                   unknown user, bad exchange)
@@ -575,6 +583,25 @@ class BrokerMetrics:
             "TLS handshakes on SSL listeners that failed (untrusted or missing client certificate, plaintext "
             "spoken to the TLS port, a client gone or silent past the handshake timeout).", ["listener"], registry=r,
         )
+        self.listener_connections = Gauge(
+            PREFIX + "listener_connections", "Connections a listener holds against the connection limits, from "
+            "their accept (TLS handshakes included) to their close.", ["listener"], registry=r)
+        self.listener_max_connections = Gauge(
+            PREFIX + "listener_max_connections", "The listener's max.connections in force (2147483647: none).",
+            ["listener"], registry=r)
+        self.connections_refused = Counter(
+            PREFIX + "connections_refused", "Connections closed by a connection limit: at their accept for "
+            "max.connections.per.ip, or the least recently active to get within max.connections.",
+            ["listener", "limit"], registry=r)
+        self.acceptor_blocked = Counter(
+            PREFIX + "acceptor_blocked_seconds", "Time the listener accepted nothing because of max.connections or "
+            "max.connection.creation.rate (Kafka's AcceptorBlockedPercent).", ["listener"], registry=r)
+        self.connection_accept_throttle = Counter(
+            PREFIX + "connection_accept_throttle_seconds", "Waits imposed by max.connection.creation.rate before "
+            "an accept (Kafka's connection-accept-throttle-time is this over the count).", ["listener"], registry=r)
+        self.connection_accept_throttled = Counter(
+            PREFIX + "connection_accept_throttled", "Accepts that waited for max.connection.creation.rate.",
+            ["listener"], registry=r)
         self.successful_authentication = Counter(
             PREFIX + "successful_authentication", "SASL authentications that succeeded (Kafka's "
             "successful-authentication-total).", ["listener", "mechanism"], registry=r,

@@ -203,6 +203,7 @@ class Broker:
             self.acl_watcher = AclWatcher(self.authorizer, self.loop, self.run_blocking)
             await self.acl_watcher.start()
         self.network = NetworkServer(self)
+        self.dynamic_config.apply_connection_limits()  # in force before the first accept
         bound = await self.network.start()
         await self.run_blocking(self.log_manager.unmark_clean_shutdown)
         await self.network.serve()

@@ -20,6 +20,13 @@ The configs that can change this way (:data:`DYNAMIC`), each applied at once:
   (:meth:`~broker.log.manager.LogManager.resize_cleaner`). As Kafka's
   ``LogCleaner.validateReconfiguration``, a new value must be at least 1 and
   within half and double this broker's current one, else INVALID_CONFIG.
+* the connection limits (:mod:`broker.server.connection_quotas`): ``max.connections.per.ip``,
+  ``max.connections.per.ip.overrides``, ``max.connections``, ``max.connection.creation.rate``,
+  and per listener ``listener.name.<l>.max.connections`` and
+  ``listener.name.<l>.max.connection.creation.rate`` (at least 1). A lower
+  ``max.connections`` closes the least recently active connections beyond it; host names
+  in the overrides must resolve (else INVALID_CONFIG), and are resolved again whenever the
+  configs are read.
 
 AlterConfigs and IncrementalAlterConfigs change them for a BROKER resource
 named by this broker's id (that broker's overrides) or empty (``<default>``);
@@ -36,7 +43,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.cluster.znodes import BrokerConfigZNode
-from broker.config import PROPERTIES
+from broker.config import CONNECTION_LISTENER_PROPERTIES, PROPERTIES
+from broker.server.connection_quotas import SETTINGS as CONNECTION_SETTINGS
+from broker.server.connection_quotas import resolve_overrides
 from broker.protocol import ErrorCode
 from broker.replica.quota import UNLIMITED
 from broker.server.topics import TopicError
@@ -62,13 +71,35 @@ THROTTLE_RATES: dict[str, tuple[Callable[[Any], Any], Any, str]] = {
     "leader.replication.throttled.rate": (_rate, UNLIMITED, "Bytes/s a leader sends to throttled replicas."),
     "follower.replication.throttled.rate": (_rate, UNLIMITED, "Bytes/s a follower fetches for throttled replicas."),
 }
-DYNAMIC = frozenset({*THROTTLE_RATES, "num.replica.fetchers", "unclean.leader.election.enable", "log.cleaner.threads"})
+DYNAMIC = frozenset({*THROTTLE_RATES, "num.replica.fetchers", "unclean.leader.election.enable", "log.cleaner.threads",
+                     *CONNECTION_SETTINGS})
+
+
+def listener_setting(name: str) -> tuple[str, str] | None:
+    """``listener.name.internal.max.connections`` -> ``("INTERNAL", "max.connections")``: a listener's own
+    connection limit; None for any other name."""
+    if not name.startswith("listener.name."):
+        return None
+    listener, _dot, prop = name[len("listener.name."):].partition(".")
+    if listener and listener == listener.lower() and prop in CONNECTION_LISTENER_PROPERTIES:
+        return listener.upper(), prop
+    return None
+
+
+def is_dynamic(name: str) -> bool:
+    return name in DYNAMIC or listener_setting(name) is not None
 
 
 def parse(name: str, value: str) -> Any:
     """A dynamic config's value parsed; ValueError (or TypeError) when it is bad."""
     if name in THROTTLE_RATES:
         return THROTTLE_RATES[name][0](value)
+    own = listener_setting(name)
+    if own is not None:
+        parsed = PROPERTIES[own[1]].parse(value)
+        if parsed <= 0:
+            raise ValueError("must be at least 1")
+        return parsed
     return PROPERTIES[name].parse(value)
 
 
@@ -90,12 +121,52 @@ class DynamicBrokerConfig:
         self.overrides: dict[str, str] = {}  # /config/brokers/<our id>
         self.defaults: dict[str, str] = {}   # /config/brokers/<default>
         self._static_log_config = broker.default_log_config
+        #: max.connections.per.ip.overrides in force, its host names resolved (by :meth:`load`)
+        self.ip_overrides: dict[str, int] = {}
 
     def load(self) -> None:
-        """Blocking: read both znodes (at start, and when a notification names one)."""
+        """Blocking: read both znodes (at start, and when a notification names one), and resolve the host
+        names of max.connections.per.ip.overrides (the static ones failing stops the start)."""
         metadata = self.broker.metadata
         self.overrides = metadata.broker_config(str(self.broker.broker_id))
         self.defaults = metadata.broker_config(DEFAULT)
+        name = "max.connections.per.ip.overrides"
+        if self.entry(name) is not None:
+            try:
+                self.ip_overrides = resolve_overrides(self.value(name))
+                return
+            except ValueError as exc:
+                log.warning("ignoring dynamic %s: %s", name, exc)
+        self.ip_overrides = resolve_overrides(self.broker.config[name])
+
+    def connection_limits(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The broker-wide connection settings in force, and each listener's own ones (dynamic over static)."""
+        values = {name: self.value(name) for name in CONNECTION_SETTINGS}
+        listeners: dict[str, dict[str, Any]] = {}
+        static = self.broker.config.listener_overrides
+        for endpoint in self.broker.config.listeners:
+            listener = endpoint.listener_name
+            own = {}
+            for prop in CONNECTION_LISTENER_PROPERTIES:
+                found = self.entry(f"listener.name.{listener.lower()}.{prop}")
+                if found is not None:
+                    try:
+                        own[prop] = parse(f"listener.name.{listener.lower()}.{prop}", found[0])
+                        continue
+                    except (ValueError, TypeError):
+                        log.warning("ignoring bad dynamic broker config listener.name.%s.%s=%r", listener.lower(),
+                                    prop, found[0])
+                if static.get(listener, {}).get(prop) is not None:
+                    own[prop] = static[listener][prop]
+            listeners[listener] = own
+        return values, listeners
+
+    def apply_connection_limits(self) -> None:
+        """Put the connection limits in force (before the listeners accept, and at each change)."""
+        network = self.broker.network
+        if network is not None:
+            values, listeners = self.connection_limits()
+            network.configure_limits(values, listeners, self.ip_overrides)
 
     def entry(self, name: str) -> tuple[str, int] | None:
         """``(value, source)`` of a dynamic setting of ``name``, or None when neither znode sets it."""
@@ -132,6 +203,30 @@ class DynamicBrokerConfig:
         self.broker.log_manager.resize_cleaner(self.value("log.cleaner.threads"))
         self.broker.default_log_config = replace(
             self._static_log_config, unclean_leader_election_enable=self.value("unclean.leader.election.enable"))
+        self.apply_connection_limits()
+
+    async def _check_connection_limits(self, entity: str, new: dict[str, str]) -> None:
+        """Kafka's rules across the connection settings, for the values this change would put in force here."""
+        overrides_name, per_ip_name = "max.connections.per.ip.overrides", "max.connections.per.ip"
+        def effective(name: str) -> Any:
+            for layer in ([self.overrides, new] if entity == DEFAULT else [new, self.defaults]):
+                if name in layer:
+                    return parse(name, layer[name])
+            return self.broker.config[name]
+        overrides = effective(overrides_name)
+        if effective(per_ip_name) == 0 and not overrides:
+            raise TopicError(ErrorCode.INVALID_CONFIG,
+                             f"{per_ip_name} can be 0 only when {overrides_name} is set")
+        if overrides_name in new:
+            try:
+                await self.broker.run_blocking(resolve_overrides, parse(overrides_name, new[overrides_name]))
+            except ValueError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        listeners = {e.listener_name for e in self.broker.config.listeners}
+        for name in new:  # the cluster default may name listeners other brokers have
+            own = listener_setting(name)
+            if entity != DEFAULT and own is not None and own[0] not in listeners:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{name}: no listener is named {own[0]}")
 
     async def reload(self) -> None:
         await self.broker.run_blocking(self.load)
@@ -143,7 +238,7 @@ class DynamicBrokerConfig:
         metadata = self.broker.metadata
         current = await self.broker.run_blocking(metadata.broker_config, entity)
         new = change(dict(current))
-        refused = sorted(set(new) - DYNAMIC)
+        refused = sorted(name for name in new if not is_dynamic(name))
         if refused:
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              f"cannot update these broker configs dynamically: {', '.join(refused)}")
@@ -154,6 +249,7 @@ class DynamicBrokerConfig:
                     _check_cleaner_threads(parsed, self.value(name))
             except (ValueError, TypeError) as exc:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {name}: {exc}") from None
+        await self._check_connection_limits(entity, new)
         if validate_only:
             return
         await self.broker.run_blocking(metadata.set_broker_config, entity, new)

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import functools
 import logging
 import os
@@ -96,6 +97,7 @@ from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
 from broker.protocol.throttling import client_throttles
+from broker.server.connection_quotas import LISTENER_SETTINGS, ConnectionQuotas, ConnectionSlot
 from broker.server.quotas import produce_throttle, throttle_time
 from broker.server.registry import api_name
 
@@ -114,6 +116,9 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 MIN_SESSION_MS = 1000
 TLS_SLICE_CHUNK = 256 * 1024
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+_monotonic = time.monotonic
+#: accept() errors that mean the process or the system is out of something: wait, then accept again
+_ACCEPT_RESOURCE_ERRNOS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 
 
 class _CloseConnection(Exception):
@@ -237,8 +242,14 @@ class _SliceFile:
 class Connection(asyncio.BufferedProtocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, server: "NetworkServer", listener: str = "PLAINTEXT", tls: bool = False) -> None:
+    def __init__(self, server: "NetworkServer", listener: str = "PLAINTEXT", tls: bool = False,
+                 slot: ConnectionSlot | None = None) -> None:
         self.server = server
+        #: This connection's place in the connection limits (:mod:`broker.server.connection_quotas`)
+        self.slot = slot
+        #: When bytes last arrived (monotonic seconds): the least recently active goes first when the
+        #: broker closes connections to get within max.connections
+        self.last_active = _monotonic()
         #: The listener this connection came in on: Metadata and FindCoordinator answer its endpoints.
         self.listener = listener
         #: TLS (an SSL listener): no half-close, and file slices are read and written, not sendfile'd.
@@ -326,6 +337,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self._closing = True
+        if self.slot is not None:
+            self.slot.release()
         if not self._made:  # a TLS handshake that failed: never counted, never registered
             return
         self.server.connections.discard(self)
@@ -350,6 +363,7 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
+        self.last_active = _monotonic()
         try:
             frames = self._decoder.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
@@ -956,12 +970,14 @@ class _TlsHandshake(asyncio.Protocol):
     message wait for that.
     """
 
-    def __init__(self, server: "NetworkServer", listener: str, context) -> None:
+    def __init__(self, server: "NetworkServer", listener: str, context, slot: ConnectionSlot | None = None) -> None:
         self.server, self.listener, self.context = server, listener, context
+        self.slot = slot
         self.task: asyncio.Task | None = None
 
     def connection_made(self, transport) -> None:
         if self.server.stopping:
+            self._release()
             transport.abort()
             return
         # start_tls's first step, up to its first wait, runs here: it takes the transport over (its
@@ -986,18 +1002,30 @@ class _TlsHandshake(asyncio.Protocol):
     def _done(self, transport, task: asyncio.Task) -> None:
         self.server.handshakes.discard(task)
         if task.cancelled():  # shutdown, perhaps before the task's first step: close the socket
+            self._release()
             transport.abort()
+
+    def _release(self) -> None:
+        if self.slot is not None:
+            self.slot.release()
 
     def data_received(self, data: bytes) -> None:  # start_tls took the transport before any read
         pass
 
-    def connection_lost(self, exc) -> None:
-        pass
+    def connection_lost(self, exc) -> None:  # closed before start_tls took the transport over
+        self._release()
 
     async def _handshake(self, transport) -> None:
+        conn = Connection(self.server, self.listener, tls=True, slot=self.slot)
+        try:
+            await self._handshake_for(transport, conn)
+        finally:
+            if not conn._made:  # no connection came of it (a made one gives its slot back as it closes)
+                self._release()
+
+    async def _handshake_for(self, transport, conn: Connection) -> None:
         peer = transport.get_extra_info("peername")
         peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        conn = Connection(self.server, self.listener, tls=True)
         conn.peer = peer
         try:
             tls = await self.server.loop.start_tls(transport, conn, self.context, server_side=True,
@@ -1032,12 +1060,21 @@ class _TlsHandshake(asyncio.Protocol):
 
 
 class NetworkServer:
-    """The listeners and their connections."""
+    """The listeners, their acceptors and their connections.
+
+    Each listener's sockets are bound by :meth:`start` and accepted from by one task per socket
+    (:meth:`_accept`), not by asyncio's own server: the connection limits
+    (:mod:`broker.server.connection_quotas`) decide for each accepted socket whether it becomes a
+    connection, and a listener at its limit stops accepting, leaving new connections in the kernel's
+    backlog, as Kafka's acceptor does.
+    """
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.loop = asyncio.get_running_loop()
-        self.servers: list[asyncio.AbstractServer] = []
+        #: (listener, listening socket) of every bound address
+        self.sockets: list[tuple[str, socket.socket]] = []
+        self._acceptors: list[asyncio.Task] = []
         self.connections: set[Connection] = set()
         self.handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (_TlsHandshake)
         self.stopping = False
@@ -1047,6 +1084,9 @@ class NetworkServer:
         #: The SASL settings of each SASL listener (checked when the configuration was read)
         self.sasl = {e.listener_name: config.sasl_settings(e.listener_name) for e in config.listeners
                      if config.security_protocol(e.listener_name) in SASL_PROTOCOLS}
+        self.quotas = ConnectionQuotas([e.listener_name for e in config.listeners], config.inter_broker_listener,
+                                       broker.metrics, config["quota.window.num"], config["quota.window.size.seconds"],
+                                       close_one=self._close_least_active)
 
     def principal_mapper(self, listener: str) -> PrincipalMapper:
         """The listener's ``ssl.principal.mapping.rules`` (checked when the configuration was read)."""
@@ -1062,17 +1102,10 @@ class NetworkServer:
 
     async def start(self) -> dict[str, tuple[str, int]]:
         """Bind every listener, not yet accepting (see :meth:`serve`); returns name -> (host, bound port)."""
-        tls = self.broker.tls.listeners
         for endpoint in self.broker.config.listeners:
-            host = endpoint.host or None
-            name = endpoint.listener_name
-            context = tls.get(name)
-            factory = (functools.partial(Connection, self, name) if context is None
-                       else functools.partial(_TlsHandshake, self, name, context))
-            server = await self.loop.create_server(factory, host, endpoint.port, reuse_address=True, backlog=1024,
-                                                   start_serving=False)
-            self.servers.append(server)
-            sockname = server.sockets[0].getsockname()
+            sockets = _bind(endpoint.host or None, endpoint.port)
+            self.sockets.extend((endpoint.listener_name, sock) for sock in sockets)
+            sockname = sockets[0].getsockname()
             self.bound[endpoint.listener_name] = (endpoint.host or sockname[0], sockname[1])
         return self.bound
 
@@ -1086,14 +1119,73 @@ class NetworkServer:
                                 "callback.handler.class=%s and sasl.oauthbearer.jwks.endpoint.url", listener,
                                 listener.lower(), oauth.JWKS_VALIDATOR_CLASSES[1])
                 settings.oauth.start()  # the JWKS validator reads its keys on a thread of its own
-        for server in self.servers:
-            await server.start_serving()
+        tls = self.broker.tls.listeners
+        for listener, sock in self.sockets:
+            self._acceptors.append(self.loop.create_task(self._accept(listener, sock, tls.get(listener)),
+                                                         name=f"acceptor {listener}"))
+
+    def configure_limits(self, values: dict, listener_values: dict[str, dict], overrides: dict[str, int]) -> None:
+        """New connection limits (at start, and when a dynamic broker config changes them)."""
+        self.quotas.configure(values, listener_values, overrides)
+
+    async def _accept(self, listener: str, sock: socket.socket, context) -> None:
+        """One listening socket's acceptor: accept, let the connection limits admit, hand to a protocol."""
+        loop = self.loop
+        while not self.stopping:
+            try:
+                client, address = await loop.sock_accept(sock)
+            except asyncio.CancelledError:
+                raise
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                if self.stopping:
+                    return
+                if exc.errno in _ACCEPT_RESOURCE_ERRNOS:  # out of file descriptors or memory: not ours to fix now
+                    log.error("listener %s cannot accept connections: %s; accepting again in 1 s", listener, exc)
+                    await asyncio.sleep(1.0)
+                    continue
+                log.error("listener %s: accept failed: %r", listener, exc)
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                slot = await self.quotas.admit(listener, address[0] if isinstance(address, tuple) else "?")
+                if slot is None or self.stopping:
+                    if slot is not None:
+                        slot.release()
+                    client.close()
+                    continue
+                protocol = (Connection(self, listener, slot=slot) if context is None
+                            else _TlsHandshake(self, listener, context, slot))
+                await loop.connect_accepted_socket(lambda: protocol, client)
+            except asyncio.CancelledError:
+                client.close()
+                raise
+            except OSError as exc:  # the client went away before its transport was made
+                log.debug("connection from %s on listener %s lost at accept: %r", address, listener, exc)
+                client.close()
+
+    def _close_least_active(self, listeners: set[str]) -> bool:
+        """Close the least recently active open connection on one of ``listeners``: False when there is none."""
+        candidates = [conn for conn in self.connections if conn.listener in listeners and not conn._closing]
+        if not candidates:
+            return False
+        conn = min(candidates, key=lambda c: c.last_active)
+        log.info("closing connection from %s on listener %s, the least recently active: the broker is over "
+                 "max.connections %d", conn.peer, conn.listener, self.quotas.max_connections)
+        self.broker.metrics.connections_refused.labels(conn.listener, "max.connections").inc()
+        if conn.slot is not None:
+            conn.slot.release()
+        conn.abort()
+        return True
 
     async def stop(self, timeout: float) -> None:
         """Stop accepting, let in-flight requests finish (up to ``timeout``), close everything."""
         self.stopping = True
-        for server in self.servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.cancel()
+        for _listener, sock in self.sockets:
+            sock.close()
         for settings in self.sasl.values():
             if settings.oauth is not None:
                 settings.oauth.stop()
@@ -1111,5 +1203,37 @@ class NetworkServer:
                 conn.abort()
             if aborted:  # their connection_lost runs in a later loop pass
                 await asyncio.wait([c.closed for c in aborted], timeout=1)
-        for server in self.servers:
-            await server.wait_closed()
+        if self._acceptors:
+            await asyncio.wait(self._acceptors, timeout=1)
+
+
+def _bind(host: str | None, port: int, backlog: int = 1024) -> list[socket.socket]:
+    """Listening, non-blocking sockets for ``host`` (None: every interface, IPv4 and IPv6) and ``port``, as
+    asyncio's ``create_server`` binds them; port 0 binds one ephemeral port, the same for every address."""
+    infos = socket.getaddrinfo(host, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    seen, sockets = set(), []
+    try:
+        for family, kind, proto, _name, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # every address on the one port the first was given
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise OSError(exc.errno, f"error while attempting to bind on address {address!r}: "
+                                         f"{(exc.strerror or str(exc)).lower()}") from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets

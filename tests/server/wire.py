@@ -10,9 +10,11 @@ from broker.records import BatchBuilder
 
 
 class Wire:
-    def __init__(self, address: str, timeout: float = 30) -> None:
+    def __init__(self, address: str, timeout: float = 30, source: str | None = None) -> None:
+        """``source``: the local address to connect from (another loopback address, 127.0.0.2, is another client)."""
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.correlation_id = 0
 
     def close(self) -> None:

@@ -45,7 +45,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from broker.config import LONG_MAX, PROPERTIES as BROKER_PROPERTIES, to_property_string
+from broker.config import CONNECTION_LISTENER_PROPERTIES, LONG_MAX, to_property_string
+from broker.config import PROPERTIES as BROKER_PROPERTIES
 from broker.log import LogConfig
 from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
 from broker.log.config import TOPIC_CONFIGS
@@ -172,6 +173,35 @@ def broker_config_entries(ctx: RequestContext, names: Iterable[str] | None = Non
             "config_type": _broker_type(default),
             "documentation": doc if include_documentation else None,
         })
+    entries.extend(_listener_limit_entries(ctx, names, include_synonyms, include_documentation))
+    return entries
+
+
+def _listener_limit_entries(ctx: RequestContext, names: Iterable[str] | None, include_synonyms: bool,
+                            include_documentation: bool) -> list[dict]:
+    """``listener.name.<l>.max.connections`` and ``...max.connection.creation.rate`` of this broker's
+    listeners, where a dynamic or static config sets them (as Kafka lists prefixed properties)."""
+    config, dynamic = ctx.broker.config, ctx.broker.dynamic_config
+    wanted = None if names is None else set(names)
+    entries = []
+    for endpoint in config.listeners:
+        listener = endpoint.listener_name
+        for prop in CONNECTION_LISTENER_PROPERTIES:
+            name = f"listener.name.{listener.lower()}.{prop}"
+            if wanted is not None and name not in wanted:
+                continue
+            synonyms = [{"name": name, "value": value, "source": source} for value, source in dynamic.layers(name)]
+            static = config.listener_overrides.get(listener, {}).get(prop)
+            if static is not None:
+                synonyms.append({"name": name, "value": _text(static), "source": STATIC_BROKER_CONFIG})
+            if not synonyms:
+                continue
+            entries.append({
+                "name": name, "value": synonyms[0]["value"], "read_only": False, "is_default": False,
+                "config_source": synonyms[0]["source"], "is_sensitive": False,
+                "synonyms": synonyms if include_synonyms else [], "config_type": INT,
+                "documentation": BROKER_PROPERTIES[prop].doc if include_documentation else None,
+            })
     return entries
 
 
