@@ -498,6 +498,8 @@ _PROPS: list[Prop] = [
     Prop("quota.consumer.default", _ranged(1), LONG_MAX,
          "Bytes/s any client id may fetch without a quota of its own (deprecated in Kafka; use "
          "the <default> client-id quota)."),
+    Prop("max.incremental.fetch.session.cache.slots", _ranged(0, INT_MAX), 1000,
+         "Incremental fetch sessions (KIP-227) the broker keeps at most; 0: none."),
     Prop("max.connections.per.ip", _ranged(0, INT_MAX), INT_MAX,
          "Connections one IP address may hold; one more is closed as it is accepted (0: only addresses "
          "in max.connections.per.ip.overrides may connect)."),

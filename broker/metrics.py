@@ -21,6 +21,9 @@ kafkapy_offline_log_dirs                               gauge      -      (failed
 kafkapy_connections_total                              counter    -      (accepted)
 kafkapy_protocol_errors_total                          counter    reason (garbage, too_large, ...)
 kafkapy_tls_handshake_failures_total                   counter    listener (refused or abandoned TLS handshakes)
+kafkapy_fetch_sessions                                 gauge      -      (incremental fetch sessions, KIP-227)
+kafkapy_fetch_session_partitions                       gauge      -      (partitions they hold)
+kafkapy_fetch_session_evictions_total                  counter    -      (taken for a new session)
 kafkapy_listener_connections                           gauge      listener (held against the connection limits)
 kafkapy_listener_max_connections                       gauge      listener (its max.connections in force)
 kafkapy_connections_refused_total                      counter    listener, limit (closed at accept for
@@ -583,6 +586,14 @@ class BrokerMetrics:
             "TLS handshakes on SSL listeners that failed (untrusted or missing client certificate, plaintext "
             "spoken to the TLS port, a client gone or silent past the handshake timeout).", ["listener"], registry=r,
         )
+        self.fetch_sessions = Gauge(PREFIX + "fetch_sessions", "Incremental fetch sessions the broker keeps "
+                                    "(KIP-227; Kafka's NumIncrementalFetchSessions).", registry=r)
+        self.fetch_session_partitions = Gauge(
+            PREFIX + "fetch_session_partitions", "Partitions the incremental fetch sessions hold (Kafka's "
+            "NumIncrementalFetchPartitionsCached).", registry=r)
+        self.fetch_session_evictions = Counter(
+            PREFIX + "fetch_session_evictions", "Fetch sessions evicted to make room for a new one (Kafka's "
+            "IncrementalFetchSessionEvictionsPerSec).", registry=r)
         self.listener_connections = Gauge(
             PREFIX + "listener_connections", "Connections a listener holds against the connection limits, from "
             "their accept (TLS handshakes included) to their close.", ["listener"], registry=r)

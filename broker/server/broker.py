@@ -70,6 +70,7 @@ from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.dynamic_config import DynamicBrokerConfig
+from broker.server.fetch_sessions import FetchSessionCache
 from broker.server.quotas import QuotaManager
 from broker.server.health import consumer_lag_snapshot, health_snapshot
 from broker.server.metadata_cache import MetadataCache
@@ -107,6 +108,10 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(self)
         #: Client quotas (:mod:`broker.server.quotas`): loaded at start, followed through config changes
         self.quotas = QuotaManager(config)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                on_evict=self.metrics.fetch_session_evictions.inc)
+        self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions.sessions))
+        self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.partitions)
         self.metadata = ClusterMetadata(store_for(config))
         self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None

@@ -63,6 +63,9 @@ class RequestContext:
     produce_throttle_ms: int = 0
     #: The throttle of a controller mutation quota (KIP-599), set by the topic creation and deletion handlers
     mutation_throttle_ms: int = 0
+    #: A Fetch answered from an incremental fetch session: puts the session back as it was, when client quotas
+    #: empty the answer (:mod:`broker.server.fetch_sessions`); called with the response
+    fetch_undo: Callable[[dict], None] | None = None
 
     @property
     def api_version(self) -> int:

@@ -559,6 +559,8 @@ def throttle_time(quotas: QuotaManager, ctx, response: dict | None) -> int:
             band_quota.unrecord(user, client, ctx.response_bytes)
         if response is not None:
             response["responses"] = []
+            if ctx.fetch_undo is not None:
+                ctx.fetch_undo(response)
     if mutation == throttle:
         quotas.mutation.throttled(user, client, mutation)
     elif bandwidth > request and band_quota is not None:

@@ -197,7 +197,9 @@ def test_fetch_offset_out_of_range_and_unknown_partition(broker):
         assert fetch(w, "oor", 1)["records"] in (b"", None)
         assert fetch(w, "oor", 0, partition=3)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         body = fetch_body("oor", 0)
-        body["session_id"] = 1234
+        body["session_id"] = 1234  # a full request (epoch -1) naming a session closes it, if there is one
+        assert (w.call(F, 11, body)["error_code"], w.call(F, 11, body)["session_id"]) == (0, 0)
+        body["session_epoch"] = 1  # an incremental one needs the session
         assert w.call(F, 11, body)["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 

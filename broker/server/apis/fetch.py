@@ -36,10 +36,10 @@ transaction not yet decided, else the high watermark) and, with
 ``isolation_level`` 1 (read_committed), read only up to the LSO and list the
 aborted transactions (producer id, first offset) that overlap what they
 return, from the segments' ``.txnindex`` files (null for read_uncommitted);
-the slice stays zero-copy, the consumer drops aborted records itself; v5+ ``log_start_offset``; v7+ fetch sessions:
-we create none (``session_id`` 0 in every answer, which tells the client to
-keep sending full requests) and answer a request naming a session id with
-FETCH_SESSION_ID_NOT_FOUND; v9+ check ``current_leader_epoch``.
+the slice stays zero-copy, the consumer drops aborted records itself; v5+ ``log_start_offset``; v7+
+incremental fetch sessions (KIP-227, :mod:`broker.server.fetch_sessions`): an incremental request is
+expanded to every partition of its session, fetched as a full one, and answered with the partitions
+that have something new; v9+ check ``current_leader_epoch``.
 
 Client quotas (:mod:`broker.server.quotas`): a consumer's fetch asks for no
 more than its ``consumer_byte_rate`` allows in one window (``max_bytes`` is
@@ -61,6 +61,7 @@ never one per partition.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.log import OffsetOutOfRange
@@ -70,6 +71,8 @@ from broker.replica.manager import now_ms
 from broker.replica.selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from broker.replica.quota import is_throttled
 from broker.server.context import RequestContext
+from broker.server.fetch_sessions import (INITIAL_EPOCH, INVALID_SESSION_ID, is_full, next_epoch,
+                                          select_changes)
 from broker.server.quotas import who
 
 INT32_MAX = 2**31 - 1
@@ -216,13 +219,37 @@ def _record_follower_fetch(replicas, request: dict) -> None:
                 replicas.update_follower_fetch(partition, replica_id, p["fetch_offset"])
 
 
+def _session_error(metrics, error: int) -> dict:
+    metrics.fetch_errors.labels(error_name(error)).inc()
+    return {"throttle_time_ms": 0, "error_code": error, "session_id": INVALID_SESSION_ID, "responses": []}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     metrics = broker.metrics
-    if ctx.api_version >= 7 and request["session_id"] != 0:
-        metrics.fetch_errors.labels("FETCH_SESSION_ID_NOT_FOUND").inc()
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
-                "responses": []}
+    session = None  # an incremental request's session (broker.server.fetch_sessions)
+    new_session = False  # a full request that asks for one
+    if ctx.api_version >= 7:
+        cache = broker.fetch_sessions
+        session_id, epoch = request["session_id"], request["session_epoch"]
+        if is_full(epoch):
+            if session_id != INVALID_SESSION_ID:  # a full request closes the session it names
+                cache.remove(session_id)
+            new_session = epoch == INITIAL_EPOCH
+        else:
+            session = cache.get(session_id)
+            if session is None:
+                return _session_error(metrics, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if session.epoch != epoch:
+                return _session_error(metrics, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            session.update(request["topics"], request["forgotten_topics_data"])
+            if not session.partitions:  # nothing left: closed, and this request answered without one
+                cache.remove(session_id)
+                session = None
+            else:
+                cache.touch(session, now_ms())
+                session.epoch = next_epoch(session.epoch)
+                request["topics"] = session.as_topics()
     loop = asyncio.get_running_loop()
     max_wait = min(max(request["max_wait_ms"], 0), broker.config.fetch_purgatory_max_wait_ms) / 1000
     deadline = loop.time() + max_wait
@@ -259,7 +286,27 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             for p in t["partitions"]:
                 if p["error_code"]:
                     metrics.fetch_errors.labels(error_name(p["error_code"])).inc()
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+    answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": INVALID_SESSION_ID,
+              "responses": responses}
+    if session is not None:
+        if session.epoch != next_epoch(epoch):  # another request of the session came first
+            return {**answer, "error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH, "session_id": session.id,
+                    "responses": []}
+        answer["responses"], undo = select_changes(session, responses)
+        answer["session_id"] = session.id
+        ctx.fetch_undo = lambda response: undo()
+    elif new_session:
+        created = broker.fetch_sessions.create(now_ms(), request["replica_id"] >= 0, request["topics"], responses)
+        answer["session_id"] = created
+        if created != INVALID_SESSION_ID:
+            ctx.fetch_undo = functools.partial(_forget_session, broker.fetch_sessions, created)
+    return answer
+
+
+def _forget_session(cache, session_id: int, response: dict) -> None:
+    """A throttled full request keeps no session (Kafka answers it without one)."""
+    cache.remove(session_id)
+    response["session_id"] = INVALID_SESSION_ID
 
 
 def register(registry) -> None:
