@@ -36,7 +36,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TANSU_BINARY = REPO_ROOT / ".cache" / "tansu" / "tansu"
-READY = re.compile(r"broker ready: listener=([\d.]+):(\d+)")
+READY = re.compile(r"broker ready: listener=([\d.]+):(\d+)(?: metrics=([\d.]+):(\d+))?")
 START_LIMIT_S = 60.0  # a guard against a hung start
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -204,6 +204,8 @@ class OurBroker(BrokerBase):
             self.stop()
             raise RuntimeError(f"our broker did not start: {line!r}\n{self.stderr_tail()}")
         self.port = int(match.group(2))
+        #: the /metrics port, when ``metrics.port`` is not -1
+        self.metrics_port = int(match.group(4)) if match.group(4) else None
         self.stats = ProcStats(self.proc.pid)
         return self
 

@@ -1047,6 +1047,8 @@ class Log:
         whose marker is not below ``high_watermark`` yet; None when there is none. Lock-free: the
         event loop's calls prune the transactions done with; others (the cleaner) pass ``prune=False``."""
         completed = self._completed_txns
+        if not completed and self.first_undecided_offset is None:  # no transactions: most logs, at once
+            return None
         if prune:
             try:
                 while completed and completed[0][1] < high_watermark:

@@ -61,24 +61,19 @@ def is_full(epoch: int) -> bool:
 
 @dataclass(slots=True)
 class CachedPartition:
-    """One partition of a session: the fetcher's last parameters and what the broker last answered."""
+    """One partition of a session: the fetcher's last parameters (``request``, a request's partition entry,
+    reused for every fetch of the session) and what the broker last answered."""
 
-    fetch_offset: int
-    log_start_offset: int  # the fetcher's (a follower's), as it sent it
-    max_bytes: int
-    leader_epoch: int
+    request: dict
     high_watermark: int = -1
     local_log_start: int = -1
     last_stable: int = -1
 
-    def request(self, index: int) -> dict:
-        return {"partition": index, "current_leader_epoch": self.leader_epoch, "fetch_offset": self.fetch_offset,
-                "log_start_offset": self.log_start_offset, "partition_max_bytes": self.max_bytes}
-
 
 def _cached(p: dict) -> CachedPartition:
-    return CachedPartition(p["fetch_offset"], p["log_start_offset"], p["partition_max_bytes"],
-                           p["current_leader_epoch"])
+    return CachedPartition({"partition": p["partition"], "current_leader_epoch": p["current_leader_epoch"],
+                            "fetch_offset": p["fetch_offset"], "log_start_offset": p["log_start_offset"],
+                            "partition_max_bytes": p["partition_max_bytes"]})
 
 
 class FetchSession:
@@ -102,10 +97,11 @@ class FetchSession:
                 if cached is None:
                     partitions[(name, p["partition"])] = _cached(p)
                 else:
-                    cached.fetch_offset = p["fetch_offset"]
-                    cached.log_start_offset = p["log_start_offset"]
-                    cached.max_bytes = p["partition_max_bytes"]
-                    cached.leader_epoch = p["current_leader_epoch"]
+                    entry = cached.request
+                    entry["fetch_offset"] = p["fetch_offset"]
+                    entry["log_start_offset"] = p["log_start_offset"]
+                    entry["partition_max_bytes"] = p["partition_max_bytes"]
+                    entry["current_leader_epoch"] = p["current_leader_epoch"]
         for t in forgotten:
             for index in t["partitions"]:
                 partitions.pop((t["topic"], index), None)
@@ -114,11 +110,13 @@ class FetchSession:
         """The session's partitions as a full request's ``topics`` (consecutive partitions of a topic together)."""
         topics: list[dict] = []
         last = None
-        for (name, index), cached in self.partitions.items():
+        entries: list[dict] = []
+        for (name, _index), cached in self.partitions.items():
             if name != last:
-                topics.append({"topic": name, "partitions": []})
+                entries = []
+                topics.append({"topic": name, "partitions": entries})
                 last = name
-            topics[-1]["partitions"].append(cached.request(index))
+            entries.append(cached.request)
         return topics
 
 

@@ -96,6 +96,11 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^measured / none: produce {NUM}x, consume {NUM}x, broker CPU per GB {NUM}x",
         rf"^held: {NUM} MB in {NUM} s, {NUM} MB/s against a quota of {NUM} MB/s \({NUM}x\)",
     ]),
+    "fetch_session_bench": ([], "file", [
+        rf"^\| sessions \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^\| full requests \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
+        rf"^sessions / full requests: broker CPU per Fetch {NUM}x, consumer CPU per Fetch {NUM}x",
+    ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
         rf"^\| tansu \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",

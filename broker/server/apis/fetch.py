@@ -127,6 +127,8 @@ def _collect(ctx: RequestContext, request: dict, refused: set[str] | None) -> tu
             out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=partition.log_start_offset)
             if read_committed:
                 out["aborted_transactions"] = []
+            if not follower and p["fetch_offset"] == (lso if read_committed else hw) and selector is None:
+                continue  # caught up: nothing to read (most partitions of a session, most of the time)
             if selector is not None and p["fetch_offset"] >= partition.log_start_offset:
                 preferred = preferred_read_replica(selector, partition, client_rack, p["fetch_offset"],
                                                    lambda b: _rack_of(ctx.broker.metadata_cache, b), now)
