@@ -5,8 +5,9 @@
 assignment, and per assigned partition its position (the offset of the next
 record to return), paused flag and last known high watermark.
 
-:class:`Fetcher` sends Fetch requests (no fetch sessions: session_id 0,
-epoch -1, so every request is a full fetch), at most one in flight per leader,
+:class:`Fetcher` sends Fetch requests through an incremental fetch session with each broker
+(KIP-227, :mod:`broker.client._fetch_session`: a request names only the partitions whose position
+changed, and an answer only those with news), at most one in flight per leader,
 only for partitions with a position, not paused, and no records waiting in
 the buffer. It decodes batches with ``broker.records`` into ConsumerRecords,
 skips control batches and records before the fetch offset (a compressed batch
@@ -40,6 +41,7 @@ from broker.records.fetched import iter_fetched
 from ._cluster import Cluster
 from ._config import ConsumerConfig
 from ._connection import Api
+from ._fetch_session import FetchSessionHandler
 from ._serde import bytes_deserializer
 from ._types import ConsumerRecord, TopicPartition
 from .errors import AuthenticationError, KafkaError, NoOffsetForPartitionError, error_for_code
@@ -110,6 +112,8 @@ class Fetcher:
         self.value_de = value_deserializer
         self.buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
         self.in_flight: dict[int, asyncio.Task] = {}
+        #: an incremental fetch session with each broker fetched from (KIP-227)
+        self._sessions: dict[int, FetchSessionHandler] = {}
         self._fetching: dict[int, frozenset[TopicPartition]] = {}  # partitions of each in-flight Fetch
         self.data_ready = asyncio.Event()
         self.errors: list[KafkaError] = []
@@ -216,25 +220,27 @@ class Fetcher:
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
         c = self.config
         positions = {tp: self.subs.assignment[tp].position for tp in tps}
-        topics: dict[str, list] = {}
-        for tp, pos in positions.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": pos,
-                "log_start_offset": -1, "partition_max_bytes": c.max_partition_fetch_bytes,
-            })
+        session = self._sessions.get(node)
+        if session is None:
+            session = self._sessions[node] = FetchSessionHandler()
+        wanted = {(tp.topic, tp.partition): {
+            "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": pos,
+            "log_start_offset": -1, "partition_max_bytes": c.max_partition_fetch_bytes,
+        } for tp, pos in positions.items()}
         body = {
             "replica_id": -1, "max_wait_ms": c.fetch_max_wait_ms, "min_bytes": c.fetch_min_bytes,
             "max_bytes": c.fetch_max_bytes, "isolation_level": self.isolation,
-            "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": c.client_rack,
+            **session.build(wanted), "rack_id": c.client_rack,
         }
         me = asyncio.current_task()
+        answered = False
         try:
             conn = await self.cluster.fetch_connection(node)
             resp = await conn.request(Api.FETCH, body,
                                       timeout=c.request_timeout_ms / 1000 + c.fetch_max_wait_ms / 1000)
-            self._handle(resp, positions)
+            answered = True
+            if session.handle_response(resp):  # else the broker lost the session: a full request next
+                self._handle(resp, positions)
         except AuthenticationError as exc:  # not retried: poll raises it
             self.errors.append(exc)
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
@@ -248,6 +254,8 @@ class Fetcher:
         except Exception as exc:  # a decoding failure must surface, not kill the loop silently
             self.errors.append(exc if isinstance(exc, KafkaError) else KafkaError(str(exc)))
         finally:
+            if not answered:  # no answer (or one abandoned): the next request is full and closes the session
+                session.failed()
             if self.in_flight.get(node) is me:  # not abandoned and replaced meanwhile
                 del self.in_flight[node]
                 self._fetching.pop(node, None)

@@ -23,6 +23,11 @@ Each partition first truncates (KIP-101, KIP-279), then fetches:
    A throttled partition (:mod:`broker.replica.quota`) not yet caught up
    with the leader's high watermark is left out while the follower quota is
    exceeded.
+   Each fetcher keeps an incremental fetch session with its leader (KIP-227,
+   :mod:`broker.client._fetch_session`): a request names only the partitions
+   whose log end or log start moved, and the leader answers only those with
+   records or a new high watermark or log start; a lost session (a leader
+   restart, an epoch mismatch, a failed request) starts over with a full one.
 
 Errors, per partition, as Kafka's fetcher treats them:
 
@@ -49,6 +54,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from broker.client._connection import BrokerConnection
+from broker.client._fetch_session import FetchSessionHandler
 from broker.acl import RefusalWarning
 from broker.client.errors import KafkaError
 from broker.log import LogError
@@ -178,6 +184,8 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
+        #: this fetcher's incremental fetch session with the leader (KIP-227)
+        self._session = FetchSessionHandler()
         self._name = f"fetcher {index} of broker {replicas.local_broker_id} from broker {leader.broker_id}"
         self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -225,6 +233,7 @@ class ReplicaFetcher:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
+                self._session.failed()
                 for state in ready.values():
                     state.delayed_until = loop.time() + backoff
 
@@ -314,7 +323,7 @@ class ReplicaFetcher:
     # -- fetching ---------------------------------------------------------------------------------
     async def _fetch(self, conn: BrokerConnection, states: dict[TopicPartition, _FetchState]) -> None:
         settings = self.settings
-        topics: dict[str, list] = {}
+        wanted: dict[TopicPartition, dict] = {}
         asked: dict[TopicPartition, tuple[_FetchState, int]] = {}
         throttled: set[TopicPartition] = set()
         quota = self._replicas.follower_quota
@@ -331,19 +340,20 @@ class ReplicaFetcher:
                     continue
                 throttled.add(tp)
             asked[tp] = (state, fetch_offset)
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": state.leader_epoch, "fetch_offset": fetch_offset,
-                "last_fetched_epoch": -1, "log_start_offset": partition.log_start_offset,
-                "partition_max_bytes": settings.max_bytes})
+            wanted[tp] = {"partition": tp[1], "current_leader_epoch": state.leader_epoch, "fetch_offset": fetch_offset,
+                          "last_fetched_epoch": -1, "log_start_offset": partition.log_start_offset,
+                          "partition_max_bytes": settings.max_bytes}
         if not asked:
             return
+        # an incremental fetch session: only partitions whose fetch offset (our log end) or log start moved are
+        # sent, and the leader answers only those with news (KIP-227)
         response = await conn.request(ApiKey.FETCH, {
             "replica_id": self._replicas.local_broker_id, "max_wait_ms": settings.wait_max_ms,
             "min_bytes": settings.min_bytes, "max_bytes": settings.response_max_bytes, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
+            **self._session.build(wanted), "rack_id": ""},
             timeout=settings.socket_timeout_ms / 1000 + settings.wait_max_ms / 1000)
+        if not self._session.handle_response(response):  # the leader lost the session: a full request next
+            return
         loop = asyncio.get_running_loop()
         for t in response["responses"]:
             for p in t["partitions"]:
