@@ -136,7 +136,8 @@ def test_describe_configs_sources_synonyms_and_broker(broker_factory):
     assert broker_configs["log.segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert broker_configs["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
     dynamic = {"leader.replication.throttled.rate", "follower.replication.throttled.rate", "num.replica.fetchers",
-               "log.cleaner.threads", "unclean.leader.election.enable"}
+               "log.cleaner.threads", "unclean.leader.election.enable", "max.connections.per.ip",
+               "max.connections.per.ip.overrides", "max.connections", "max.connection.creation.rate"}
     assert {name for name, c in broker_configs.items() if not c.is_read_only} == dynamic
 
     (missing,) = client.describe_configs([ConfigResource(ResourceType.TOPIC, "nope")]).values()
