@@ -58,14 +58,15 @@ SESSION_TIMEOUT_MS = 6000
 class Cluster:
     """ZooKeeper and brokers 1..3 on a chroot of their own."""
 
-    def __init__(self, size: int = 3) -> None:
+    def __init__(self, size: int = 3, props: dict | None = None) -> None:
         from tests.zookeeper import ZooKeeperServer
 
         self.zookeeper = ZooKeeperServer(Path(tempfile.mkdtemp(prefix="bench-zk-"))).start()
         self.connect = f"{self.zookeeper.connect}/bench-{uuid.uuid4().hex[:8]}"
         self.brokers = {i: OurBroker({"broker.id": i, "zookeeper.connect": self.connect,
                                       "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                                      "offsets.topic.replication.factor": size}) for i in range(1, size + 1)}
+                                      "offsets.topic.replication.factor": size, **(props or {})})
+                        for i in range(1, size + 1)}
 
     def start(self) -> "Cluster":
         for b in self.brokers.values():

@@ -12,7 +12,13 @@ medians: Fetch requests answered per second, the broker's CPU time per Fetch (th
 requests included, the same in both cases) and per second, the consumer's CPU time per Fetch, and the
 records read (every record produced is read in both cases).
 
-``--short``: 200 partitions, 4 s, one repetition (default: 1,000 partitions, 10 s, 3 repetitions).
+Then replication: two clusters of three brokers on ZooKeeper, the same but that one keeps no fetch sessions
+(``max.incremental.fetch.session.cache.slots=0``: every follower Fetch is full), each with a topic of
+``replicated`` partitions of replication factor 3; A B A B, the same trickle produced with acks=all for
+``seconds``. Reported: the followers' Fetch requests per second and the three brokers' CPU per second.
+
+``--short``: 200 partitions, 4 s, 60 replicated partitions, one repetition (default: 1,000 partitions,
+10 s, 300 replicated partitions, 3 repetitions).
 """
 
 from __future__ import annotations
@@ -104,15 +110,43 @@ def _measure(broker: OurBroker, topic: str, partitions: int, seconds: float, ses
             "client_us_per_fetch": client / max(fetches, 1) * 1e6, "records": read}
 
 
+def _replication(clusters: dict, topic: str, partitions: int, seconds: float, name: str) -> dict:
+    """The trickle into a cluster's RF 3 topic (acks=all) for ``seconds``: its brokers' Fetch requests
+    (followers') and CPU per second."""
+    from confluent_kafka import Producer
+
+    cluster = clusters[name]
+    brokers = list(cluster.brokers.values())
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "acks": "all"})
+    fetches0 = sum(_fetches(b) for b in brokers)
+    cpu0 = sum(b.stats.snapshot().cpu_s for b in brokers)
+    started = next_at = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < seconds:
+        producer.produce(topic, b"x" * SIZE, partition=sent % partitions)
+        sent += 1
+        producer.poll(0)
+        next_at += 1.0 / RATE
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    if producer.flush(30):
+        raise RuntimeError(f"{name}: records not acknowledged")
+    elapsed = time.monotonic() - started
+    fetches = sum(_fetches(b) for b in brokers) - fetches0
+    cpu = sum(b.stats.snapshot().cpu_s for b in brokers) - cpu0
+    return {"fetches_per_s": fetches / elapsed, "cpu_ms_per_s": cpu / elapsed * 1e3}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments("fetch_session_bench", "200 partitions, 4 s, one repetition")
+    parser = arguments("fetch_session_bench", "200 partitions, 4 s, 60 replicated partitions, one repetition")
     parser.add_argument("--reps", type=int)
     parser.add_argument("--partitions", type=int)
     parser.add_argument("--seconds", type=float)
+    parser.add_argument("--replicated", type=int, help="partitions of the clusters' RF 3 topic")
     args = parser.parse_args(argv)
     partitions = args.partitions or (200 if args.short else 1000)
     seconds = args.seconds or (4.0 if args.short else 10.0)
     reps = args.reps or (1 if args.short else 3)
+    replicated = args.replicated or (60 if args.short else 300)
 
     broker = OurBroker({"metrics.port": 0})
     try:
@@ -122,6 +156,22 @@ def main(argv: list[str] | None = None) -> int:
                          lambda name, sessions, rep: _measure(broker, "fetch-sessions", partitions, seconds, sessions))
     finally:
         broker.stop()
+
+    from benchmarks.cluster_bench import Cluster, create
+
+    # two clusters of three: the same, but for sessions (slots 0: every follower Fetch is a full one)
+    clusters = {"replication, sessions": Cluster(3, {"metrics.port": 0}),
+                "replication, full requests": Cluster(3, {"metrics.port": 0,
+                                                          "max.incremental.fetch.session.cache.slots": 0})}
+    try:
+        for cluster in clusters.values():
+            cluster.start()
+            create(cluster.bootstrap, "replicated", replicated, 3)
+        replication = alternate({name: name for name in clusters}, reps,
+                                lambda name, _case, rep: _replication(clusters, "replicated", replicated, seconds, name))
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
 
     medians = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for name, rows in runs.items()}
     print(f"\nkafka-python consumer, {partitions:,} partitions, a trickle of {RATE} records/s, {seconds:g} s; "
@@ -135,8 +185,19 @@ def main(argv: list[str] | None = None) -> int:
     on, off = medians["sessions"], medians["full requests"]
     print(f"\nsessions / full requests: broker CPU per Fetch {on['cpu_us_per_fetch'] / off['cpu_us_per_fetch']:.2f}x, "
           f"consumer CPU per Fetch {on['client_us_per_fetch'] / off['client_us_per_fetch']:.2f}x")
+    rep_medians = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+                   for name, rows in replication.items()}
+    print(f"\nthree brokers, {replicated:,} partitions of replication factor 3, the same trickle with acks=all, "
+          f"{seconds:g} s; {reps} repetition(s), medians\n")
+    print("| case | Fetch requests/s (followers) | CPU of the three brokers ms/s |")
+    print("|---|---:|---:|")
+    for name, m in rep_medians.items():
+        print(f"| {name} | {m['fetches_per_s']:,.1f} | {m['cpu_ms_per_s']:,.1f} |")
+    on, off = rep_medians["replication, sessions"], rep_medians["replication, full requests"]
+    print(f"\nreplication: sessions / full requests: brokers' CPU {on['cpu_ms_per_s'] / off['cpu_ms_per_s']:.2f}x")
     write_json(args.json, {"partitions": partitions, "seconds": seconds, "reps": reps, "runs": runs,
-                           "medians": medians})
+                           "medians": medians, "replicated": replicated, "replication": replication,
+                           "replication_medians": rep_medians})
     return 0
 
 

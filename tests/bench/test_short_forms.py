@@ -100,6 +100,8 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^\| sessions \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
         rf"^\| full requests \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|",
         rf"^sessions / full requests: broker CPU per Fetch {NUM}x, consumer CPU per Fetch {NUM}x",
+        rf"^\| replication, sessions \| {NUM} \| {NUM} \|",
+        rf"^replication: sessions / full requests: brokers' CPU {NUM}x",
     ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
