@@ -190,8 +190,8 @@ DEFAULT_ENTITY = _QuotaEntityMatch.DEFAULT_ENTITY
 ANY_ENTITY = _QuotaEntityMatch.ANY_ENTITY
 
 #: The quota keys whose values are whole numbers (Kafka's LONG): describe_client_quotas gives them as ints.
-WHOLE_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
-QUOTA_USER, QUOTA_CLIENT_ID = "user", "client-id"
+WHOLE_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "connection_creation_rate"})
+QUOTA_USER, QUOTA_CLIENT_ID, QUOTA_IP = "user", "client-id", "ip"
 
 
 def _quota_entity_part(value, what: str, *, any_ok: bool = False):
@@ -211,59 +211,61 @@ def _quota_part_text(kind: str, value) -> str:
 @dataclass(frozen=True)
 class ClientQuotaEntity:
     """Whom a client quota applies to (Kafka's ClientQuotaEntity): a user (the principal's name, ``alice`` for
-    ``User:alice``), a client id, or both (that client id of that user). Each part is a non-empty name,
+    ``User:alice``), a client id, or both (that client id of that user); or, alone, a client IP address
+    (Kafka 2.8: its only quota is ``connection_creation_rate``). Each part is a non-empty name,
     :data:`DEFAULT_ENTITY` (the default entity of its type), or None (the entity has no such part); at least
     one is not None. ``str()`` names it as the broker's log does: ``user 'alice', default client id``."""
 
     user: str | _QuotaEntityMatch | None = None
     client_id: str | _QuotaEntityMatch | None = None
+    ip: str | _QuotaEntityMatch | None = None
 
     def __post_init__(self) -> None:
-        if self.user is None and self.client_id is None:
-            raise ConfigError("a client quota entity names a user, a client id or both")
-        if self.user is not None:
-            _quota_entity_part(self.user, "user")
-        if self.client_id is not None:
-            _quota_entity_part(self.client_id, "client id")
+        if self.user is None and self.client_id is None and self.ip is None:
+            raise ConfigError("a client quota entity names a user, a client id or both, or an IP address")
+        if self.ip is not None and (self.user is not None or self.client_id is not None):
+            raise ConfigError("a client quota entity names an IP address alone, with no user or client id")
+        for part, what in ((self.user, "user"), (self.client_id, "client id"), (self.ip, "IP address")):
+            if part is not None:
+                _quota_entity_part(part, what)
 
     def __str__(self) -> str:
-        parts = [] if self.user is None else [_quota_part_text("user", self.user)]
-        if self.client_id is not None:
-            parts.append(_quota_part_text("client id", self.client_id))
-        return ", ".join(parts)
+        return ", ".join(_quota_part_text(what, part) for part, what in (
+            (self.user, "user"), (self.client_id, "client id"), (self.ip, "ip")) if part is not None)
 
     def _components(self) -> list[dict]:
         return [{"entity_type": kind, "entity_name": None if part is DEFAULT_ENTITY else part}
-                for kind, part in ((QUOTA_USER, self.user), (QUOTA_CLIENT_ID, self.client_id)) if part is not None]
+                for kind, part in ((QUOTA_USER, self.user), (QUOTA_CLIENT_ID, self.client_id), (QUOTA_IP, self.ip))
+                if part is not None]
 
     def _sort_key(self) -> tuple:
         return tuple((0, "") if part is None else (1, "") if part is DEFAULT_ENTITY else (2, part)
-                     for part in (self.user, self.client_id))
+                     for part in (self.ip, self.user, self.client_id))
 
 
 def _quota_entity_of(components: list[dict]) -> ClientQuotaEntity | None:
-    """The entity of a DescribeClientQuotas answer; None for one with a part of another type (Kafka 2.8's ip)."""
+    """The entity of a DescribeClientQuotas answer; None for one with a part of a type unknown here."""
     parts: dict[str, Any] = {}
     for c in components:
-        if c["entity_type"] not in (QUOTA_USER, QUOTA_CLIENT_ID):
+        if c["entity_type"] not in (QUOTA_USER, QUOTA_CLIENT_ID, QUOTA_IP):
             return None
         parts[c["entity_type"]] = DEFAULT_ENTITY if c["entity_name"] is None else c["entity_name"]
-    return ClientQuotaEntity(parts.get(QUOTA_USER), parts.get(QUOTA_CLIENT_ID))
+    return ClientQuotaEntity(parts.get(QUOTA_USER), parts.get(QUOTA_CLIENT_ID), parts.get(QUOTA_IP))
 
 
 @dataclass(frozen=True)
 class ClientQuotaFilterComponent:
     """One part of a :meth:`AsyncAdmin.describe_client_quotas` filter (Kafka's ClientQuotaFilterComponent): the
-    entities whose ``entity_type`` part (``"user"`` or ``"client-id"``; ``"client_id"`` is taken too) is
-    ``match``: a name, :data:`DEFAULT_ENTITY`, or :data:`ANY_ENTITY` (any name, the default included)."""
+    entities whose ``entity_type`` part (``"user"``, ``"client-id"`` or ``"ip"``; ``"client_id"`` is taken too)
+    is ``match``: a name, :data:`DEFAULT_ENTITY`, or :data:`ANY_ENTITY` (any name, the default included)."""
 
     entity_type: str
     match: str | _QuotaEntityMatch = ANY_ENTITY
 
     def __post_init__(self) -> None:
         kind = self.entity_type.replace("_", "-") if isinstance(self.entity_type, str) else self.entity_type
-        if kind not in (QUOTA_USER, QUOTA_CLIENT_ID):
-            raise ConfigError(f"a client quota entity type is 'user' or 'client-id', not {self.entity_type!r}")
+        if kind not in (QUOTA_USER, QUOTA_CLIENT_ID, QUOTA_IP):
+            raise ConfigError(f"a client quota entity type is 'user', 'client-id' or 'ip', not {self.entity_type!r}")
         object.__setattr__(self, "entity_type", kind)
         _quota_entity_part(self.match, f"{kind} filter", any_ok=True)
 
@@ -561,13 +563,13 @@ class AsyncAdmin(TransactionsAdmin):
     async def describe_client_quotas(self, components: Iterable[ClientQuotaFilterComponent] = (),
                                      strict: bool = False) -> dict[ClientQuotaEntity, dict[str, int | float]]:
         """The quotas of every entity the filter matches (DescribeClientQuotas), ``{entity: {key: value}}``
-        sorted by user then client id (no part first, then the default entity, then names), keys sorted;
-        ``producer_byte_rate`` and ``consumer_byte_rate`` are ints, ``request_percentage`` and
-        ``controller_mutation_rate`` floats. An entity matches when each component matches its part of that
+        sorted by IP address, user, then client id (no part first, then the default entity, then names), keys
+        sorted; ``producer_byte_rate``, ``consumer_byte_rate`` and ``connection_creation_rate`` are ints,
+        ``request_percentage`` and ``controller_mutation_rate`` floats. An entity matches when each component matches its part of that
         type; a type without a component matches any entity, or with ``strict`` only entities without that
-        part. No components: every entity with quotas (``strict``: none). Entities with a part of another
-        type (Kafka 2.8's ip) are left out. Raises INVALID_REQUEST for a type given twice,
-        CLUSTER_AUTHORIZATION_FAILED without DESCRIBE_CONFIGS on the cluster."""
+        part. No components: every entity with quotas (``strict``: none). Raises INVALID_REQUEST for a type
+        given twice or an ``ip`` component beside another, CLUSTER_AUTHORIZATION_FAILED without
+        DESCRIBE_CONFIGS on the cluster."""
         components = list(components)
         for c in components:
             if not isinstance(c, ClientQuotaFilterComponent):

@@ -283,10 +283,11 @@ class ClusterMetadata:
         self._purge_notifications()
 
     def quota_entity_configs(self) -> list[tuple[str, dict[str, str]]]:
-        """``(entity path, config)`` of every user, user and client id, and client id node
-        (``users/alice``, ``users/alice/clients/app``, ``clients/app``; see :mod:`broker.server.quotas`)."""
+        """``(entity path, config)`` of every user, user and client id, client id and IP address node
+        (``users/alice``, ``users/alice/clients/app``, ``clients/app``, ``ips/10.0.0.7``; see
+        :mod:`broker.server.quotas`)."""
         out = []
-        for kind in ("users", "clients"):
+        for kind in ("users", "clients", "ips"):
             root = f"/config/{kind}"
             if self.store.exists(root) is None:
                 continue

@@ -281,6 +281,7 @@ class Broker:
         self.topics.load()
         self.dynamic_config.load()
         self.quotas.load(QuotaManager.read_all(self.metadata))  # before any listener accepts
+        self.quotas.load_ips(QuotaManager.read_all_ips(self.metadata))
 
     def _log_config_of_topic(self, topic: str) -> LogConfig:
         return self._topic_log_config(topic) or self.default_log_config

@@ -34,6 +34,13 @@ default, like Kafka's dynamic broker configs; see :mod:`broker.server.dynamic_co
     (not on the inter-broker listener) and the listener's rate are counted, and the longer
     wait holds. A listener without a rate of its own takes the broker-wide value.
 
+``connection_creation_rate`` of a client address (a client quota of an ``ip`` entity, Kafka 2.8;
+:class:`broker.server.quotas.IpConnectionQuota`)
+    Checked after the waits above: a connection that would take its address over its rate is not
+    taken (:class:`ConnectionThrottled`): the listener holds the socket, unread, for the throttle
+    time and then closes it, so that the client does not come straight back; it is taken back out of
+    the broker's and the listener's rates and counts nowhere.
+
 Invariant: every accepted socket holds exactly one :class:`ConnectionSlot` from its accept
 until its close (:meth:`ConnectionSlot.release` is idempotent), so the counts return to zero
 when every connection has closed, whichever way it closed (refused, TLS handshake failed,
@@ -102,6 +109,14 @@ def resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
     return out
 
 
+class ConnectionThrottled(Exception):
+    """The address is over its connection_creation_rate: close the socket after ``delay_s``."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s)
+        self.delay_s = delay_s
+
+
 class ConnectionSlot:
     """One accepted socket's place in the counts; :meth:`release` gives it back, once."""
 
@@ -122,7 +137,8 @@ class ConnectionQuotas:
 
     def __init__(self, listeners: Iterable[str], protected: str | None, metrics: "BrokerMetrics | None",
                  samples: int, window_s: int,
-                 close_one: Callable[[set[str]], bool] | None = None) -> None:
+                 close_one: Callable[[set[str]], bool] | None = None,
+                 ip_rate: Callable[[str], float] | None = None) -> None:
         self.listeners = list(listeners)
         #: The inter-broker listener when there are several (exempt from the broker-wide limit and rate)
         self.protected = protected if len(self.listeners) > 1 else None
@@ -131,6 +147,9 @@ class ConnectionQuotas:
         self._max_throttle_ms = window_s * 1000.0
         #: Closes the least recently active connection on one of the given listeners; False when there is none
         self._close_one = close_one
+        #: Counts an accept against the address's connection_creation_rate: 0, or the throttle in ms (not counted)
+        self._ip_rate = ip_rate
+        self._ip_logged: dict[str, float] = {}
         self.per_ip = INT_MAX
         self.per_ip_overrides: dict[str, int] = {}
         self.max_connections = INT_MAX
@@ -207,6 +226,20 @@ class ConnectionQuotas:
             if self.metrics is not None:
                 self.metrics.acceptor_blocked.labels(listener).inc(loop.time() - started)
         address = client_address(host)
+        if self._ip_rate is not None:
+            ip_throttle_ms = self._ip_rate(address)
+            if ip_throttle_ms > 0:
+                self._unrecord_accept(listener)
+                if self.metrics is not None:
+                    self.metrics.connections_refused.labels(listener, "connection_creation_rate").inc()
+                now = time.monotonic()
+                if now - self._ip_logged.get(address, -1e9) >= 60:  # one line per address a minute
+                    self._ip_logged = {a: t for a, t in self._ip_logged.items() if now - t < 60}
+                    self._ip_logged[address] = now
+                    log.info("Throttled connection from %s on listener %s: over its connection_creation_rate "
+                             "quota; closing it in %d ms (more are counted in kafkapy_connections_refused_total)",
+                             address, listener, ip_throttle_ms)
+                raise ConnectionThrottled(ip_throttle_ms / 1000.0)
         limit = self.per_ip_overrides.get(address, self.per_ip)
         if self.counts.get(address, 0) >= limit:
             log.info("Rejected connection from %s on listener %s, address already has the configured maximum "
@@ -257,6 +290,13 @@ class ConnectionQuotas:
         if listener != self.protected:
             throttle = max(throttle, self._throttle(self._rate, self.rate_limit, now_ms))
         return throttle
+
+    def _unrecord_accept(self, listener: str) -> None:
+        """Take an accept back out of the rates (a connection the address's quota refused)."""
+        now_ms = time.monotonic() * 1000.0
+        self._listener_rates[listener].record(-1.0, now_ms)
+        if listener != self.protected:
+            self._rate.record(-1.0, now_ms)
 
     def _throttle(self, rate: Rate, limit: int, now_ms: float) -> float:
         rate.record(1.0, now_ms)

@@ -97,7 +97,7 @@ from broker.sasl import MECHANISMS as SASL_MECHANISMS
 from broker.sasl import AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
 from broker.protocol.throttling import client_throttles
-from broker.server.connection_quotas import LISTENER_SETTINGS, ConnectionQuotas, ConnectionSlot
+from broker.server.connection_quotas import ConnectionQuotas, ConnectionSlot, ConnectionThrottled
 from broker.server.quotas import produce_throttle, throttle_time
 from broker.server.registry import api_name
 
@@ -1086,7 +1086,9 @@ class NetworkServer:
                      if config.security_protocol(e.listener_name) in SASL_PROTOCOLS}
         self.quotas = ConnectionQuotas([e.listener_name for e in config.listeners], config.inter_broker_listener,
                                        broker.metrics, config["quota.window.num"], config["quota.window.size.seconds"],
-                                       close_one=self._close_least_active)
+                                       close_one=self._close_least_active, ip_rate=broker.quotas.ips.record)
+        #: Sockets refused by an address's connection_creation_rate, held until their close (closed at stop)
+        self._held: set[socket.socket] = set()
 
     def principal_mapper(self, listener: str) -> PrincipalMapper:
         """The listener's ``ssl.principal.mapping.rules`` (checked when the configuration was read)."""
@@ -1149,7 +1151,12 @@ class NetworkServer:
                 await asyncio.sleep(0.1)
                 continue
             try:
-                slot = await self.quotas.admit(listener, address[0] if isinstance(address, tuple) else "?")
+                try:
+                    slot = await self.quotas.admit(listener, address[0] if isinstance(address, tuple) else "?")
+                except ConnectionThrottled as throttled:  # held unread, then closed: no instant reconnect
+                    self._held.add(client)
+                    loop.call_later(throttled.delay_s, self._release_held, client)
+                    continue
                 if slot is None or self.stopping:
                     if slot is not None:
                         slot.release()
@@ -1164,6 +1171,10 @@ class NetworkServer:
             except OSError as exc:  # the client went away before its transport was made
                 log.debug("connection from %s on listener %s lost at accept: %r", address, listener, exc)
                 client.close()
+
+    def _release_held(self, client: socket.socket) -> None:
+        self._held.discard(client)
+        client.close()
 
     def _close_least_active(self, listeners: set[str]) -> bool:
         """Close the least recently active open connection on one of ``listeners``: False when there is none."""
@@ -1186,6 +1197,8 @@ class NetworkServer:
             acceptor.cancel()
         for _listener, sock in self.sockets:
             sock.close()
+        for client in list(self._held):
+            self._release_held(client)
         for settings in self.sasl.values():
             if settings.oauth is not None:
                 settings.oauth.stop()

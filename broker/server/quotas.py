@@ -50,6 +50,13 @@ fetches have their own replication quotas (:mod:`broker.replica.quota`).
 Rates idle for an hour are dropped (Kafka's sensor expiry). With no quota
 configured anywhere (the common case), a request pays one attribute test.
 
+Connection creation rate per client IP address (Kafka 2.8's part of KIP-612; :class:`IpConnectionQuota`):
+``connection_creation_rate`` (new connections per second, a whole number) of ``ips/<address>`` or
+``ips/<default>``, the address's own first. Counted at each accept, with the rest of the connection
+limits (:mod:`broker.server.connection_quotas`); a connection that would take the address over its
+rate is not taken: the socket is held, unread, for the throttle time (so that the client does not
+reconnect at once) and then closed. It counts in no rate and no connection count.
+
 Metrics (on scrape): ``kafkapy_client_quota_rate`` and
 ``kafkapy_client_quota_limit`` by ``quota``, ``user`` and ``client_id`` (the
 entity the rate belongs to, empty for the level not used), and
@@ -75,6 +82,8 @@ PRODUCE, FETCH, REQUEST, MUTATION = "producer_byte_rate", "consumer_byte_rate", 
     "controller_mutation_rate"
 #: key -> whether its values are whole numbers (Kafka's LONG) rather than doubles
 QUOTA_KEYS: dict[str, bool] = {PRODUCE: True, FETCH: True, REQUEST: False, MUTATION: False}
+#: The quota of an IP address entity (Kafka 2.8), the only one such an entity takes: a whole number
+IP_CONNECTION_RATE = "connection_creation_rate"
 #: Seconds a rate may sit idle before it is dropped (Kafka's InactiveSensorExpirationTimeSeconds)
 IDLE_EXPIRY_S = 3600.0
 #: The metric label of each quota type (Kafka's QuotaType names)
@@ -108,6 +117,12 @@ def parse_entity_path(path: str) -> Entity | None:
     if len(parts) == 2 and parts[0] == "clients":
         return None, _desanitize(parts[1])
     return None
+
+
+def parse_ip_path(path: str) -> str | None:
+    """The address (or DEFAULT) of ``ips/<address>``; None for any other path."""
+    parts = path.split("/")
+    return parts[1] if len(parts) == 2 and parts[0] == "ips" and parts[1] else None
 
 
 def _sanitize(name: str) -> str:
@@ -402,6 +417,51 @@ class MutationQuota(ClientQuota):
         return int(math.ceil(-bucket[0] / bound * 1000)) if bucket[0] < 0 and check else 0
 
 
+class IpConnectionQuota:
+    """``connection_creation_rate`` per client address (see the module docstring); loop-only."""
+
+    def __init__(self, samples: int, window_s: int) -> None:
+        self._samples, self._window_ms = samples, window_s * 1000.0
+        #: address (or DEFAULT) -> connections per second
+        self.limits: dict[str, int] = {}
+        self._rates: dict[str, _Sensor] = {}
+        self._swept = 0.0
+
+    def set(self, address: str, value: int | None) -> None:
+        if value is None:
+            self.limits.pop(address, None)
+        else:
+            self.limits[address] = value
+
+    def limit(self, address: str) -> int | None:
+        found = self.limits.get(address)
+        return self.limits.get(DEFAULT) if found is None else found
+
+    def record(self, address: str) -> float:
+        """An accept from ``address``: 0 when within its rate (counted), else the throttle in ms (not counted)."""
+        bound = self.limit(address)
+        if bound is None:
+            return 0.0
+        now = time.monotonic()
+        if now - self._swept > 60:
+            self._swept = now
+            for key in [k for k, sensor in self._rates.items() if now - sensor.last_used > IDLE_EXPIRY_S]:
+                del self._rates[key]
+        sensor = self._rates.get(address)
+        if sensor is None:
+            sensor = self._rates[address] = _Sensor(Rate(self._samples, self._window_ms), now)
+        sensor.last_used = now
+        now_ms = now * 1000.0
+        sensor.rate.record(1.0, now_ms)
+        window = sensor.rate.window_ms(now_ms)
+        observed = sensor.rate.total() / (window / 1000.0) if window > 0 else 0.0
+        if observed <= bound:
+            return 0.0
+        sensor.rate.record(-1.0, now_ms)  # not accepted: not counted
+        sensor.throttled += 1
+        return min((observed - bound) / bound * window, self._window_ms)
+
+
 class QuotaManager:
     """The broker's client quotas; loop-only, except :meth:`read_all` and :meth:`read_entity` (blocking reads)."""
 
@@ -421,6 +481,8 @@ class QuotaManager:
         self.active = self.produce.enabled or self.fetch.enabled
         #: What each entity holds now (entity -> {key: value}), for describing and for reloads
         self.entities: dict[Entity, dict[str, float]] = {}
+        #: connection_creation_rate per IP address (read by the connection limits at each accept)
+        self.ips = IpConnectionQuota(samples, window_s)
 
     def apply(self, entity: Entity, values: dict[str, float]) -> None:
         """Take ``entity``'s quotas as now stored (an empty dict removes them all)."""
@@ -455,6 +517,46 @@ class QuotaManager:
         if entity is None:
             return None
         return entity, quota_values(metadata.quota_entity_config(path))
+
+    @staticmethod
+    def read_ip(metadata, path: str) -> tuple[str, int | None] | None:
+        """Blocking: an IP address entity's connection_creation_rate (None: none), from its path; None when
+        ``path`` is no such entity."""
+        address = parse_ip_path(path)
+        if address is None:
+            return None
+        text = metadata.quota_entity_config(path).get(IP_CONNECTION_RATE)
+        if text is None:
+            return address, None
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            log.warning("ignoring %s=%r of %s: not a positive whole number", IP_CONNECTION_RATE, text, path)
+            return address, None
+        return address, value
+
+    @staticmethod
+    def read_all_ips(metadata) -> dict[str, int]:
+        """Blocking: every IP address entity with a connection_creation_rate."""
+        out = {}
+        for path, _config in metadata.quota_entity_configs():
+            found = QuotaManager.read_ip(metadata, path)
+            if found is not None and found[1] is not None:
+                out[found[0]] = found[1]
+        return out
+
+    def apply_ip(self, address: str, value: int | None) -> None:
+        if self.ips.limits.get(address) != value:
+            log.info("%s quota of ip %s: %s", IP_CONNECTION_RATE, address, "removed" if value is None else value)
+        self.ips.set(address, value)
+
+    def load_ips(self, found: dict[str, int]) -> None:
+        for address in set(self.ips.limits) - set(found):
+            self.apply_ip(address, None)
+        for address, value in found.items():
+            self.apply_ip(address, value)
 
     def load(self, found: dict[Entity, dict[str, float]]) -> None:
         """Replace every entity's quotas with ``found`` (start-up, a lost ZooKeeper session)."""

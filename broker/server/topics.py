@@ -438,7 +438,7 @@ class TopicManager:
             metadata = self.broker.metadata
             watch = lambda _event: loop.call_soon_threadsafe(self._config_changes)  # noqa: E731
             names = metadata.store.get_children(ConfigChangeNotificationZNode.path(), watch)
-            changed, brokers_changed, quotas = [], False, []
+            changed, brokers_changed, quotas, ips = [], False, [], []
             for child in names:
                 sequence = int(child[len(ConfigChangeNotificationZNode.PREFIX):])
                 if sequence <= self._last_config_change:
@@ -454,14 +454,18 @@ class TopicManager:
                         found = QuotaManager.read_entity(metadata, f"{entity_type}/{entity}")
                         if found is not None:
                             quotas.append(found)
+                    elif entity_type == "ips":  # connection_creation_rate per address (broker.server.quotas)
+                        found = QuotaManager.read_ip(metadata, f"ips/{entity}")
+                        if found is not None:
+                            ips.append(found)
                 self._last_config_change = max(self._last_config_change, sequence)
             if brokers_changed:  # dynamic broker configs (broker.server.dynamic_config)
                 self.broker.dynamic_config.load()
-            return changed, brokers_changed, quotas
+            return changed, brokers_changed, quotas, ips
 
         async def apply():
             try:
-                changed, brokers_changed, quotas = await self.broker.run_blocking(read)
+                changed, brokers_changed, quotas, ips = await self.broker.run_blocking(read)
             except Exception as exc:
                 log.warning("cannot read config change notifications (%s); again in 1 s", exc)
                 loop.call_later(1.0, self._config_changes)
@@ -470,6 +474,8 @@ class TopicManager:
                 self.broker.dynamic_config.apply()
             for entity, values in quotas:
                 self.broker.quotas.apply(entity, values)
+            for address, value in ips:
+                self.broker.quotas.apply_ip(address, value)
             for name, overrides in changed:
                 try:
                     cfg = self.broker.default_log_config.with_overrides(overrides)

@@ -142,20 +142,23 @@ def test_refusals_leave_the_entity_unchanged(broker, change, says):
 
 def test_what_the_client_refuses_before_sending():
     # no broker is asked: each of these is a ConfigError (a ValueError) at once
-    with pytest.raises(errors.ConfigError, match="names a user, a client id or both"):
+    with pytest.raises(errors.ConfigError, match="names a user, a client id or both, or an IP address"):
         ClientQuotaEntity()
     with pytest.raises(errors.ConfigError, match="non-empty name, DEFAULT_ENTITY; not ''"):
         ClientQuotaEntity(user="")
     with pytest.raises(errors.ConfigError, match="not ANY_ENTITY"):
         ClientQuotaEntity(client_id=ANY_ENTITY)
-    with pytest.raises(errors.ConfigError, match="'user' or 'client-id', not 'ip'"):
-        ClientQuotaFilterComponent("ip", "10.0.0.1")
+    with pytest.raises(errors.ConfigError, match="'user', 'client-id' or 'ip', not 'host'"):
+        ClientQuotaFilterComponent("host", "10.0.0.1")
+    with pytest.raises(errors.ConfigError, match="names an IP address alone"):
+        ClientQuotaEntity(user="alice", ip="10.0.0.1")
     with pytest.raises(errors.ConfigError, match="not None"):
         ClientQuotaFilterComponent("user", None)
     assert ClientQuotaFilterComponent("client_id", "app") == ClientQuotaFilterComponent("client-id", "app")
     assert str(ClientQuotaEntity("alice", D)) == "user 'alice', default client id"
     assert str(DEFAULT_USER_APP) == "default user, client id 'app'"
-    assert repr(DEFAULT_CLIENT) == "ClientQuotaEntity(user=None, client_id=DEFAULT_ENTITY)"
+    assert repr(DEFAULT_CLIENT) == "ClientQuotaEntity(user=None, client_id=DEFAULT_ENTITY, ip=None)"
+    assert str(ClientQuotaEntity(ip="10.0.0.1")) == "ip '10.0.0.1'"
 
 
 def test_what_the_client_refuses_before_sending_to_a_broker(broker):

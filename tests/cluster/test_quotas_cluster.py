@@ -65,3 +65,37 @@ def test_quotas_written_as_kafka_writes_them_reach_every_broker(cluster_factory)
     kafka_tool_writes(zk, "clients/<default>", {})
     for broker_id in cluster.ids:
         wait_until(lambda b=cluster.broker(broker_id): request_limit(b) is None, f"broker {broker_id} to lift it")
+
+
+def test_ip_quotas_written_as_kafka_writes_them_reach_every_broker(cluster_factory):
+    """Kafka 2.8's ``kafka-configs.sh --entity-type ips``: ``/config/ips/<address>`` and a notification."""
+    cluster = cluster_factory(2, props=WINDOWS)
+    kafka_tool_writes(cluster.zk, "ips/127.0.0.2", {"connection_creation_rate": "2"})
+    for broker_id in cluster.ids:
+        wait_until(lambda b=cluster.broker(broker_id): "connection_creation_rate quota of ip 127.0.0.2: 2"
+                   in b.stderr_text(), f"broker {broker_id} to apply it")
+        assert _refused_from(cluster.broker(broker_id), "127.0.0.2", 10) >= 3
+    # written through a broker: Kafka's layout
+    with Wire(cluster.broker(1).bootstrap) as w:
+        response = w.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+            "entity": [{"entity_type": "ip", "entity_name": None}],
+            "ops": [{"key": "connection_creation_rate", "value": 50.0, "remove": False}]}], "validate_only": False})
+    assert response["entries"][0]["error_code"] == 0
+    assert json.loads(cluster.zk.get("/config/ips/<default>")[0]) == {
+        "version": 1, "config": {"connection_creation_rate": "50"}}
+    wait_until(lambda: "connection_creation_rate quota of ip <default>: 50" in cluster.broker(2).stderr_text(),
+               "broker 2 to apply the default")
+    cluster.restart(2)  # a broker started later loads them
+    assert _refused_from(cluster.broker(2), "127.0.0.2", 10) >= 3
+
+
+def _refused_from(broker, source: str, count: int) -> int:
+    """Connections from ``source`` one after another: how many were closed without an answer."""
+    refused = 0
+    for _ in range(count):
+        with Wire(broker.bootstrap, timeout=5, source=source) as w:
+            try:
+                w.call(ApiKey.API_VERSIONS, 0, {})
+            except (ConnectionError, OSError):
+                refused += 1
+    return refused

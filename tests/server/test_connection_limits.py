@@ -348,3 +348,111 @@ def test_a_producer_is_served_while_another_address_floods_the_broker(broker_fac
                             limit="max.connections.per.ip") or 0) >= 55, what="the flood to be refused")
     for sock in flood:
         sock.close()
+
+
+# -- connection_creation_rate of an IP address (a client quota, Kafka 2.8) ---------------------------
+
+
+def alter_ip_quota(broker, ip: str | None, value: float | None, key: str = "connection_creation_rate",
+                   extra: list[dict] = ()) -> tuple[int, str | None]:
+    op = {"key": key, "value": 0.0 if value is None else float(value), "remove": value is None}
+    with Wire(broker.bootstrap, source="127.0.0.9") as w:
+        response = w.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+            "entity": [{"entity_type": "ip", "entity_name": ip}, *extra], "ops": [op]}], "validate_only": False})
+    entry = response["entries"][0]
+    return entry["error_code"], entry["error_message"]
+
+
+def describe_quotas(broker, components: list[dict], strict: bool = False) -> tuple[int, list]:
+    with Wire(broker.bootstrap, source="127.0.0.9") as w:
+        response = w.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": strict})
+    return response["error_code"], [
+        ([(e["entity_type"], e["entity_name"]) for e in entry["entity"]],
+         {v["key"]: v["value"] for v in entry["values"]}) for entry in response["entries"] or []]
+
+
+def burst(broker, source: str, count: int) -> tuple[int, int]:
+    """``count`` connections from ``source`` one after another: (answered, closed without an answer)."""
+    answered = refused = 0
+    for _ in range(count):
+        with connect(broker, source=source, timeout=5) as wire:
+            if served(wire):
+                answered += 1
+            else:
+                refused += 1
+    return answered, refused
+
+
+def test_an_address_over_its_connection_creation_rate_is_refused(broker_factory):
+    broker = broker_factory({"quota.window.num": 2, "quota.window.size.seconds": 1})
+    assert alter_ip_quota(broker, "127.0.0.2", 3) == (ErrorCode.NONE, None)
+    wait_for(lambda: "connection_creation_rate quota of ip 127.0.0.2: 3" in broker.stderr_text(),
+             what="the quota in force")
+    started = time.monotonic()
+    answered, refused = burst(broker, "127.0.0.2", 12)
+    elapsed = time.monotonic() - started
+    # at most the rate over the time taken, with the first window's allowance (2 windows of 1 s: 3 more)
+    assert answered <= 3 * elapsed + 3 and refused >= 3, (answered, refused, elapsed)
+    assert burst(broker, "127.0.0.3", 12) == (12, 0)  # other addresses are not held back
+    text = scrape(broker)
+    assert metric(text, "kafkapy_connections_refused_total", listener="PLAINTEXT",
+                  limit="connection_creation_rate") == refused
+    assert metric(text, "kafkapy_listener_connections", listener="PLAINTEXT") == 0  # refused ones never counted
+    assert "Throttled connection from 127.0.0.2 on listener PLAINTEXT: over its connection_creation_rate" in \
+        broker.stderr_text()
+    # a refused socket is held for the throttle time, not closed at once (the client does not come straight back)
+    wire = connect(broker, source="127.0.0.2", timeout=5)
+    started = time.monotonic()
+    while served(wire):  # until one is refused
+        wire.close()
+        wire = connect(broker, source="127.0.0.2", timeout=5)
+        started = time.monotonic()
+    assert time.monotonic() - started >= 0.05
+    wire.close()
+    # the default entity holds every address without its own; removing the quota lifts it
+    assert alter_ip_quota(broker, None, 2) == (ErrorCode.NONE, None)
+    assert alter_ip_quota(broker, "127.0.0.2", None) == (ErrorCode.NONE, None)
+    wait_for(lambda: "connection_creation_rate quota of ip 127.0.0.2: removed" in broker.stderr_text(),
+             what="the quota removed")
+    time.sleep(2.1)  # the windows of the bursts above pass
+    assert burst(broker, "127.0.0.3", 10)[1] >= 3
+    assert describe_quotas(broker, [{"entity_type": "ip", "match_type": 2, "match": None}]) == (
+        0, [([("ip", None)], {"connection_creation_rate": 2.0})])
+    broker.restart()  # stored: in force again after a restart
+    assert burst(broker, "127.0.0.4", 10)[1] >= 3
+
+
+@pytest.mark.parametrize("ip, key, value, extra, message", [
+    ("no-such-host", "connection_creation_rate", 3, [], "no-such-host is not a valid IP address"),
+    ("127.0.0.2", "producer_byte_rate", 1000, [], "producer_byte_rate is not valid for an IP entity"),
+    ("127.0.0.2", "connection_creation_rate", 2.5, [], "must be an Int value"),
+    ("127.0.0.2", "connection_creation_rate", 0, [], "must be a positive number"),
+    ("127.0.0.2", "connection_creation_rate", 3, [{"entity_type": "user", "entity_name": "alice"}],
+     "IP entity should not be combined with User or ClientId"),
+])
+def test_bad_ip_quotas_are_refused(broker, ip, key, value, extra, message):
+    code, text = alter_ip_quota(broker, ip, value, key=key, extra=extra)
+    assert code == ErrorCode.INVALID_REQUEST and message in text, text
+    assert describe_quotas(broker, []) == (0, [])
+
+
+def test_ip_quotas_are_described_apart_from_user_and_client_quotas(broker):
+    assert alter_ip_quota(broker, "::ffff:10.1.2.3", 7) == (ErrorCode.NONE, None)  # stored as 10.1.2.3
+    with Wire(broker.bootstrap) as w:
+        w.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+            "entity": [{"entity_type": "user", "entity_name": "alice"}],
+            "ops": [{"key": "producer_byte_rate", "value": 1000.0, "remove": False}]}], "validate_only": False})
+        refused = w.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+            "entity": [{"entity_type": "user", "entity_name": "bob"}],
+            "ops": [{"key": "connection_creation_rate", "value": 5.0, "remove": False}]}], "validate_only": False})
+    assert "connection_creation_rate is not valid for a user or client id entity" in \
+        refused["entries"][0]["error_message"]
+    assert describe_quotas(broker, [{"entity_type": "ip", "match_type": 0, "match": "10.1.2.3"}]) == (
+        0, [([("ip", "10.1.2.3")], {"connection_creation_rate": 7.0})])
+    assert describe_quotas(broker, [{"entity_type": "user", "match_type": 2, "match": None}]) == (
+        0, [([("user", "alice")], {"producer_byte_rate": 1000.0})])
+    every = describe_quotas(broker, [])[1]
+    assert sorted(e for e, _v in every) == [[("ip", "10.1.2.3")], [("user", "alice")]]
+    code, _ = describe_quotas(broker, [{"entity_type": "ip", "match_type": 2, "match": None},
+                                       {"entity_type": "user", "match_type": 2, "match": None}])
+    assert code == ErrorCode.INVALID_REQUEST

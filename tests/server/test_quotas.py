@@ -255,7 +255,8 @@ def test_bad_alterations_are_refused_and_change_nothing(broker_factory):
         ([("client-id", "x")], {"producer_byte_rate": 10.5}, "Long"),
         ([("client-id", "x")], {"consumer_byte_rate": -1}, "positive"),
         ([("client-id", "x")], {"no_such_quota": 1}, "Invalid configuration key"),
-        ([("ip", "1.2.3.4")], {"producer_byte_rate": 1}, "entity type"),
+        ([("ip", "1.2.3.4")], {"producer_byte_rate": 1}, "not valid for an IP entity"),
+        ([("host", "1.2.3.4")], {"producer_byte_rate": 1}, "entity type"),
         ([("user", "a"), ("user", "b")], {"producer_byte_rate": 1}, "Duplicate"),
         ([], {"producer_byte_rate": 1}, "empty"),
     ]
@@ -266,7 +267,7 @@ def test_bad_alterations_are_refused_and_change_nothing(broker_factory):
     assert describe(broker) == {}
     with Wire(broker.bootstrap) as w:
         response = w.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [
-            {"entity_type": "ip", "match_type": 2, "match": None}], "strict": False})
+            {"entity_type": "host", "match_type": 2, "match": None}], "strict": False})
         assert response["error_code"] == ErrorCode.UNSUPPORTED_VERSION
         response = w.call(ApiKey.ALTER_CLIENT_QUOTAS, 0, {"entries": [{
             "entity": [{"entity_type": "client-id", "entity_name": "x"}],

@@ -1,16 +1,21 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49), versions 0-1 (KIP-546; v1 flexible), as Kafka
 2.7's AdminManager serves them. The quotas and where they live: :mod:`broker.server.quotas`.
 
-An entity is a list of components, each an ``entity_type`` (``user`` or
-``client-id``) and an ``entity_name`` (null: the default entity of that type).
+An entity is a list of components, each an ``entity_type`` (``user``,
+``client-id`` or ``ip``) and an ``entity_name`` (null: the default entity of that
+type). An ``ip`` entity (Kafka 2.8) stands alone, names an IP address (stored in
+its canonical form: ``::ffff:10.0.0.7`` is ``10.0.0.7``; a host name is refused, as
+each broker could resolve it differently) or the default, and takes only
+``connection_creation_rate`` (a whole number of connections per second), which no
+other entity takes.
 
 DescribeClientQuotas takes a filter: one component per entity type, each
 matching an exact name (``match_type`` 0), the default entity (1, ``match``
 null) or any name (2); a type without a component matches any entity, or, with
 ``strict``, only entities without that type. It answers every stored entity
 that matches and has quotas, with its quota keys and values. A repeated or
-empty entity type is INVALID_REQUEST; another type (``ip`` is Kafka 2.8's)
-UNSUPPORTED_VERSION.
+empty entity type, or an ``ip`` component beside a user or client id one, is
+INVALID_REQUEST; another type UNSUPPORTED_VERSION.
 
 AlterClientQuotas sets (``value``) or removes (``remove``) quota keys of each
 entity, one result per entry; ``validate_only`` checks without writing.
@@ -27,15 +32,19 @@ Alter ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 
 from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.apis.cluster import QUOTA_MATCH_DEFAULT, QUOTA_MATCH_EXACT, QUOTA_MATCH_SPECIFIED
 from broker.server.context import RequestContext
-from broker.server.quotas import DEFAULT, QUOTA_KEYS, entity_path, parse_entity_path, quota_values
+from broker.server.connection_quotas import client_address
+from broker.server.quotas import (DEFAULT, IP_CONNECTION_RATE, QUOTA_KEYS, entity_path, parse_entity_path,
+                                  parse_ip_path, quota_values)
 
-USER, CLIENT_ID = "user", "client-id"
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+INT_MAX = 2**31 - 1
 
 
 class _Refused(Exception):
@@ -44,9 +53,9 @@ class _Refused(Exception):
         self.code = code
 
 
-def _components(entity: list[dict]) -> tuple[str | None, str | None]:
-    """The (user, client id) of an entity's components; DEFAULT for a null name."""
-    user = client = None
+def _components(entity: list[dict]) -> tuple[str | None, str | None, str | None]:
+    """The (user, client id, IP address) of an entity's components; DEFAULT for a null name."""
+    user = client = ip = None
     seen = set()
     for c in entity:
         kind = c["entity_type"]
@@ -63,19 +72,38 @@ def _components(entity: list[dict]) -> tuple[str | None, str | None]:
             user = name
         elif kind == CLIENT_ID:
             client = name
+        elif kind == IP:
+            ip = name if name == DEFAULT else _address(name)
         else:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {kind}")
-    if user is None and client is None:
+    if user is None and client is None and ip is None:
         raise _Refused(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
-    return user, client
+    if ip is not None and (user is not None or client is not None):
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       "Invalid quota entity combination, IP entity should not be combined with User or ClientId")
+    return user, client, ip
 
 
-def _entity_out(user: str | None, client: str | None) -> list[dict]:
+def _address(name: str) -> str:
+    try:
+        ipaddress.ip_address(name.partition("%")[0])
+    except ValueError:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"{name} is not a valid IP address") from None
+    return client_address(name)
+
+
+def _storage_path(user: str | None, client: str | None, ip: str | None) -> str:
+    return f"ips/{ip}" if ip is not None else entity_path((user, client))
+
+
+def _entity_out(user: str | None, client: str | None, ip: str | None = None) -> list[dict]:
     out = []
     if user is not None:
         out.append({"entity_type": USER, "entity_name": None if user == DEFAULT else user})
     if client is not None:
         out.append({"entity_type": CLIENT_ID, "entity_name": None if client == DEFAULT else client})
+    if ip is not None:
+        out.append({"entity_type": IP, "entity_name": None if ip == DEFAULT else ip})
     return out
 
 
@@ -85,7 +113,7 @@ def _filter(components: list[dict]) -> dict[str, dict]:
         kind = c["entity_type"]
         if not kind:
             raise _Refused(ErrorCode.INVALID_REQUEST, "Unexpected empty filter component entity type")
-        if kind not in (USER, CLIENT_ID):
+        if kind not in (USER, CLIENT_ID, IP):
             raise _Refused(ErrorCode.UNSUPPORTED_VERSION, f"Custom entity type '{kind}' not supported")
         if kind in by_type:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Duplicate {kind} filter component entity type")
@@ -94,6 +122,9 @@ def _filter(components: list[dict]) -> dict[str, dict]:
         if c["match_type"] not in (QUOTA_MATCH_EXACT, QUOTA_MATCH_DEFAULT, QUOTA_MATCH_SPECIFIED):
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown match type {c['match_type']} for {kind}")
         by_type[kind] = c
+    if IP in by_type and (USER in by_type or CLIENT_ID in by_type):
+        raise _Refused(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination, IP filter "
+                       "component should not be used with User or clientId filter component.")
     return by_type
 
 
@@ -122,23 +153,41 @@ async def describe(ctx: RequestContext, request: dict) -> dict:
     stored = await ctx.broker.run_blocking(ctx.broker.metadata.quota_entity_configs)
     entries = []
     for path, config in stored:
-        entity = parse_entity_path(path)
-        values = quota_values(config) if entity is not None else {}
+        ip = parse_ip_path(path)
+        if ip is not None:
+            user = client = None
+            values = _ip_values(config)
+        else:
+            entity = parse_entity_path(path)
+            values = quota_values(config) if entity is not None else {}
+            user, client = entity if entity is not None else (None, None)
         if not values:
             continue
-        user, client = entity
-        if _matches(by_type.get(USER), user, strict) and _matches(by_type.get(CLIENT_ID), client, strict):
-            entries.append({"entity": _entity_out(user, client), "values": [
+        if (_matches(by_type.get(USER), user, strict) and _matches(by_type.get(CLIENT_ID), client, strict)
+                and _matches(by_type.get(IP), ip, strict)):
+            entries.append({"entity": _entity_out(user, client, ip), "values": [
                 {"key": key, "value": value} for key, value in sorted(values.items())]})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}
 
 
-def _check_ops(ops: list[dict]) -> dict[str, float | None]:
-    """The changes of one entry: key -> new value (None: remove)."""
+def _ip_values(config: dict[str, str]) -> dict[str, float]:
+    try:
+        value = int(config.get(IP_CONNECTION_RATE, "0"))
+    except ValueError:
+        return {}
+    return {IP_CONNECTION_RATE: float(value)} if value > 0 else {}
+
+
+def _check_ops(ops: list[dict], ip: bool = False) -> dict[str, float | None]:
+    """The changes of one entry: key -> new value (None: remove); ``ip``: of an IP address entity."""
     changes: dict[str, float | None] = {}
+    keys = {IP_CONNECTION_RATE: True} if ip else QUOTA_KEYS
     for op in ops:
         key = op["key"]
-        if key not in QUOTA_KEYS:
+        if key not in keys:
+            if key == IP_CONNECTION_RATE or (ip and key in QUOTA_KEYS):
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"Configuration {key} is not valid for "
+                               f"{'an IP' if ip else 'a user or client id'} entity")
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
         if key in changes:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Configuration {key} is changed twice in one entry")
@@ -149,10 +198,11 @@ def _check_ops(ops: list[dict]) -> dict[str, float | None]:
         if not math.isfinite(value) or value <= 0:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a positive number, not "
                            f"{value!r} (remove the quota to lift it)")
-        if QUOTA_KEYS[key]:
+        if keys[key]:
             whole = round(value)
-            if abs(whole - value) > 1e-6:
-                raise _Refused(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a Long value")
+            if abs(whole - value) > 1e-6 or (ip and whole > INT_MAX):
+                raise _Refused(ErrorCode.INVALID_REQUEST,
+                               f"Configuration {key} must be {'an Int' if ip else 'a Long'} value")
             value = float(whole)
         changes[key] = value
     return changes
@@ -173,8 +223,9 @@ async def alter(ctx: RequestContext, request: dict) -> dict:
                                                 "Cluster authorization failed.")))
             continue
         try:
-            path = entity_path(_components(entry["entity"]))
-            changes = _check_ops(entry["ops"])
+            user, client, ip = _components(entry["entity"])
+            path = _storage_path(user, client, ip)
+            changes = _check_ops(entry["ops"], ip=ip is not None)
         except _Refused as exc:
             planned.append((entry, None, None, (exc.code, str(exc))))
             continue
@@ -191,7 +242,7 @@ async def alter(ctx: RequestContext, request: dict) -> dict:
                 if value is None:
                     config.pop(key, None)
                 else:
-                    config[key] = _text(value, QUOTA_KEYS[key])
+                    config[key] = _text(value, key == IP_CONNECTION_RATE or QUOTA_KEYS[key])
             metadata.set_quota_entity_config(path, config)
             outcome.append(None)
         return outcome
