@@ -1150,6 +1150,7 @@ class NetworkServer:
                 log.error("listener %s: accept failed: %r", listener, exc)
                 await asyncio.sleep(0.1)
                 continue
+            slot = None
             try:
                 try:
                     slot = await self.quotas.admit(listener, address[0] if isinstance(address, tuple) else "?")
@@ -1166,11 +1167,18 @@ class NetworkServer:
                             else _TlsHandshake(self, listener, context, slot))
                 await loop.connect_accepted_socket(lambda: protocol, client)
             except asyncio.CancelledError:
+                if slot is not None:
+                    slot.release()
                 client.close()
                 raise
-            except OSError as exc:  # the client went away before its transport was made
-                log.debug("connection from %s on listener %s lost at accept: %r", address, listener, exc)
+            except Exception as exc:  # noqa: BLE001 - one connection's failure must not end the acceptor
+                if slot is not None:  # (once its transport is made, the connection gives it back: idempotent)
+                    slot.release()
                 client.close()
+                if isinstance(exc, OSError):  # the client went away before its transport was made
+                    log.debug("connection from %s on listener %s lost at accept: %r", address, listener, exc)
+                else:
+                    log.exception("listener %s: taking the connection from %s failed", listener, address)
 
     def _release_held(self, client: socket.socket) -> None:
         self._held.discard(client)
