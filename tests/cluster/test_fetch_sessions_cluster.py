@@ -28,12 +28,7 @@ def test_followers_replicate_through_fetch_sessions_across_a_leader_restart(clus
     cluster.create_topic("sessions", partitions=6, replication_factor=3)
     conf = {"bootstrap.servers": cluster.bootstrap, "log_level": 0}
     producer = Producer({**conf, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-    sent = [b"before-%d" % i for i in range(1200)]
-    for i, value in enumerate(sent):
-        producer.produce("sessions", value, partition=i % 6)
-    assert producer.flush(60) == 0
-    for p in range(6):
-        cluster.wait_for_isr("sessions", p, [1, 2, 3])
+    sent = _produce(cluster, producer, b"before")
     # every broker leads some partitions; each of the two others follows them with one fetcher and one session
     for broker_id in cluster.ids:
         broker = cluster.broker(broker_id)
@@ -49,12 +44,7 @@ def test_followers_replicate_through_fetch_sessions_across_a_leader_restart(clus
     admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("sessions", p) for p in range(6)]).result(WAIT_S)
     broker = cluster.broker(restarted)
     wait_until(lambda: gauge(broker, "kafkapy_fetch_sessions") == 2, "the followers' new sessions")
-    more = [b"after-%d" % i for i in range(1200)]
-    for i, value in enumerate(more):
-        producer.produce("sessions", value, partition=i % 6)
-    assert producer.flush(60) == 0
-    for p in range(6):
-        cluster.wait_for_isr("sessions", p, [1, 2, 3])
+    more = _produce(cluster, producer, b"after")
     assert sorted(_read(conf, range(6), len(sent) + len(more))) == sorted(sent + more)
     # the followers have every record: partition 0 read again from a new leader after its leader's SIGKILL
     leader = cluster.leader("sessions", 0)
@@ -62,6 +52,17 @@ def test_followers_replicate_through_fetch_sessions_across_a_leader_restart(clus
     cluster.wait_for_leader("sessions", 0, not_in=(leader,))
     expected = [v for i, v in enumerate(sent) if i % 6 == 0] + [v for i, v in enumerate(more) if i % 6 == 0]
     assert _read(conf, [0], len(expected)) == expected
+
+
+def _produce(cluster, producer, prefix: bytes, count: int = 1200) -> list[bytes]:
+    """``count`` records round the six partitions, acknowledged by all, and every ISR full again."""
+    values = [b"%s-%d" % (prefix, i) for i in range(count)]
+    for i, value in enumerate(values):
+        producer.produce("sessions", value, partition=i % 6)
+    assert producer.flush(60) == 0
+    for p in range(6):
+        cluster.wait_for_isr("sessions", p, [1, 2, 3])
+    return values
 
 
 def _read(conf: dict, partitions, count: int) -> list[bytes]:

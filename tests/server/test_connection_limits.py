@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.protocol import ApiKey, ErrorCode
+from tests.cluster.conftest import wait_until
 from tests.pki import make_pki
 from tests.server.test_quotas import metric, scrape
 from tests.server.wire import Wire
@@ -43,13 +44,7 @@ def connect(broker_or_address, source: str | None = None, timeout: float = 10) -
 
 
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, what, limit=timeout, interval=0.05)
 
 
 def gauge(broker, name: str, **labels) -> float | None:
