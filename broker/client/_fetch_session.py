@@ -89,6 +89,11 @@ class FetchSessionHandler:
         """The request got no answer: the next one is full and closes this session on the broker."""
         self._reset(self.session_id)
 
+    def restart(self) -> None:
+        """The next request is full (closing this session on the broker), so that its answer carries every
+        partition: for a fetcher that must hear of a partition again although nothing changed for it."""
+        self._reset(self.session_id)
+
     def _reset(self, session_id: int) -> None:
         self.session_id = session_id
         self.epoch = INITIAL_EPOCH

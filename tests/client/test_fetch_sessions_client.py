@@ -148,3 +148,35 @@ def test_our_consumer_reads_many_partitions_through_a_session(broker_factory):
             producer.flush()
         assert read(c, 1) == {4: [b"after"]}
         assert _gauge(broker, "kafkapy_fetch_sessions") == 1
+
+
+def test_a_partition_assigned_afresh_is_answered_although_nothing_changed(broker_factory):
+    """The mirror's way to learn a partition's high watermark: assign it afresh (its watermark forgotten), seek
+    where it was, poll until an answer names it. An incremental answer would leave it out, nothing having
+    changed for it in the broker's session; the consumer sends a full request instead."""
+    from broker.client import AsyncConsumer
+
+    broker = broker_factory()
+    _create(broker, "afresh", 2)
+
+    async def run() -> None:
+        consumer = AsyncConsumer({"bootstrap.servers": broker.bootstrap, "fetch.max.wait.ms": 50,
+                                  "enable.auto.commit": False})
+        await consumer.start()
+        try:
+            for round_ in range(3):
+                tp = TopicPartition("afresh", 0)
+                consumer.assign([])
+                consumer.assign([tp, TopicPartition("afresh", 1)])
+                consumer.seek(tp, 2)
+                consumer.seek(TopicPartition("afresh", 1), 2)
+                for _ in range(200):
+                    await consumer.poll(20)
+                    if consumer.highwater(tp) is not None:
+                        break
+                assert consumer.highwater(tp) == 2, round_
+                await asyncio.sleep(0.3)  # the fetch in flight is answered: nothing left to abandon
+        finally:
+            await consumer.close()
+
+    asyncio.run(run())

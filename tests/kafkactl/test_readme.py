@@ -143,8 +143,8 @@ def _quota_set(out, err):
 
 def _quotas_listed(out, err):
     rows = [line.split() for line in _lines(out)]
-    assert rows == [["USER", "CLIENT_ID", "QUOTAS"],
-                    ["alice", "-", "consumer_byte_rate=2097152,producer_byte_rate=1048576"]]
+    assert rows == [["USER", "CLIENT_ID", "IP", "QUOTAS"],
+                    ["alice", "-", "-", "consumer_byte_rate=2097152,producer_byte_rate=1048576"]]
 
 
 def _quota_removed(out, err):
