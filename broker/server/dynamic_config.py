@@ -123,6 +123,7 @@ class DynamicBrokerConfig:
         self._static_log_config = broker.default_log_config
         #: max.connections.per.ip.overrides in force, its host names resolved (by :meth:`load`)
         self.ip_overrides: dict[str, int] = {}
+        self._resolved = False
 
     def load(self) -> None:
         """Blocking: read both znodes (at start, and when a notification names one), and resolve the host
@@ -134,10 +135,17 @@ class DynamicBrokerConfig:
         if self.entry(name) is not None:
             try:
                 self.ip_overrides = resolve_overrides(self.value(name))
+                self._resolved = True
                 return
             except ValueError as exc:
                 log.warning("ignoring dynamic %s: %s", name, exc)
-        self.ip_overrides = resolve_overrides(self.broker.config[name])
+        try:
+            self.ip_overrides = resolve_overrides(self.broker.config[name])
+        except ValueError as exc:
+            if not self._resolved:  # at start: the broker does not start (Kafka's behaviour)
+                raise
+            log.warning("keeping %s as resolved before: %s", name, exc)  # a DNS outage must not stop config changes
+        self._resolved = True
 
     def connection_limits(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The broker-wide connection settings in force, and each listener's own ones (dynamic over static)."""
