@@ -137,7 +137,7 @@ class ConnectionQuotas:
 
     def __init__(self, listeners: Iterable[str], protected: str | None, metrics: "BrokerMetrics | None",
                  samples: int, window_s: int,
-                 close_one: Callable[[set[str]], bool] | None = None,
+                 close_least_active: Callable[[set[str], int], int] | None = None,
                  ip_rate: Callable[[str], float] | None = None) -> None:
         self.listeners = list(listeners)
         #: The inter-broker listener when there are several (exempt from the broker-wide limit and rate)
@@ -145,8 +145,8 @@ class ConnectionQuotas:
         self.metrics = metrics
         self._samples, self._window_ms = samples, window_s * 1000.0
         self._max_throttle_ms = window_s * 1000.0
-        #: Closes the least recently active connection on one of the given listeners; False when there is none
-        self._close_one = close_one
+        #: Closes the N least recently active connections on the given listeners; how many it closed
+        self._close_least_active = close_least_active
         #: Counts an accept against the address's connection_creation_rate: 0, or the throttle in ms (not counted)
         self._ip_rate = ip_rate
         self._ip_logged: dict[str, float] = {}
@@ -276,11 +276,9 @@ class ConnectionQuotas:
     def close_excess(self) -> None:
         """Over the broker-wide limit (the inter-broker listener's connections, or a lowered limit): close the
         least recently active connections of the other listeners until within it."""
-        others = {name for name in self.listeners if name != self.protected}
-        while self.total > self.max_connections and self._close_one is not None:
-            before = self.total
-            if not self._close_one(others) or self.total >= before:
-                break
+        excess = self.total - self.max_connections
+        if excess > 0 and self._close_least_active is not None:
+            self._close_least_active({name for name in self.listeners if name != self.protected}, excess)
 
     def _record_accept(self, listener: str) -> float:
         """Count one accept in the listener's rate and (but on the inter-broker listener) the broker's; the

@@ -70,6 +70,7 @@ import asyncio
 import collections
 import errno
 import functools
+import heapq
 import logging
 import os
 import socket
@@ -1086,7 +1087,8 @@ class NetworkServer:
                      if config.security_protocol(e.listener_name) in SASL_PROTOCOLS}
         self.quotas = ConnectionQuotas([e.listener_name for e in config.listeners], config.inter_broker_listener,
                                        broker.metrics, config["quota.window.num"], config["quota.window.size.seconds"],
-                                       close_one=self._close_least_active, ip_rate=broker.quotas.ips.record)
+                                       close_least_active=self._close_least_active,
+                                       ip_rate=broker.quotas.ips.record)
         #: Sockets refused by an address's connection_creation_rate, held until their close (closed at stop)
         self._held: set[socket.socket] = set()
 
@@ -1184,19 +1186,22 @@ class NetworkServer:
         self._held.discard(client)
         client.close()
 
-    def _close_least_active(self, listeners: set[str]) -> bool:
-        """Close the least recently active open connection on one of ``listeners``: False when there is none."""
+    def _close_least_active(self, listeners: set[str], count: int) -> int:
+        """Close the ``count`` least recently active open connections on ``listeners``; how many were closed."""
         candidates = [conn for conn in self.connections if conn.listener in listeners and not conn._closing]
-        if not candidates:
-            return False
-        conn = min(candidates, key=lambda c: c.last_active)
-        log.info("closing connection from %s on listener %s, the least recently active: the broker is over "
-                 "max.connections %d", conn.peer, conn.listener, self.quotas.max_connections)
-        self.broker.metrics.connections_refused.labels(conn.listener, "max.connections").inc()
-        if conn.slot is not None:
-            conn.slot.release()
-        conn.abort()
-        return True
+        victims = heapq.nsmallest(count, candidates, key=lambda c: c.last_active)
+        if len(victims) > 5:  # a lowered limit: one line, not one per connection
+            log.info("closing %d connections, the least recently active: the broker is over max.connections %d",
+                     len(victims), self.quotas.max_connections)
+        for conn in victims:
+            if len(victims) <= 5:
+                log.info("closing connection from %s on listener %s, the least recently active: the broker is over "
+                         "max.connections %d", conn.peer, conn.listener, self.quotas.max_connections)
+            self.broker.metrics.connections_refused.labels(conn.listener, "max.connections").inc()
+            if conn.slot is not None:
+                conn.slot.release()
+            conn.abort()
+        return len(victims)
 
     async def stop(self, timeout: float) -> None:
         """Stop accepting, let in-flight requests finish (up to ``timeout``), close everything."""
