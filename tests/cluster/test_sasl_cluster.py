@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, ScramCredentialInfo, Sc
 from kazoo.client import KazooClient
 
 from broker.sasl import ScramCredential
-from tests.cluster.conftest import WAIT_S, failover_keeps_every_record
+from tests.cluster.conftest import WAIT_S, failover_keeps_every_record, wait_until
 from tests.cluster.test_tls_cluster import _established_ports
 from tests.zookeeper import free_port
 
@@ -80,8 +80,12 @@ def test_replication_and_failover_with_scram_between_brokers(cluster_factory, zk
     cluster.wait_for_isr("sasl-replicated", 0, [1, 2, 3])  # both followers authenticated to the leader
     leader = cluster.leader("sasl-replicated", 0)
     for follower in set(ports) - {leader}:
-        peers = _established_ports(cluster.broker(follower).pid)
-        assert ports[leader] in peers, peers
+        # waited for: a fetcher between a failed request and its reconnect has no connection for its backoff
+        def connected(pid=cluster.broker(follower).pid):
+            found = _established_ports(pid)
+            return found if ports[leader] in found else None
+
+        peers = wait_until(connected, f"broker {follower}'s fetch connection to the leader's INTERNAL port")
         assert cluster.broker(leader).port not in peers, peers
 
     leader = failover_keeps_every_record(cluster, "sasl-replicated", writer)

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.conftest import WAIT_S, failover_keeps_every_record
+from tests.cluster.conftest import WAIT_S, failover_keeps_every_record, wait_until
 from tests.pki import make_pki
 from tests.zookeeper import free_port
 
@@ -82,8 +82,12 @@ def test_replication_and_failover_over_tls_between_brokers(cluster_factory, tmp_
     leader = cluster.leader("tls-replicated", 0)
     # the followers' fetch connections go to the leader's INTERNAL (TLS) port, none to its PLAINTEXT one
     for follower in set(ports) - {leader}:
-        peers = _established_ports(cluster.broker(follower).pid)
-        assert ports[leader] in peers, peers
+        # waited for: a fetcher between a failed request and its reconnect has no connection for its backoff
+        def connected(pid=cluster.broker(follower).pid):
+            found = _established_ports(pid)
+            return found if ports[leader] in found else None
+
+        peers = wait_until(connected, f"broker {follower}'s fetch connection to the leader's INTERNAL port")
         assert cluster.broker(leader).port not in peers, peers
 
     # the controller reaches the others over TLS to elect a new leader; the followers had the records over TLS
