@@ -34,7 +34,7 @@ def _next_epoch(epoch: int) -> int:
 class FetchSessionHandler:
     """One broker's fetch session, from the fetcher's side (see the module docstring)."""
 
-    __slots__ = ("session_id", "epoch", "_held", "_pending", "_full")
+    __slots__ = ("session_id", "epoch", "_held", "_pending", "_full", "_states", "_pending_states")
 
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
@@ -43,10 +43,20 @@ class FetchSessionHandler:
         self._held: dict[tuple[str, int], tuple] = {}
         self._pending: dict[tuple[str, int], tuple] | None = None
         self._full = True
+        #: (topic, partition) -> the fetcher's state object of the partition in the last answered request
+        self._states: dict = {}
+        self._pending_states: dict = {}
 
-    def build(self, wanted: dict[tuple[str, int], dict]) -> dict:
+    def build(self, wanted: dict[tuple[str, int], dict], states: dict | None = None) -> dict:
         """The session fields of the next Fetch for ``wanted``: ``session_id``, ``session_epoch``, ``topics``,
-        ``forgotten_topics_data``."""
+        ``forgotten_topics_data``. ``states``: the fetcher's state object of each partition; one that is not
+        the object of the last answered request (a partition assigned afresh, its high watermark forgotten)
+        makes the request full, so that its answer names that partition although nothing changed for it."""
+        states = states or {}
+        held_states = self._states
+        if any(key in held_states and held_states[key] is not state for key, state in states.items()):
+            self.restart()
+        self._pending_states = states
         params = {key: tuple(entry[f] for f in _PARAMS) for key, entry in wanted.items()}
         self._pending = params
         self._full = self.epoch == INITIAL_EPOCH
@@ -82,6 +92,7 @@ class FetchSessionHandler:
         else:
             self.epoch = _next_epoch(self.epoch)
         self._held = self._pending or {}
+        self._states = self._pending_states
         self._pending = None
         return True
 
@@ -98,6 +109,7 @@ class FetchSessionHandler:
         self.session_id = session_id
         self.epoch = INITIAL_EPOCH
         self._held = {}
+        self._states = {}
         self._pending = None
 
     @property

@@ -112,10 +112,8 @@ class Fetcher:
         self.value_de = value_deserializer
         self.buffer: dict[TopicPartition, deque[ConsumerRecord]] = {}
         self.in_flight: dict[int, asyncio.Task] = {}
-        #: an incremental fetch session with each broker fetched from (KIP-227), and the partition states its
-        #: last answered request was for (a partition assigned afresh has a new state and must be answered)
+        #: an incremental fetch session with each broker fetched from (KIP-227)
         self._sessions: dict[int, FetchSessionHandler] = {}
-        self._session_states: dict[int, dict[TopicPartition, PartitionState]] = {}
         self._fetching: dict[int, frozenset[TopicPartition]] = {}  # partitions of each in-flight Fetch
         self.data_ready = asyncio.Event()
         self.errors: list[KafkaError] = []
@@ -225,12 +223,6 @@ class Fetcher:
         session = self._sessions.get(node)
         if session is None:
             session = self._sessions[node] = FetchSessionHandler()
-        states = {tp: self.subs.assignment[tp] for tp in tps}
-        known = self._session_states.get(node, {})
-        if any(tp in known and known[tp] is not st for tp, st in states.items()):
-            # assigned afresh (its high watermark forgotten): an incremental answer would leave it out when
-            # nothing changed for it, so the next request is a full one and every partition is answered
-            session.restart()
         wanted = {(tp.topic, tp.partition): {
             "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": pos,
             "log_start_offset": -1, "partition_max_bytes": c.max_partition_fetch_bytes,
@@ -238,7 +230,9 @@ class Fetcher:
         body = {
             "replica_id": -1, "max_wait_ms": c.fetch_max_wait_ms, "min_bytes": c.fetch_min_bytes,
             "max_bytes": c.fetch_max_bytes, "isolation_level": self.isolation,
-            **session.build(wanted), "rack_id": c.client_rack,
+            # a partition assigned afresh has a new state: the handler then asks for every partition
+            **session.build(wanted, {(tp.topic, tp.partition): self.subs.assignment[tp] for tp in tps}),
+            "rack_id": c.client_rack,
         }
         me = asyncio.current_task()
         answered = False
@@ -248,7 +242,6 @@ class Fetcher:
                                       timeout=c.request_timeout_ms / 1000 + c.fetch_max_wait_ms / 1000)
             answered = True
             if session.handle_response(resp):  # else the broker lost the session: a full request next
-                self._session_states[node] = states
                 self._handle(resp, positions)
         except AuthenticationError as exc:  # not retried: poll raises it
             self.errors.append(exc)

@@ -184,10 +184,8 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
-        #: this fetcher's incremental fetch session with the leader (KIP-227), and the fetch states its last
-        #: answered request was for (a partition added afresh has a new state and must be answered)
+        #: this fetcher's incremental fetch session with the leader (KIP-227)
         self._session = FetchSessionHandler()
-        self._session_states: dict[TopicPartition, _FetchState] = {}
         self._name = f"fetcher {index} of broker {replicas.local_broker_id} from broker {leader.broker_id}"
         self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -347,19 +345,16 @@ class ReplicaFetcher:
                           "partition_max_bytes": settings.max_bytes}
         if not asked:
             return
-        known = self._session_states
-        if any(tp in known and known[tp] is not state for tp, (state, _offset) in asked.items()):
-            self._session.restart()  # added afresh (a new leader epoch): a full request, answering every partition
         # an incremental fetch session: only partitions whose fetch offset (our log end) or log start moved are
         # sent, and the leader answers only those with news (KIP-227)
         response = await conn.request(ApiKey.FETCH, {
             "replica_id": self._replicas.local_broker_id, "max_wait_ms": settings.wait_max_ms,
             "min_bytes": settings.min_bytes, "max_bytes": settings.response_max_bytes, "isolation_level": 0,
-            **self._session.build(wanted), "rack_id": ""},
+            # a partition added afresh (a new leader epoch) has a new state: the handler then asks for every one
+            **self._session.build(wanted, {tp: state for tp, (state, _offset) in asked.items()}), "rack_id": ""},
             timeout=settings.socket_timeout_ms / 1000 + settings.wait_max_ms / 1000)
         if not self._session.handle_response(response):  # the leader lost the session: a full request next
             return
-        self._session_states = {tp: state for tp, (state, _offset) in asked.items()}
         loop = asyncio.get_running_loop()
         for t in response["responses"]:
             for p in t["partitions"]:

@@ -298,15 +298,7 @@ class ConnectionQuotas:
 
     def _throttle(self, rate: Rate, limit: int, now_ms: float) -> float:
         rate.record(1.0, now_ms)
-        if limit >= INT_MAX:
-            return 0.0
-        window = rate.window_ms(now_ms)
-        observed = rate.total() / (window / 1000.0) if window > 0 else 0.0
-        if observed <= limit:
-            return 0.0
-        if limit <= 0:
-            return self._max_throttle_ms
-        return min((observed - limit) / limit * window, self._max_throttle_ms)
+        return 0.0 if limit >= INT_MAX else rate.throttle_ms(limit, now_ms, self._max_throttle_ms)
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []

@@ -190,10 +190,11 @@ class FetchSessionCache:
             self._on_evict()
 
 
-def select_changes(session: FetchSession, responses: list[dict]) -> tuple[list[dict], Callable[[], None]]:
+def select_changes(session: FetchSession, responses: list[dict]) -> tuple[list[dict], Callable[..., None]]:
     """An incremental answer: of ``responses`` (every partition of the session), only those a fetcher must
     hear of, with the cached state updated and those partitions moved to the end of the session's order.
-    Returns the answer's topics and a function that puts the session back as it was (a throttled answer)."""
+    Returns the answer's topics and a function that puts the session back as it was (a throttled answer; it
+    takes the response, as ``RequestContext.fetch_undo`` is called, and leaves it as it is)."""
     partitions = session.partitions
     before_order = list(partitions)
     changed: list[tuple[CachedPartition, int, int, int]] = []
@@ -224,7 +225,7 @@ def select_changes(session: FetchSession, responses: list[dict]) -> tuple[list[d
     for key in answered:  # to the end: the others get their turn first next time
         partitions[key] = partitions.pop(key)
 
-    def undo() -> None:
+    def undo(_response: dict | None = None) -> None:
         for cached, hw, start, stable in changed:
             cached.high_watermark, cached.local_log_start, cached.last_stable = hw, start, stable
         if answered:

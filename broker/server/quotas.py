@@ -203,6 +203,16 @@ class Rate:
         """The sum of the samples (after :meth:`window_ms` purged the expired ones)."""
         return sum(s[1] for s in self._samples)
 
+    def throttle_ms(self, bound: float, now_ms: float, max_ms: float | None = None) -> float:
+        """Kafka's throttle time for this rate against ``bound`` (0 when within it): what brings the rate back
+        to the bound, ``(rate - bound) / bound * window``, capped at ``max_ms``; a bound of 0 takes ``max_ms``."""
+        window = self.window_ms(now_ms)
+        observed = self.total() / (window / 1000.0) if window > 0 else 0.0
+        if observed <= bound:
+            return 0.0
+        throttle = (observed - bound) / bound * window if bound > 0 else math.inf
+        return throttle if max_ms is None else min(throttle, max_ms)
+
     def per_second(self, now_ms: float) -> float:
         """The rate now, without changing anything (a scrape's thread reads it while the loop records)."""
         expiry = self._n * self._window
@@ -340,14 +350,7 @@ class ClientQuota:
         bound = self.limit(tags)
         if bound is None:
             return 0
-        window = sensor.rate.window_ms(now_ms)
-        observed = sensor.rate.total() / (window / 1000.0) if window > 0 else 0.0
-        if observed <= bound:
-            return 0
-        throttle = (observed - bound) / bound * window
-        if self.max_throttle_ms is not None:
-            throttle = min(throttle, self.max_throttle_ms)
-        return int(round(throttle))
+        return int(round(sensor.rate.throttle_ms(bound, now_ms, self.max_throttle_ms)))
 
     def unrecord(self, user: str, client: str, value: float) -> None:
         """Take back a value recorded for a response that was not sent (a throttled fetch)."""
@@ -453,13 +456,11 @@ class IpConnectionQuota:
         sensor.last_used = now
         now_ms = now * 1000.0
         sensor.rate.record(1.0, now_ms)
-        window = sensor.rate.window_ms(now_ms)
-        observed = sensor.rate.total() / (window / 1000.0) if window > 0 else 0.0
-        if observed <= bound:
-            return 0.0
-        sensor.rate.record(-1.0, now_ms)  # not accepted: not counted
-        sensor.throttled += 1
-        return min((observed - bound) / bound * window, self._window_ms)
+        throttle = sensor.rate.throttle_ms(bound, now_ms, self._window_ms)
+        if throttle > 0:
+            sensor.rate.record(-1.0, now_ms)  # not accepted: not counted
+            sensor.throttled += 1
+        return throttle
 
 
 class QuotaManager:

@@ -294,9 +294,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if session.epoch != next_epoch(epoch):  # another request of the session came first
             return {**answer, "error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH, "session_id": session.id,
                     "responses": []}
-        answer["responses"], undo = select_changes(session, responses)
+        answer["responses"], ctx.fetch_undo = select_changes(session, responses)
         answer["session_id"] = session.id
-        ctx.fetch_undo = lambda response: undo()
     elif new_session:
         created = broker.fetch_sessions.create(now_ms(), request["replica_id"] >= 0, request["topics"], responses)
         answer["session_id"] = created
