@@ -379,7 +379,11 @@ _PROPS: list[Prop] = [
     Prop("super.users", _super_users, "", "Principals allowed everything, ';'-separated (User:admin;User:broker)."),
     Prop("allow.everyone.if.no.acl.found", _bool, False, "Allow access to a resource that has no ACL at all."),
     Prop("sasl.enabled.mechanisms", _list, "GSSAPI",
-         "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not served)."),
+         "SASL mechanisms of SASL listeners: GSSAPI (Kerberos), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER."),
+    Prop("sasl.kerberos.service.name", _optional(_str), None,
+         "GSSAPI: the first part of the brokers' Kerberos principals (kafka); or serviceName in the JAAS entry."),
+    Prop("sasl.kerberos.principal.to.local.rules", _list, "DEFAULT",
+         "GSSAPI: how a client's Kerberos principal becomes its short name (DEFAULT, RULE:[n:fmt](re)s/a/b/[LU])."),
     Prop("sasl.mechanism.inter.broker.protocol", _upper, "GSSAPI",
          "SASL mechanism between brokers when the inter-broker listener is SASL."),
     Prop("connection.failed.authentication.delay.ms", _ranged(0, INT_MAX), 100,
@@ -680,8 +684,10 @@ class BrokerConfig:
         handlers = {prop.partition(".")[0].upper(): value for prop, value in overrides.items()
                     if prop.endswith(_MECHANISM_SUFFIXES[1]) and value is not None}
         jwks = self._jwks_settings(listener_name)
+        krb = sasl.KerberosSettings(self._values["sasl.kerberos.service.name"],
+                                    tuple(self._values["sasl.kerberos.principal.to.local.rules"]))
         try:
-            return sasl.listener_sasl(mechanisms, jaas, listener_name, where, handlers, jwks)
+            return sasl.listener_sasl(mechanisms, jaas, listener_name, where, handlers, jwks, krb)
         except sasl.SaslConfigError as exc:
             raise ConfigError(str(exc), where) from None
 

@@ -1,13 +1,26 @@
-"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: PLAIN and SCRAM-SHA-256/512, as Kafka 2.7 serves them.
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: GSSAPI, PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER, as
+Kafka 2.7 serves them.
 
 Configuration (Kafka's property names; :mod:`broker.config` checks them at start):
 
 ``sasl.enabled.mechanisms``
-    The mechanisms a SASL listener offers, e.g. ``PLAIN,SCRAM-SHA-256``. Kafka's
-    default is ``GSSAPI`` (Kerberos), which is not served here: a SASL listener
-    must name PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and/or OAUTHBEARER (bearer
-    tokens, :mod:`broker.oauth`, with its validator and settings). Per listener as
+    The mechanisms a SASL listener offers, e.g. ``PLAIN,SCRAM-SHA-256``; Kafka's
+    default is ``GSSAPI`` (Kerberos, :mod:`broker.kerberos`). The others:
+    PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (bearer tokens,
+    :mod:`broker.oauth`, with its validator and settings). Per listener as
     ``listener.name.<listener>.sasl.enabled.mechanisms``.
+GSSAPI's settings
+    The listener's keys come from its JAAS entry
+    (``listener.name.<listener>.gssapi.sasl.jaas.config``, Kafka's
+    ``com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true
+    storeKey=true keyTab="..." principal="kafka/<host>@<REALM>";``), checked at
+    start against the keytab. ``sasl.kerberos.service.name`` (or ``serviceName``
+    in that entry; one of them is required, as in Kafka) is the first part of the
+    brokers' principals, which brokers address each other with.
+    ``sasl.kerberos.principal.to.local.rules`` (``DEFAULT``) makes a client's
+    Kerberos principal into the short name of its Kafka principal
+    (:mod:`broker.kerberos_names`): ``alice@EXAMPLE.COM`` is ``User:alice`` when
+    EXAMPLE.COM is the default realm of the host's Kerberos configuration.
 ``listener.name.<listener>.<mechanism>.sasl.jaas.config``
     The JAAS login module of one mechanism on one listener (the listener and
     the mechanism in lower case), as in Kafka::
@@ -25,8 +38,9 @@ Configuration (Kafka's property names; :mod:`broker.config` checks them at start
     inter-broker listener with ``sasl.mechanism.inter.broker.protocol``.
 ``sasl.mechanism.inter.broker.protocol``
     The mechanism brokers authenticate to each other with, when the
-    inter-broker listener is SASL (Kafka's default, GSSAPI, is refused, and
-    OAUTHBEARER is not served between brokers).
+    inter-broker listener is SASL (Kafka's default, GSSAPI: with the keytab and
+    principal of the listener's JAAS entry; OAUTHBEARER is not served between
+    brokers).
 ``connection.failed.authentication.delay.ms`` (100)
     A failed authentication is answered after this delay, then the connection
     is closed: a client with a wrong password cannot try thousands a second.
@@ -59,11 +73,13 @@ and the enabled list if it is not one); after SaslHandshake v1 the tokens
 travel in SaslAuthenticate requests, after v0 as bare size-prefixed frames
 (Kafka's original protocol, still used by old clients). Any other request
 before the exchange succeeds closes the connection. The authenticated
-principal is ``User:<name>``.
+principal is ``User:<name>`` (with GSSAPI, the short name of the client's
+Kerberos principal).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import re
@@ -74,14 +90,15 @@ from typing import Awaitable, Callable, Mapping
 import scramp
 from scramp import core as _scram_core
 
-from broker import oauth
+from broker import kerberos, oauth
 
+GSSAPI = kerberos.GSSAPI
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
 OAUTHBEARER = oauth.OAUTHBEARER
 #: The mechanisms served here, in Kafka's spelling.
-MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
+MECHANISMS = (GSSAPI, PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 #: Kafka's bounds on a SCRAM credential's iteration count (ScramMechanism.minIterations/maxIterations).
 MIN_ITERATIONS = 4096
@@ -90,7 +107,7 @@ MAX_ITERATIONS = 16384
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _MODULES = {PLAIN: PLAIN_MODULE, SCRAM_SHA_256: SCRAM_MODULE, SCRAM_SHA_512: SCRAM_MODULE,
-            OAUTHBEARER: oauth.LOGIN_MODULE}
+            OAUTHBEARER: oauth.LOGIN_MODULE, GSSAPI: kerberos.LOGIN_MODULE}
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 
 #: What a client is told when SCRAM fails, whatever the reason (unknown user or wrong proof), as Kafka words it.
@@ -179,6 +196,16 @@ class ListenerSasl:
     jaas: Mapping[str, JaasEntry] = field(default_factory=dict, repr=False)
     #: How OAUTHBEARER tokens are checked, when it is enabled (:mod:`broker.oauth`)
     oauth: "oauth.Validator | None" = field(default=None, repr=False)
+    #: GSSAPI's keys and short names, when it is enabled (:mod:`broker.kerberos`)
+    kerberos: "kerberos.Acceptor | None" = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class KerberosSettings:
+    """The broker's ``sasl.kerberos.*`` settings."""
+
+    service_name: str | None
+    principal_to_local_rules: tuple[str, ...] = ("DEFAULT",)
 
 
 def jaas_property(listener: str, mechanism: str) -> str:
@@ -187,18 +214,19 @@ def jaas_property(listener: str, mechanism: str) -> str:
 
 def listener_sasl(mechanisms: list[str], jaas_texts: Mapping[str, str], listener: str,
                   mechanisms_prop: str, handlers: Mapping[str, str] | None = None,
-                  jwks: "oauth.JwksSettings | None" = None) -> ListenerSasl:
+                  jwks: "oauth.JwksSettings | None" = None,
+                  krb: KerberosSettings | None = None) -> ListenerSasl:
     """Check and gather one SASL listener's settings (``jaas_texts``: mechanism -> its JAAS text;
     ``handlers``: mechanism -> its ``sasl.server.callback.handler.class``; ``jwks``: the
-    ``sasl.oauthbearer.*`` settings, None without an endpoint)."""
+    ``sasl.oauthbearer.*`` settings, None without an endpoint; ``krb``: the ``sasl.kerberos.*``
+    settings). With GSSAPI the keytab is read (blocking)."""
     names = [m.strip().upper() for m in mechanisms if m.strip()]
     if not names:
         raise SaslConfigError(f"{mechanisms_prop} is empty: a SASL listener ({listener}) needs a mechanism "
                               f"({', '.join(MECHANISMS)})")
     unknown = [m for m in names if m not in MECHANISMS]
     if unknown:
-        hint = " (Kafka's default; Kerberos is not served here)" if unknown == ["GSSAPI"] else ""
-        raise SaslConfigError(f"{mechanisms_prop}={','.join(names)}: {', '.join(unknown)} not supported{hint}; "
+        raise SaslConfigError(f"{mechanisms_prop}={','.join(names)}: {', '.join(unknown)} not supported; "
                               f"set it to one or more of {', '.join(MECHANISMS)}")
     jaas: dict[str, JaasEntry] = {}
     for mechanism, text in jaas_texts.items():
@@ -226,7 +254,43 @@ def listener_sasl(mechanisms: list[str], jaas_texts: Mapping[str, str], listener
                                   f"handler.class: only OAUTHBEARER takes a server callback handler here")
     if OAUTHBEARER in names:
         validator = _oauth_validator(listener, (handlers or {}).get(OAUTHBEARER), jaas.get(OAUTHBEARER), jwks)
-    return ListenerSasl(listener, tuple(dict.fromkeys(names)), plain_users, jaas, validator)
+    acceptor = None
+    if GSSAPI in names:
+        acceptor = _kerberos_acceptor(listener, jaas.get(GSSAPI), krb or KerberosSettings(None))
+    return ListenerSasl(listener, tuple(dict.fromkeys(names)), plain_users, jaas, validator, acceptor)
+
+
+def kerberos_service_name(entry: JaasEntry, krb: KerberosSettings, prop: str) -> str:
+    """GSSAPI's service name: ``sasl.kerberos.service.name`` or the JAAS entry's ``serviceName`` (one
+    is required, and they must agree, as in Kafka)."""
+    own = entry.options.get("serviceName") or None
+    if own and krb.service_name and own != krb.service_name:
+        raise SaslConfigError(f"{prop}: serviceName={own} conflicts with sasl.kerberos.service.name="
+                              f"{krb.service_name}; give one, or the same in both")
+    name = own or krb.service_name
+    if not name:
+        raise SaslConfigError("GSSAPI needs sasl.kerberos.service.name (or serviceName in " + prop + "): the "
+                              "first part of the brokers' Kerberos principals, e.g. kafka")
+    return name
+
+
+def _kerberos_acceptor(listener: str, entry: JaasEntry | None, krb: KerberosSettings) -> "kerberos.Acceptor":
+    """GSSAPI on a listener: its keytab checked against its principal, and the short namer."""
+    from broker import kerberos_names
+
+    prop = jaas_property(listener, GSSAPI)
+    if entry is None:
+        raise SaslConfigError(f"listener {listener} enables GSSAPI but {prop} is not set: its "
+                              f"{kerberos.LOGIN_MODULE} entry names the keytab and the principal to accept as")
+    service = kerberos_service_name(entry, krb, prop)
+    try:
+        login = kerberos.login_from_jaas(entry.options, prop, server=True)
+        namer = kerberos_names.ShortNamer.from_rules(list(krb.principal_to_local_rules),
+                                                     kerberos_names.default_realm())
+        credentials = login.acceptor_credentials()
+    except (kerberos.KerberosConfigError, kerberos_names.KerberosNameError) as exc:
+        raise SaslConfigError(str(exc)) from None
+    return kerberos.Acceptor(login, service, credentials, namer)
 
 
 def _oauth_validator(listener: str, handler: str | None, entry: JaasEntry | None,
@@ -259,13 +323,16 @@ class ClientCredentials:
     mechanism: str
     username: str
     password: str = field(repr=False)
+    #: GSSAPI: the keytab and principal, and the service name of the other brokers
+    kerberos: "kerberos.KerberosLogin | None" = None
+    service_name: str | None = None
 
 
 def inter_broker_credentials(sasl: ListenerSasl, mechanism: str, prop: str) -> ClientCredentials:
-    """The ``username``/``password`` of the inter-broker listener's JAAS entry for ``mechanism``."""
+    """The ``username``/``password`` of the inter-broker listener's JAAS entry for ``mechanism`` (with
+    GSSAPI its keytab and principal)."""
     if mechanism not in MECHANISMS:
-        hint = " (Kafka's default; Kerberos is not served here)" if mechanism == "GSSAPI" else ""
-        raise SaslConfigError(f"{prop}={mechanism} is not supported{hint}: set it to one of "
+        raise SaslConfigError(f"{prop}={mechanism} is not supported: set it to one of "
                               f"{', '.join(sasl.mechanisms)}, the mechanisms of listener {sasl.listener}")
     if mechanism == OAUTHBEARER:
         raise SaslConfigError(f"{prop}=OAUTHBEARER is not served between brokers; use PLAIN or SCRAM on the "
@@ -275,6 +342,9 @@ def inter_broker_credentials(sasl: ListenerSasl, mechanism: str, prop: str) -> C
                               f"({', '.join(sasl.mechanisms)})")
     entry = sasl.jaas.get(mechanism)
     where = jaas_property(sasl.listener, mechanism)
+    if mechanism == GSSAPI:
+        acceptor = sasl.kerberos  # the listener's entry, checked: the same keytab and principal initiate
+        return ClientCredentials(GSSAPI, "", "", acceptor.login, acceptor.service_name)
     if entry is None or not entry.options.get("username") or not entry.options.get("password"):
         raise SaslConfigError(f"{where} must give username=\"...\" password=\"...\" (neither empty): what this "
                               f"broker authenticates with to the others over {mechanism}")
@@ -370,6 +440,7 @@ class SaslServerSession:
         self.principal: str | None = None
         self._scram: "_scram_core.ScramServer | None" = None
         self._oauth: "oauth.OAuthBearerExchange | None" = None
+        self._gssapi: "kerberos.ServerExchange | None" = None
         #: When the credential stops being valid (epoch ms; an OAUTHBEARER token's exp), None: never
         self.expires_at_ms: int | None = None
 
@@ -386,6 +457,8 @@ class SaslServerSession:
         self.raw = version == 0
         if mechanism == OAUTHBEARER:
             self._oauth = oauth.OAuthBearerExchange(self.sasl.oauth)
+        elif mechanism == GSSAPI:
+            self._gssapi = self.sasl.kerberos.exchange()
         return True
 
     async def step(self, token: bytes) -> bytes:
@@ -398,6 +471,8 @@ class SaslServerSession:
                 return self._plain(bytes(token))
             if self.mechanism == OAUTHBEARER:
                 return self._oauth_step(bytes(token))
+            if self.mechanism == GSSAPI:
+                return await self._gssapi_step(bytes(token))
             return await self._scram_step(bytes(token))
         except AuthenticationFailed:
             self.state = "failed"
@@ -440,6 +515,26 @@ class SaslServerSession:
             self.user = exchange.user
             self.expires_at_ms = exchange.token.expires_at_ms
             self._done(exchange.user)
+        return answer
+
+    async def _gssapi_step(self, token: bytes) -> bytes:
+        from broker.kerberos_names import KerberosNameError
+
+        exchange = self._gssapi
+        # the Kerberos library reads the keytab and writes its replay cache: never on the event loop
+        try:
+            answer, done = await asyncio.get_running_loop().run_in_executor(None, exchange.step, token)
+        except kerberos.GssapiFailed as exc:
+            self.user = exchange.peer
+            raise AuthenticationFailed(str(exc), exc.detail) from None
+        self.user = exchange.peer
+        if done:
+            try:
+                short = self.sasl.kerberos.short_name(exchange.peer)
+            except KerberosNameError as exc:
+                raise AuthenticationFailed("Authentication failed: no principal mapping for the client",
+                                           f"{exchange.peer}: {exc}") from None
+            self._done(short)
         return answer
 
     async def _scram_step(self, token: bytes) -> bytes:

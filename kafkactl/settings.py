@@ -43,11 +43,20 @@ TLS (every client; semantics in :mod:`broker.client._tls`)::
 SASL (every client; semantics in :mod:`broker.client._sasl`)::
 
     security.protocol=SASL_PLAINTEXT|SASL_SSL  SASL on TCP, or on TLS with the ssl.* settings above
-    sasl.mechanism=PLAIN                       or SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+    sasl.mechanism=PLAIN                       or SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI
                                                (librdkafka: sasl.mechanisms)
     sasl.username=NAME, sasl.password=TEXT     the credentials (librdkafka's names), or the Java client's
     sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
         username="NAME" password="TEXT";       (or ...scram.ScramLoginModule), not both
+
+GSSAPI (Kerberos; semantics in :mod:`broker.kerberos`), librdkafka's names::
+
+    sasl.kerberos.service.name=kafka           the brokers' service (default kafka): tickets for kafka/<host>
+    sasl.kerberos.keytab=FILE                  with sasl.kerberos.principal=NAME: tickets from the keytab;
+                                               without: from the ticket cache (kinit; KRB5CCNAME)
+
+or the Java client's ``sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true
+keyTab="FILE" principal="NAME";`` (or ``useTicketCache=true``).
 
 OAUTHBEARER's token (semantics in :mod:`broker.client._oauth`), librdkafka's names::
 
@@ -165,8 +174,8 @@ def _snake(name: str) -> str:
     return name.replace(".", "_").replace("-", "_")
 
 
-SASL_SETTINGS = ("sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", "sasl.username",
-                 "sasl.password", "sasl.jaas.config", "sasl.oauthbearer.method, .client.id, .client.secret, "
+SASL_SETTINGS = ("sasl.mechanism (GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", "sasl.username",
+                 "sasl.password", "sasl.jaas.config", "sasl.kerberos.service.name, .keytab, .principal", "sasl.oauthbearer.method, .client.id, .client.secret, "
                  ".token.endpoint.url, .scope, .extensions, .config", "enable.sasl.oauthbearer.unsecure.jwt",
                  "sasl.login.callback.handler.class")
 TLS_SETTINGS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",

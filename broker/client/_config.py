@@ -113,6 +113,10 @@ class CommonConfig:
     sasl_oauthbearer_config: str | None = None
     enable_sasl_oauthbearer_unsecure_jwt: bool = False
     sasl_login_callback_handler_class: str | None = None
+    # GSSAPI (Kerberos): librdkafka's names; see broker.client._sasl
+    sasl_kerberos_service_name: str | None = None
+    sasl_kerberos_keytab: str | None = None
+    sasl_kerberos_principal: str | None = None
     https_ca_location: str | None = None  # CAs of an https:// token endpoint (default: the system's)
 
     def __post_init__(self) -> None:

@@ -9,11 +9,21 @@ the names are snake_case (``sasl_mechanism="SCRAM-SHA-256"``).
     ``ssl.*`` property as for ``SSL`` (:mod:`broker.client._tls`), then SASL
     inside it. Either case.
 ``sasl.mechanism`` (librdkafka also spells it ``sasl.mechanisms``)
-    ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``, either
-    case. Required with a SASL protocol (the Java and librdkafka default, GSSAPI,
-    is not supported); ``GSSAPI`` is refused.
+    ``GSSAPI``, ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``,
+    either case. Required with a SASL protocol (the Java and librdkafka default,
+    GSSAPI, is not assumed: say it).
 ``sasl.username``, ``sasl.password``
     The credentials (librdkafka's names) of PLAIN and SCRAM.
+``sasl.kerberos.service.name`` (``kafka``), ``sasl.kerberos.keytab``, ``sasl.kerberos.principal``
+    GSSAPI (Kerberos, :mod:`broker.kerberos`), librdkafka's names: the service
+    ticket asked for is ``<service name>/<broker host>``, the host as the client
+    connects to it (the bootstrap address, then the brokers' advertised hosts).
+    With a keytab and a principal the tickets are got from the keytab (no
+    ``kinit`` needed, renewed by the Kerberos library); without, from the ticket
+    cache (``kinit`` beforehand; ``KRB5CCNAME``). The Java client's form is
+    ``sasl.jaas.config`` with ``com.sun.security.auth.module.Krb5LoginModule``
+    (``useKeyTab=true keyTab="..." principal="..."``, or ``useTicketCache=true``)
+    and ``serviceName`` in it or ``sasl.kerberos.service.name``.
 ``sasl.oauthbearer.*``, ``enable.sasl.oauthbearer.unsecure.jwt``, ``sasl.login.callback.handler.class``
     Where OAUTHBEARER's bearer token comes from (librdkafka's OIDC client-credentials
     grant or unsecured JWT, or the Java client's): see :mod:`broker.client._oauth`.
@@ -31,8 +41,9 @@ the names are snake_case (``sasl_mechanism="SCRAM-SHA-256"``).
     Either module serves any of PLAIN and SCRAM (the mechanism is
     ``sasl.mechanism``), as in Java. ``OAuthBearerLoginModule`` is OAUTHBEARER's
     (its options: :mod:`broker.client._oauth`), and only OAUTHBEARER's. Other login
-    modules (Kerberos) are refused. Giving both ``sasl.jaas.config`` and
-    ``sasl.username``/``sasl.password`` is an error.
+    modules are refused, but Kerberos's (``Krb5LoginModule``, GSSAPI's only).
+    Giving both ``sasl.jaas.config`` and ``sasl.username``/``sasl.password`` is
+    an error.
 
 With ``PLAINTEXT`` or ``SSL`` the ``sasl.*`` values are checked but not used,
 as librdkafka and the Java client ignore them. Bad values raise
@@ -50,6 +61,8 @@ ApiVersions (which a Kafka broker answers before authentication)::
                        by scramp's ScramClient; no channel binding, as Kafka); the
                        server-final's signature must verify, else the broker did not
                        know the password: the connection is refused.
+        GSSAPI:        context tokens, then the security layer (none) agreed in wrapped messages
+                       (RFC 4752, :mod:`broker.kerberos`); run on a thread (the KDC is asked)
         OAUTHBEARER:   n,,\\x01auth=Bearer <token>\\x01[k=v\\x01...]\\x01 (RFC 7628) -> an empty
                        answer: authenticated; or the error challenge {"status":...}: the
                        client sends \\x01 (RFC 7628 3.2.2) and the exchange fails, with that
@@ -83,6 +96,7 @@ SASLprep changes (or refuses) is refused there, where the two would disagree.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -94,6 +108,7 @@ from typing import TYPE_CHECKING, Any
 from scramp import ScramClient, ScramException
 from scramp.utils import saslprep
 
+from broker import kerberos
 from broker.protocol import ApiKey
 
 from . import _oauth
@@ -105,14 +120,17 @@ if TYPE_CHECKING:
     from ._connection import BrokerConnection
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
-MECHANISM_LIST = "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+GSSAPI = kerberos.GSSAPI
+MECHANISMS = (GSSAPI, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
+MECHANISM_LIST = "GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+#: librdkafka's and the Java client's default service name
+DEFAULT_SERVICE_NAME = "kafka"
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 #: Kafka's bounds for a SCRAM credential's iterations (ScramMechanism.minIterations/maxIterations)
 SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
-UNSUPPORTED = {"GSSAPI": "Kerberos"}
 LOGIN_MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "org.apache.kafka.common.security.scram.ScramLoginModule", _oauth.LOGIN_MODULE)
+                 "org.apache.kafka.common.security.scram.ScramLoginModule", _oauth.LOGIN_MODULE,
+                 kerberos.LOGIN_MODULE)
 FLAGS = ("required", "requisite", "sufficient", "optional")
 #: a session is given up this far before its end (the Java client re-authenticates at 85-95 %)
 SESSION_MARGIN = 0.1
@@ -126,17 +144,31 @@ SASL_AUTHENTICATION_FAILED = 58
 class SaslSettings:
     """What a connection authenticates with: ``mechanism`` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512),
     ``username`` and ``password``; or OAUTHBEARER and the ``token_provider`` its tokens come from
-    (:mod:`broker.client._oauth`). The broker's own links may build one directly."""
+    (:mod:`broker.client._oauth`); or GSSAPI, the ``kerberos`` login (keytab and principal, or the
+    ticket cache) and the brokers' ``kerberos_service_name``. The broker's own links may build one
+    directly."""
 
     mechanism: str
     username: str = ""
     password: str = field(default="", repr=False)
     token_provider: TokenProvider | None = field(default=None, compare=False)
+    kerberos: "kerberos.KerberosLogin | None" = None
+    kerberos_service_name: str = DEFAULT_SERVICE_NAME
 
     def __post_init__(self) -> None:
         mechanism = str(self.mechanism).strip().upper()
         _check_mechanism("sasl.mechanism", mechanism, self.mechanism)
         object.__setattr__(self, "mechanism", mechanism)
+        if mechanism == GSSAPI:
+            if self.kerberos is None:
+                raise ConfigError("GSSAPI needs a Kerberos login (a keytab and principal, or the ticket cache)")
+            if self.username or self.password or self.token_provider is not None:
+                raise ConfigError("GSSAPI takes no username, password or token (Kerberos is the credential)")
+            if not self.kerberos_service_name:
+                raise ConfigError("sasl.kerberos.service.name is empty")
+            return
+        if self.kerberos is not None:
+            raise ConfigError(f"a Kerberos login is for GSSAPI, not {mechanism}")
         if mechanism == OAUTHBEARER:
             if self.token_provider is None:
                 raise ConfigError("OAUTHBEARER needs a token provider (the sasl.oauthbearer.* settings)")
@@ -154,13 +186,14 @@ class SaslSettings:
 
     @property
     def identity(self) -> str:
-        """Who authenticates, for messages: the username, or where OAUTHBEARER's token comes from."""
+        """Who authenticates, for messages: the username, where OAUTHBEARER's token comes from, or the
+        Kerberos principal."""
+        if self.kerberos is not None:
+            return self.kerberos.describe()
         return repr(self.username) if self.token_provider is None else self.token_provider.describe
 
 
 def _check_mechanism(prop: str, mechanism: str, given: Any) -> None:
-    if mechanism in UNSUPPORTED:
-        raise ConfigError(f"{prop}={given} ({UNSUPPORTED[mechanism]}) is not supported: use {MECHANISM_LIST}")
     if mechanism not in MECHANISMS:
         raise ConfigError(f"{prop} must be {MECHANISM_LIST}, not {given!r}")
 
@@ -184,6 +217,12 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
         setattr(config, mechanism_prop.replace(".", "_"), mechanism)
     username, password = config.sasl_username, config.sasl_password
     jaas = None if config.sasl_jaas_config is None else parse_jaas_config(str(config.sasl_jaas_config))
+    if mechanism == GSSAPI or (mechanism is None and jaas is not None and jaas[0] == kerberos.LOGIN_MODULE):
+        return _gssapi_settings(config, jaas, sasl, mechanism)
+    given = [p for p in _KERBEROS_PROPS if getattr(config, p.replace(".", "_")) is not None]
+    if given:
+        raise ConfigError(f"{given[0]} is a GSSAPI setting" + (f", not one of {mechanism}" if mechanism else
+                                                               ": set sasl.mechanism=GSSAPI"))
     oauth_given = _oauth.given(config)
     if mechanism == OAUTHBEARER or (mechanism is None and jaas is not None and jaas[0] == _oauth.LOGIN_MODULE):
         # OAUTHBEARER (its mechanism or its login module): the token source, checked now, used by connections
@@ -209,8 +248,9 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
         if username is not None or password is not None:
             raise ConfigError("give either sasl.jaas.config or sasl.username and sasl.password, not both")
         module, options = jaas
-        if module == _oauth.LOGIN_MODULE:
-            raise ConfigError(f"sasl.jaas.config: login module {module} is for sasl.mechanism=OAUTHBEARER, "
+        if module in (_oauth.LOGIN_MODULE, kerberos.LOGIN_MODULE):
+            which = "OAUTHBEARER" if module == _oauth.LOGIN_MODULE else GSSAPI
+            raise ConfigError(f"sasl.jaas.config: login module {module} is for sasl.mechanism={which}, "
                               f"not {mechanism}")
         username, password = options.get("username"), options.get("password")
         if username is None or password is None:
@@ -219,8 +259,7 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
     if not sasl:
         return None
     if mechanism is None:
-        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism: {MECHANISM_LIST} "
-                          "(the default of Kafka's clients, GSSAPI, is not supported)")
+        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism: {MECHANISM_LIST}")
     if username is None or password is None:
         raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.username and sasl.password "
                           "(or sasl.jaas.config)")
@@ -229,6 +268,58 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
     except ConfigError as exc:
         raise ConfigError(f"{exc} (sasl.{'jaas.config' if config.sasl_jaas_config is not None else 'username'}"
                           " / sasl.password)") from None
+
+
+_KERBEROS_PROPS = ("sasl.kerberos.service.name", "sasl.kerberos.keytab", "sasl.kerberos.principal")
+
+
+def _gssapi_settings(config: "CommonConfig", jaas: tuple[str, dict[str, str]] | None, sasl: bool,
+                     mechanism: str | None) -> SaslSettings | None:
+    """GSSAPI's settings: librdkafka's ``sasl.kerberos.*`` or the Java client's ``Krb5LoginModule`` entry."""
+    if config.sasl_username is not None or config.sasl_password is not None:
+        raise ConfigError(f"sasl.{'username' if config.sasl_username is not None else 'password'} is not used by "
+                          "GSSAPI (Kerberos: see sasl.kerberos.keytab and sasl.kerberos.principal)")
+    if _oauth.given(config):
+        raise ConfigError(f"{_oauth.given(config)[0]} is an OAUTHBEARER setting, not one of GSSAPI")
+    service = config.sasl_kerberos_service_name
+    keytab, principal = config.sasl_kerberos_keytab, config.sasl_kerberos_principal
+    if jaas is not None:
+        module, options = jaas
+        if module != kerberos.LOGIN_MODULE:
+            raise ConfigError(f"sasl.jaas.config: login module {module.rsplit('.', 1)[-1]} is not GSSAPI's: use "
+                              f"{kerberos.LOGIN_MODULE}")
+        if keytab is not None or principal is not None:
+            raise ConfigError("give either sasl.jaas.config or sasl.kerberos.keytab and sasl.kerberos.principal, "
+                              "not both")
+        own = options.get("serviceName")
+        if own and service and own != service:
+            raise ConfigError(f"sasl.jaas.config's serviceName={own} conflicts with sasl.kerberos.service.name="
+                              f"{service}")
+        service = own or service
+        try:
+            login = kerberos.login_from_jaas(options, "sasl.jaas.config", server=False)
+        except kerberos.KerberosConfigError as exc:
+            raise ConfigError(str(exc)) from None
+    else:
+        if keytab is not None and not principal:
+            raise ConfigError("sasl.kerberos.keytab needs sasl.kerberos.principal (whose keys it holds)")
+        if keytab is not None:
+            try:
+                kerberos.check_keytab(str(keytab), "sasl.kerberos.keytab")
+            except kerberos.KerberosConfigError as exc:
+                raise ConfigError(str(exc)) from None
+        login = kerberos.KerberosLogin(str(principal) if principal else None,
+                                       str(keytab) if keytab is not None else None)
+    if not sasl:
+        return None
+    if mechanism is None:
+        raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.mechanism (GSSAPI for "
+                          "sasl.jaas.config's Krb5LoginModule)")
+    try:
+        kerberos.gssapi_module()
+    except kerberos.KerberosConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return SaslSettings(GSSAPI, kerberos=login, kerberos_service_name=str(service or DEFAULT_SERVICE_NAME))
 
 
 _JAAS_TOKEN = re.compile(r"""
@@ -279,13 +370,10 @@ def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
         raise ConfigError(f"sasl.jaas.config: expected a login module class at character {pos + 1}")
     if module not in LOGIN_MODULES:
         short = module.rsplit(".", 1)[-1]
-        why = ""
-        if "krb5" in short.lower() or "kerberos" in short.lower():
-            why = " (Kerberos, GSSAPI, is not supported)"
-        raise ConfigError(f"sasl.jaas.config: login module {module} is not supported{why}: use "
+        raise ConfigError(f"sasl.jaas.config: login module {module} is not supported: use "
                           "org.apache.kafka.common.security.plain.PlainLoginModule, "
-                          "org.apache.kafka.common.security.scram.ScramLoginModule or "
-                          f"{_oauth.LOGIN_MODULE}")
+                          "org.apache.kafka.common.security.scram.ScramLoginModule, "
+                          f"{_oauth.LOGIN_MODULE} or {kerberos.LOGIN_MODULE}")
     if len(tokens) < 2 or tokens[1][0] != "word" or tokens[1][1].lower() not in FLAGS:
         at = f"at character {tokens[1][2] + 1}" if len(tokens) > 1 else "at the end"
         raise ConfigError(f"sasl.jaas.config: expected the control flag (required) after {module.rsplit('.', 1)[-1]} "
@@ -345,7 +433,9 @@ async def authenticate(conn: "BrokerConnection", sasl: SaslSettings, token: "_oa
             raise AuthenticationError(r["error_code"], r.get("error_message") or None, context=where)
         return r
 
-    if sasl.mechanism == "PLAIN":
+    if sasl.mechanism == GSSAPI:
+        r = await _gssapi_exchange(conn, sasl, step, where)
+    elif sasl.mechanism == "PLAIN":
         r = await step(b"\0" + sasl.username.encode() + b"\0" + sasl.password.encode())
     elif sasl.mechanism == OAUTHBEARER:
         if token is None:
@@ -376,6 +466,26 @@ async def authenticate(conn: "BrokerConnection", sasl: SaslSettings, token: "_oa
                                       " (the broker does not hold this user's credential, or is not the broker "
                                       "meant)", context=where) from None
     return int(r.get("session_lifetime_ms") or 0)
+
+
+#: A Kerberos exchange takes 3 round trips (more only with several context tokens); past this it is refused
+_GSSAPI_MAX_ROUNDS = 10
+
+
+async def _gssapi_exchange(conn: "BrokerConnection", sasl: SaslSettings, step, where: str) -> dict[str, Any]:
+    """GSSAPI's rounds (:class:`broker.kerberos.ClientExchange`), each Kerberos call on a thread."""
+    exchange = kerberos.ClientExchange(sasl.kerberos, sasl.kerberos_service_name, conn.host)
+    try:
+        token = await asyncio.to_thread(exchange.first)
+        for _ in range(_GSSAPI_MAX_ROUNDS):
+            r = await step(token)
+            if exchange.finished:
+                return r
+            token = await asyncio.to_thread(exchange.step, bytes(r["auth_bytes"] or b""))
+    except kerberos.GssapiFailed as exc:
+        raise AuthenticationError(SASL_AUTHENTICATION_FAILED, str(exc), context=where) from None
+    raise AuthenticationError(SASL_AUTHENTICATION_FAILED, f"the broker did not end the GSSAPI exchange in "
+                              f"{_GSSAPI_MAX_ROUNDS} rounds", context=where)
 
 
 def _oauth_status(challenge: bytes) -> str:

@@ -91,8 +91,12 @@ def _inter_broker_sasl(config: BrokerConfig) -> SaslSettings | None:
     """The inter-broker listener's SASL client settings (its JAAS ``username``/``password`` for
     ``sasl.mechanism.inter.broker.protocol``), or None when it is not SASL."""
     credentials = config.inter_broker_sasl()
-    return None if credentials is None else SaslSettings(credentials.mechanism, credentials.username,
-                                                         credentials.password)
+    if credentials is None:
+        return None
+    if credentials.kerberos is not None:  # GSSAPI: the listener's keytab and principal
+        return SaslSettings(credentials.mechanism, kerberos=credentials.kerberos,
+                            kerberos_service_name=credentials.service_name)
+    return SaslSettings(credentials.mechanism, credentials.username, credentials.password)
 
 
 class Broker:

@@ -386,21 +386,23 @@ def test_sasl_settings_are_checked_but_unused_without_sasl() -> None:
     cfg = build_config(AdminConfig, {"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "u", "sasl.password": "p"},
                        {})
     assert cfg.sasl is None and cfg.security_protocol == "PLAINTEXT"
-    with pytest.raises(ConfigError, match="GSSAPI"):
-        build_config(AdminConfig, {"security.protocol": "SSL", "sasl.mechanism": "GSSAPI"}, {})
+    # a GSSAPI setting of the wrong kind is refused even where SASL is not used
+    with pytest.raises(ConfigError, match="is a GSSAPI setting"):
+        build_config(AdminConfig, {"security.protocol": "SSL", "sasl.mechanism": "PLAIN",
+                                   "sasl.kerberos.principal": "alice"}, {})
 
 
 BAD = {
     "no mechanism": ({"sasl.username": "u", "sasl.password": "p"},
-                     "security.protocol=SASL_PLAINTEXT needs sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or "
-                     "OAUTHBEARER (the default of Kafka's clients, GSSAPI, is not supported)"),
-    "GSSAPI": ({"sasl.mechanism": "GSSAPI"}, "sasl.mechanism=GSSAPI (Kerberos) is not supported: use PLAIN, "
-                                             "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+                     "security.protocol=SASL_PLAINTEXT needs sasl.mechanism: GSSAPI, PLAIN, SCRAM-SHA-256, "
+                     "SCRAM-SHA-512 or OAUTHBEARER"),
+    "GSSAPI with a password": ({"sasl.mechanism": "GSSAPI", "sasl.password": "p"},
+                               "sasl.password is not used by GSSAPI"),
     "OAUTHBEARER without a token source": ({"sasl.mechanisms": "oauthbearer"},
                                            "sasl.mechanism=OAUTHBEARER needs a token source"),
     "unknown mechanism": ({"sasl.mechanism": "DIGEST-MD5"},
-                          "sasl.mechanism must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER, not "
-                          "'DIGEST-MD5'"),
+                          "sasl.mechanism must be GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER, "
+                          "not 'DIGEST-MD5'"),
     "a list": ({"sasl.mechanisms": "PLAIN,SCRAM-SHA-256"}, "sasl.mechanisms takes one mechanism"),
     "two spellings differ": ({"sasl.mechanism": "PLAIN", "sasl.mechanisms": "SCRAM-SHA-256"},
                              "sasl.mechanism and sasl.mechanisms are the same setting: give one"),
@@ -413,8 +415,8 @@ BAD = {
                           "give either sasl.jaas.config or sasl.username and sasl.password, not both"),
     "jaas kerberos": ({"sasl.mechanism": "PLAIN", "sasl.jaas.config":
                        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"},
-                      "sasl.jaas.config: login module com.sun.security.auth.module.Krb5LoginModule is not supported "
-                      "(Kerberos, GSSAPI, is not supported)"),
+                      "sasl.jaas.config: login module com.sun.security.auth.module.Krb5LoginModule is for "
+                      "sasl.mechanism=GSSAPI, not PLAIN"),
     "jaas oauth": ({"sasl.mechanism": "PLAIN", "sasl.jaas.config":
                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
                    "login module org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule is for "
@@ -444,8 +446,10 @@ BAD = {
     "jaas empty": ({"sasl.mechanism": "PLAIN", "sasl.jaas.config": "  "}, "sasl.jaas.config is empty"),
     "NUL in a PLAIN password": ({"sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "a\0b"},
                                 "a PLAIN username or password cannot hold a NUL character"),
-    "unknown sasl property": ({"sasl.kerberos.service.name": "kafka"},
-                              "unknown configuration 'sasl.kerberos.service.name'"),
+    "unknown sasl property": ({"sasl.kerberos.kinit.cmd": "kinit"},
+                              "unknown configuration 'sasl.kerberos.kinit.cmd'"),
+    "kerberos setting without GSSAPI": ({"sasl.kerberos.service.name": "kafka"},
+                                        "sasl.kerberos.service.name is a GSSAPI setting: set sasl.mechanism=GSSAPI"),
 }
 
 
@@ -472,7 +476,7 @@ def test_sasl_settings_for_the_brokers_own_links() -> None:
     """The frozen settings a BrokerConnection takes (``sasl=``); the password stays out of repr."""
     s = SaslSettings("scram-sha-256", "broker", "inter-broker-secret")
     assert s.mechanism == "SCRAM-SHA-256" and "inter-broker-secret" not in repr(s)
-    with pytest.raises(ConfigError, match="is not supported"):
+    with pytest.raises(ConfigError, match="GSSAPI needs a Kerberos login"):
         SaslSettings("GSSAPI", "u", "p")
     with pytest.raises(Exception):
         s.username = "other"  # frozen

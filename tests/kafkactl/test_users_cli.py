@@ -145,14 +145,14 @@ def test_a_password_of_two_lines_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, says", [
-    ("security.protocol=SASL_SSL\n", "security.protocol=SASL_SSL needs sasl.mechanism: PLAIN, SCRAM-SHA-256, "
-                                     "SCRAM-SHA-512 or OAUTHBEARER"),
-    ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n",
-     "sasl.mechanism=GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
-    ("security.protocol=SASL_PLAINTEXT\nsasl.kerberos.service.name=kafka\n",
-     "line 2: unknown or unsupported client setting 'sasl.kerberos.service.name' (kafkactl's SASL settings: "
-     "sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), sasl.username, sasl.password, "
-     "sasl.jaas.config, sasl.oauthbearer.method, .client.id, .client.secret, .token.endpoint.url, .scope, "
+    ("security.protocol=SASL_SSL\n", "security.protocol=SASL_SSL needs sasl.mechanism: GSSAPI, PLAIN, "
+                                     "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+    ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.kerberos.keytab=/nonexistent.keytab\n",
+     "sasl.kerberos.keytab needs sasl.kerberos.principal"),
+    ("security.protocol=SASL_PLAINTEXT\nsasl.kerberos.kinit.cmd=kinit\n",
+     "line 2: unknown or unsupported client setting 'sasl.kerberos.kinit.cmd' (kafkactl's SASL settings: "
+     "sasl.mechanism (GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), sasl.username, sasl.password, "
+     "sasl.jaas.config, sasl.kerberos.service.name, .keytab, .principal, sasl.oauthbearer.method, .client.id, .client.secret, .token.endpoint.url, .scope, "
      ".extensions, .config, enable.sasl.oauthbearer.unsecure.jwt, sasl.login.callback.handler.class)"),
     ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=u\n"
      f'sasl.jaas.config={PLAIN_MODULE} required username="u" password="hidden-pw";\n',

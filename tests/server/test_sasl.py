@@ -395,7 +395,8 @@ def _start_fails(tmp_path, props: dict) -> subprocess.CompletedProcess:
 def test_sasl_settings_that_cannot_be_used_stop_the_start_and_write_nothing(tmp_path, case):
     jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
     props, fragment = {
-        "gssapi default": ({}, "sasl.enabled.mechanisms=GSSAPI: GSSAPI not supported (Kafka's default"),
+        "gssapi default": ({}, "listener SASL_PLAINTEXT enables GSSAPI but "
+                               "listener.name.sasl_plaintext.gssapi.sasl.jaas.config is not set"),
         "plain without jaas": ({"sasl.enabled.mechanisms": "PLAIN"}, f"{jaas} is not set"),
         "no users": ({"sasl.enabled.mechanisms": "PLAIN",
                       jaas: 'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" '
