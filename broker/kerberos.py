@@ -44,6 +44,7 @@ broker and the client run them on threads, never on the event loop.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -81,8 +82,8 @@ def gssapi_module() -> Any:
 
 def _gss_text(exc: BaseException) -> str:
     """One line from a GSS error (the library's major and minor messages)."""
-    text = " ".join(str(exc).split())
-    return text.replace("Major (", "(").strip() or type(exc).__name__
+    text = re.sub(r"(?:Major|Minor) \(\d+\): ", "", " ".join(str(exc).split()))
+    return text.strip(" ,") or type(exc).__name__
 
 
 # -- where keys and tickets come from --------------------------------------------------------
@@ -96,8 +97,9 @@ class KerberosLogin:
     keytab: str | None
 
     def describe(self) -> str:
-        who = self.principal or "the ticket cache's principal"
-        return f"{who} (keytab {self.keytab})" if self.keytab else f"{who} (ticket cache)"
+        if self.keytab:
+            return f"{self.principal} (keytab {self.keytab})"
+        return f"{self.principal} (ticket cache)" if self.principal else "the ticket cache's principal"
 
     def _name(self) -> Any:
         gssapi = gssapi_module()

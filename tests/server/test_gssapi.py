@@ -238,6 +238,13 @@ def test_kafkactl_with_a_command_config(broker_factory, realm, tmp_path):
     listed = subprocess.run([*kafkactl, "topics", "list"], capture_output=True, text=True, timeout=60, env=realm.env)
     assert listed.returncode == 0, listed.stderr
     assert "ctl-krb" in listed.stdout
+    # without a keytab the ticket cache is used; an empty one is a failed authentication: one line, exit 1
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
+    refused = subprocess.run([*kafkactl, "topics", "list"], capture_output=True, text=True, timeout=60,
+                             env=realm.client_env(tmp_path / "empty.ccache"))
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "SASL_AUTHENTICATION_FAILED" in refused.stderr
+    assert "No Kerberos credentials available" in refused.stderr
 
 
 def test_principal_to_local_rules_decide_who_gets_in(broker_factory, realm):
