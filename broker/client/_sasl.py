@@ -369,7 +369,6 @@ def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
     if kind != "word":
         raise ConfigError(f"sasl.jaas.config: expected a login module class at character {pos + 1}")
     if module not in LOGIN_MODULES:
-        short = module.rsplit(".", 1)[-1]
         raise ConfigError(f"sasl.jaas.config: login module {module} is not supported: use "
                           "org.apache.kafka.common.security.plain.PlainLoginModule, "
                           "org.apache.kafka.common.security.scram.ScramLoginModule, "

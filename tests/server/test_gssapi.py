@@ -104,6 +104,29 @@ def _grant(broker, principal: str, topic: str, group: str | None = None) -> None
         future.result(timeout=15)
 
 
+def _send(broker, topic: str, value: bytes) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**_kafka_python(broker))
+    try:
+        producer.send(topic, value).get(timeout=30)
+    finally:
+        producer.close()
+
+
+def _send_refused(broker, topic: str) -> None:
+    """kafka-python cannot authenticate (so cannot send) as this process's ticket cache stands."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    with pytest.raises(KafkaError):
+        producer = KafkaProducer(max_block_ms=8000, **_kafka_python(broker))
+        try:
+            producer.send(topic, b"refused").get(timeout=10)
+        finally:
+            producer.close()
+
+
 def _consume_kafka_python(conf: dict, topic: str, want: int, group: str | None = None) -> list[bytes]:
     from kafka import KafkaConsumer
 
@@ -250,22 +273,12 @@ def test_kafkactl_with_a_command_config(broker_factory, realm, tmp_path):
 def test_principal_to_local_rules_decide_who_gets_in(broker_factory, realm):
     """With a rule for alice only (no DEFAULT), bob's valid ticket maps to no short name: his authentication
     fails, and the broker's log says why."""
-    from kafka import KafkaProducer
-    from kafka.errors import KafkaError
-
     broker = _gssapi_broker(broker_factory, realm, **{
         "sasl.kerberos.principal.to.local.rules": rf"RULE:[1:$1@$0](alice@{kdc_mod.REALM.replace('.', '[.]')})s/@.*//"})
     _as(realm, "alice")
-    producer = KafkaProducer(**_kafka_python(broker))
-    producer.send("ruled", b"alice").get(timeout=30)
-    producer.close()
+    _send(broker, "ruled", b"alice")
     _as(realm, "bob")
-    with pytest.raises(KafkaError):
-        producer = KafkaProducer(max_block_ms=8000, **_kafka_python(broker))
-        try:
-            producer.send("ruled", b"bob").get(timeout=10)
-        finally:
-            producer.close()
+    _send_refused(broker, "ruled")
     deadline = time.monotonic() + 10
     while "bob@KAFKA.TEST" not in broker.stderr_text() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -310,34 +323,22 @@ def test_a_rotated_service_key_is_taken_from_the_keytab_without_a_restart(broker
     """The KDC's key for the broker changes (kadmin ktadd into a new keytab): tickets for the new key fail
     against the old keytab, and once the operator puts the new keytab in place the next client gets in,
     without a restart."""
-    from kafka import KafkaProducer
-    from kafka.errors import KafkaError
-
     keytab = tmp_path / "broker.keytab"
     shutil.copy(realm.keytabs[SERVICE], keytab)
     broker = _gssapi_broker(broker_factory, realm, **{
         "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": _jaas(keytab)})
     _as(realm, "alice")
-    producer = KafkaProducer(**_kafka_python(broker))
-    producer.send("rotated", b"before").get(timeout=30)
-    producer.close()
+    _send(broker, "rotated", b"before")
 
     rotated = tmp_path / "rotated.keytab"
     realm.keytab_for(SERVICE, rotated)  # a new key at the KDC (and in the module's keytab no longer)
     fresh = tmp_path / "alice-after.ccache"
     realm.kinit("alice", realm.keytabs["alice"], fresh)
     realm.set_ccache_here(fresh)  # no cached service ticket for the old key
-    with pytest.raises(KafkaError):
-        producer = KafkaProducer(max_block_ms=8000, **_kafka_python(broker))
-        try:
-            producer.send("rotated", b"refused").get(timeout=10)
-        finally:
-            producer.close()
+    _send_refused(broker, "rotated")
     shutil.copy(rotated, keytab.with_suffix(".new"))
     os.replace(keytab.with_suffix(".new"), keytab)
-    producer = KafkaProducer(**_kafka_python(broker))
-    producer.send("rotated", b"after").get(timeout=30)
-    producer.close()
+    _send(broker, "rotated", b"after")
     assert _consume_kafka_python(_kafka_python(broker), "rotated", 2) == [b"before", b"after"]
     shutil.copy(rotated, realm.keytabs[SERVICE])  # the module's other tests go on with the current key
 
