@@ -21,6 +21,7 @@ import yaml
 
 from broker.config import load_config
 from mirror.config import load as load_mirror_config
+from tests import kdc as kdc_mod
 from tests.ansible import playbooks
 
 ROLES = playbooks.ANSIBLE_DIR / "roles"
@@ -59,21 +60,30 @@ def inventory() -> dict:
         }}}
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("rendered")
+def render(out: Path, templates: list[tuple[str, str, str, str]], overrides: dict) -> Path:
+    """Render ``templates`` for every host of :func:`inventory` into ``out/<host>/``, with the roles'
+    defaults and vars loaded as the roles load them and ``overrides`` as extra vars."""
+    out.mkdir(parents=True, exist_ok=True)
     tasks = [{"ansible.builtin.include_vars": str(ROLES / role / kind / "main.yml")}
              for role in ("kafkapy", "broker", "mirror", "zookeeper", "monitoring") for kind in ("defaults", "vars")
              if (ROLES / role / kind / "main.yml").is_file()]
     tasks.append({"ansible.builtin.file": {"path": f"{out}/{{{{ inventory_hostname }}}}", "state": "directory",
                                            "mode": "0755"}})
-    for role, template, name, group in TEMPLATES:
+    for role, template, name, group in templates:
         tasks.append({"ansible.builtin.template": {"src": str(ROLES / role / "templates" / template),
                                                    "dest": f"{out}/{{{{ inventory_hostname }}}}/{name}",
                                                    "mode": "0644"},
                       "when": f"inventory_hostname in groups['{group}']"})
     (out / "inventory.json").write_text(json.dumps(inventory()))
     (out / "render.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    play = playbooks.run(out / "render.yml", "-e", json.dumps(overrides), inventory=str(out / "inventory.json"))
+    assert play.returncode == 0, play.output[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rendered")
     # Extra vars, as include_vars of the defaults would override the inventory's: ExecStart must
     # name a program that exists for systemd-analyze (this venv's), and promtool must find the rules.
     # TLS, SASL and ACLs as the broker role's variables set them (files are not copied here: only
@@ -89,9 +99,55 @@ def rendered(tmp_path_factory) -> Path:
                  "broker_authorizer": True, "broker_super_users": ["User:admin"],
                  "monitoring_alertmanager": True, "monitoring_alertmanager_receivers": [
                      {"name": "oncall", "webhook_configs": [{"url": "http://10.0.0.9:8080/alerts"}]}]}
-    play = playbooks.run(out / "render.yml", "-e", json.dumps(overrides), inventory=str(out / "inventory.json"))
-    assert play.returncode == 0, play.output[-3000:]
-    return out
+    return render(out, TEMPLATES, overrides)
+
+
+@pytest.fixture(scope="module")
+def kerberized(tmp_path_factory):
+    """``server.yaml`` and ``krb5.conf`` of brokers with GSSAPI, also between brokers, against a real KDC
+    whose realm holds every broker's principal (``kafka/10.0.0.N``); one keytab with all three stands in for
+    each host's own (the keytab's place is where the broker reads it, here a file of this machine)."""
+    missing = kdc_mod.available()
+    assert missing is None, f"this test needs a KDC: {missing} (./dev test installs it)"
+    base = tmp_path_factory.mktemp("kerberized")
+    kdc = kdc_mod.Kdc(base / "kdc").start()
+    keytab = base / "brokers.keytab"
+    for address in HOSTS.values():
+        kdc.add_principal(f"kafka/{address}", keytab)
+    overrides = {"kafkapy_extras": ["kerberos"], "broker_sasl_mechanisms": ["GSSAPI", "SCRAM-SHA-512"],
+                 "broker_sasl_inter_broker": True, "broker_sasl_inter_broker_mechanism": "GSSAPI",
+                 "broker_kerberos_keytab": "/srv/keytabs/broker.keytab", "broker_kerberos_keytab_dest": str(keytab),
+                 "broker_kerberos_realm": kdc.realm, "broker_kerberos_kdcs": [f"127.0.0.1:{kdc.port}"],
+                 "broker_kerberos_principal_to_local_rules": [f"RULE:[1:$1@$0](.*@{kdc.realm})s/@.*//", "DEFAULT"],
+                 "broker_authorizer": True, "broker_super_users": ["User:admin"]}
+    out = render(base / "out", [("broker", "server.yaml.j2", "server.yaml", "kafka_brokers"),
+                                ("broker", "krb5.conf.j2", "krb5.conf", "kafka_brokers")], overrides)
+    yield out, kdc, keytab
+    kdc.stop()
+
+
+def test_server_yaml_with_kerberos_loads_and_krb5_conf_reaches_the_kdc(kerberized, monkeypatch):
+    out, kdc, keytab = kerberized
+    for i, (host, address) in enumerate(HOSTS.items()):
+        # the broker reads the realm from the host's krb5.conf: the one the role wrote
+        monkeypatch.setenv("KRB5_CONFIG", str(out / host / "krb5.conf"))
+        config = load_config(out / host / "server.yaml")
+        assert not config.ignored
+        sasl = config.sasl_settings("SASL_PLAINTEXT")
+        assert sasl.mechanisms == ("GSSAPI", "SCRAM-SHA-512")
+        assert sasl.kerberos.login.principal == f"kafka/{address}@{kdc.realm}"
+        assert sasl.kerberos.service_name == "kafka"
+        assert sasl.kerberos.short_name(f"alice@{kdc.realm}") == "alice"
+        credentials = config.inter_broker_sasl()
+        assert (credentials.mechanism, credentials.kerberos.keytab, credentials.service_name) == (
+            "GSSAPI", str(keytab), "kafka")
+        assert config["super.users"] == ["User:admin", "User:kafka"]
+        assert config.inter_broker_listener == "SASL_PLAINTEXT"
+        # the krb5.conf names the KDC so that kinit gets the broker's ticket from it with the keytab
+        got = subprocess.run(["kinit", "-k", "-t", str(keytab), "-c", f"FILE:{out / host / 'ccache'}",
+                              f"kafka/{address}"], env={**kdc.env, "KRB5_CONFIG": str(out / host / "krb5.conf")},
+                             capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0, got.stderr
 
 
 def test_server_yaml_loads_with_the_brokers_config_loader(rendered):
