@@ -72,7 +72,11 @@ come first; then SaslHandshake names a mechanism (UNSUPPORTED_SASL_MECHANISM
 and the enabled list if it is not one); after SaslHandshake v1 the tokens
 travel in SaslAuthenticate requests, after v0 as bare size-prefixed frames
 (Kafka's original protocol, still used by old clients). Any other request
-before the exchange succeeds closes the connection. The authenticated
+before the exchange succeeds closes the connection. A listener that enables
+GSSAPI also takes Kafka 0.9's clients, whose first frame is already a Kerberos
+token (it starts with 0x60, which no request does), as GSSAPI in bare frames;
+GSSAPI's last step is answered with nothing in bare frames (as Kafka, whose
+``GssKrb5Server`` gives null there). The authenticated
 principal is ``User:<name>`` (with GSSAPI, the short name of the client's
 Kerberos principal).
 """

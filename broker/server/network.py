@@ -95,7 +95,7 @@ from broker.acl import ANONYMOUS, NoMatchingRule, PrincipalMapper, java_host, pr
 from broker import oauth
 from broker.config import SASL_PROTOCOLS
 from broker.sasl import MECHANISMS as SASL_MECHANISMS
-from broker.sasl import AuthenticationFailed, SaslServerSession
+from broker.sasl import GSSAPI, AuthenticationFailed, SaslServerSession
 from broker.server.context import CloseConnection, RequestContext
 from broker.protocol.throttling import client_throttles
 from broker.server.connection_quotas import ConnectionQuotas, ConnectionSlot, ConnectionThrottled
@@ -269,6 +269,8 @@ class Connection(asyncio.BufferedProtocol):
         #: The client's IP address, for ACLs' host
         self.host = "?"
         self._sasl_held: list | None = None  # frames that came behind a bare token being checked
+        #: a Kafka request has come (until then a SASL listener with GSSAPI takes Kafka 0.9's bare first token)
+        self._saw_request = False
         #: KIP-368: loop time the authenticated session ends (None: never; connections.max.reauth.ms 0), what
         #: the last SaslAuthenticate told the client, and the principal and mechanism a re-authentication keeps
         self.session_expires_at: float | None = None
@@ -397,6 +399,13 @@ class Connection(asyncio.BufferedProtocol):
             if sasl.raw and sasl.state == "authenticate":
                 self._raw_token(frame)  # after SaslHandshake v0 the client's tokens come as bare frames
                 return
+            if not self._saw_request and frame[:1] == b"\x60" and GSSAPI in sasl.sasl.mechanisms:
+                # Kafka 0.9's clients send their first GSSAPI token at once, with no SaslHandshake (as
+                # Kafka, taken as GSSAPI in bare frames): a token starts with 0x60 (RFC 2743 3.1), which
+                # no request does (its api key would be 24576 or more)
+                sasl.handshake(GSSAPI, 0)
+                self._raw_token(frame)
+                return
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -405,6 +414,7 @@ class Connection(asyncio.BufferedProtocol):
         except (InvalidRequestError, ProtocolError) as exc:
             self.close_for("invalid_request", str(exc))
             return
+        self._saw_request = True
         entry = self.broker.registry.get(header.api_key)
         if entry is None or not entry.supports(header.api_version):
             self._unsupported(header)
@@ -704,6 +714,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self.sasl.complete:
             self.sasl_succeeded()
+            if self.sasl.mechanism == GSSAPI and not answer:
+                # GSSAPI's last step has no answer: in bare frames nothing is sent (Java's GssKrb5Server
+                # gives null there, and clients read the next frame as a response)
+                if not slot.done():
+                    slot.set_result([])
+                return
         if not slot.done():
             slot.set_result([struct.pack(">i", len(answer)) + answer])
 

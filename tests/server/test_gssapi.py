@@ -143,8 +143,9 @@ def _consume_kafka_python(conf: dict, topic: str, want: int, group: str | None =
     return got
 
 
-@pytest.mark.parametrize("api_version", [None, (0, 10, 1)], ids=["SaslAuthenticate", "v0 bare frames"])
-def test_kafka_python_with_tickets_from_kinit(broker_factory, realm, api_version):
+# kafka-python's GSSAPI in bare frames (api_version below 1.0) waits for an answer to its last token, which
+# Kafka never sends (nor this broker): librdkafka's bare frames are tested with kcat below
+def test_kafka_python_with_tickets_from_kinit(broker_factory, realm):
     """alice's ticket (kinit) authenticates her as User:alice: the ACLs made for that principal let her
     write and read, and bob, with a ticket as good, is refused the same topic."""
     from kafka import KafkaProducer
@@ -154,31 +155,36 @@ def test_kafka_python_with_tickets_from_kinit(broker_factory, realm, api_version
                                                        "super.users": "User:ANONYMOUS"})
     topic = f"krb-{uuid.uuid4().hex[:8]}"
     _grant(broker, "User:alice", topic, group="alice-group")
-    extra = {} if api_version is None else {"api_version": api_version}
     _as(realm, "alice")
-    producer = KafkaProducer(acks="all", **_kafka_python(broker, **extra))
+    producer = KafkaProducer(acks="all", **_kafka_python(broker))
     for future in [producer.send(topic, f"alice-{i}".encode()) for i in range(20)]:
         future.get(timeout=30)
     producer.close()
-    assert _consume_kafka_python(_kafka_python(broker, **extra), topic, 20, group="alice-group") == [
+    assert _consume_kafka_python(_kafka_python(broker), topic, 20, group="alice-group") == [
         f"alice-{i}".encode() for i in range(20)]
 
     _as(realm, "bob")
-    producer = KafkaProducer(acks="all", max_block_ms=10000, **_kafka_python(broker, **extra))
+    producer = KafkaProducer(acks="all", max_block_ms=10000, **_kafka_python(broker))
     with pytest.raises(KafkaError) as refused:
         producer.send(topic, b"bob").get(timeout=20)
     producer.close()
     assert "TopicAuthorization" in type(refused.value).__name__ or "uthoriz" in str(refused.value)
 
 
-def test_kcat_gets_its_tickets_from_a_keytab(broker_factory, realm, tmp_path):
-    """librdkafka (kcat, Cyrus SASL's GSSAPI plugin) runs kinit with the keytab itself."""
+@pytest.mark.parametrize("protocol", [
+    [], ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.10.0"],
+    ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.9.0"],
+], ids=["SaslAuthenticate", "SaslHandshake v0 and bare frames", "Kafka 0.9 (no SaslHandshake)"])
+def test_kcat_gets_its_tickets_from_a_keytab(broker_factory, realm, tmp_path, protocol):
+    """librdkafka (kcat, Cyrus SASL's GSSAPI plugin) runs kinit with the keytab itself. Speaking Kafka 0.10.0's
+    protocol it sends its tokens in bare frames after SaslHandshake v0, and Kafka 0.9's its first token at once,
+    without SaslHandshake; in both it reads no answer to its last token, as Kafka sends none."""
     assert shutil.which("kcat"), "kcat is not installed (./dev test installs it)"
     broker = _gssapi_broker(broker_factory, realm)
     env = realm.client_env(tmp_path / "carol.ccache")
     common = ["-b", broker.gssapi_bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=GSSAPI",
               "-X", f"sasl.kerberos.keytab={realm.keytabs['carol']}", "-X",
-              f"sasl.kerberos.principal=carol@{kdc_mod.REALM}", "-X", "sasl.kerberos.service.name=kafka"]
+              f"sasl.kerberos.principal=carol@{kdc_mod.REALM}", "-X", "sasl.kerberos.service.name=kafka", *protocol]
     lines = "".join(f"kcat-{i}\n" for i in range(50))
     produced = subprocess.run(["kcat", *common, "-P", "-t", "kcat-krb", "-X", "acks=all"], input=lines, env=env,
                               capture_output=True, text=True, timeout=60)
