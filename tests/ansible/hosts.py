@@ -57,7 +57,7 @@ MIRROR = "http://deb.debian.org/debian"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "python3-venv", "python3-apt",
             "python3-packaging",
             "iproute2", "procps", "acl", "xfsprogs", "zookeeper", "default-jre-headless", "prometheus",
-            "prometheus-node-exporter"]
+            "prometheus-node-exporter", "libgssapi-krb5-2", "krb5-user"]
 # Enabled by their packages; on a real host they run only where a role enables them.
 DISABLED_UNITS = ["prometheus.service", "systemd-networkd-wait-online.service"]
 BOOT_LIMIT_S = 60

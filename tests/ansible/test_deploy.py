@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import kdc as kdc_mod
 from tests.ansible.conftest import ansible_playbook
 from tests.cluster.conftest import wait_until
 from tests.cluster.workload import LoadProducer, read_all
@@ -51,8 +52,10 @@ WAIT_S = 120  # a guard against a hang, not a performance assertion
 
 
 def build_wheelhouse(dest: Path) -> Path:
-    """kafkapy's wheel and its dependencies', built from this source tree by ``./dev wheelhouse``."""
-    res = subprocess.run([str(REPO / "dev"), "wheelhouse", str(dest)], capture_output=True, text=True, timeout=900)
+    """kafkapy's wheel and its dependencies' with the kerberos extra (the gssapi wheel), built from this source
+    tree by ``./dev wheelhouse DIR kerberos``."""
+    res = subprocess.run([str(REPO / "dev"), "wheelhouse", str(dest), "kerberos"], capture_output=True, text=True,
+                         timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     return dest
 
@@ -77,13 +80,24 @@ def write_pki(root: Path, hosts) -> Path:
 SASL_USERS = {"broker": 'broker-"secret', "admin": "admin-secret", "app": "app-secret"}
 
 
-def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NAMES) -> Path:
+def broker_keytab(realm, hosts, name: str) -> Path:
+    """The keytab of broker ``name``'s principal, ``kafka/<its address>``, made at the KDC on first use."""
+    keytab = realm.dir.parent / "keytabs" / f"{name}.keytab"
+    if not keytab.exists():
+        keytab.parent.mkdir(exist_ok=True)
+        realm.add_principal(f"kafka/{hosts[name].address}", keytab)
+    return keytab
+
+
+def write_inventory(path: Path, hosts, wheelhouse: Path, realm, brokers: list[str] = NAMES) -> Path:
     """The inventory of the deployment; ``brokers`` in kafka_brokers (a host left out is not touched).
 
     Every broker has an SSL listener (9093) and a SASL_SSL listener (9094, PLAIN and SCRAM-SHA-512)
     beside PLAINTEXT, requires client certificates on both, and talks to the other brokers over SASL_SSL
     (``broker_sasl_inter_broker``, as the user ``broker``): replication, the controller, controlled
-    shutdowns and the moves of add-broker.yml all go over TLS with SASL. The ACL authorizer is on: the
+    shutdowns and the moves of add-broker.yml all go over TLS with SASL. That listener takes GSSAPI too, each
+    broker with its own principal and keytab from ``realm``, a KDC that the hosts reach on the bridge. The
+    ACL authorizer is on: the
     super users are ``admin`` and the PLAINTEXT listener's clients (the operations playbooks, the mirror,
     the test's own), a certificate's principal is its CN (``ssl.principal.mapping.rules``).
     """
@@ -94,7 +108,7 @@ def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NA
             "ansible_python_interpreter": "/usr/bin/python3", "ansible_user": "root",
             # containers: the clock and /proc/sys are the machine's
             "common_time_sync_required": False, "common_sysctl_apply": False,
-            "kafkapy_wheelhouse": str(wheelhouse), "zookeeper_heap": "128m",
+            "kafkapy_wheelhouse": str(wheelhouse), "zookeeper_heap": "128m", "kafkapy_extras": ["kerberos"],
             "monitoring_scrape_interval": "2s",
         },
         "children": {
@@ -102,12 +116,15 @@ def write_inventory(path: Path, hosts, wheelhouse: Path, brokers: list[str] = NA
                                     for i, n in enumerate(NAMES, start=1)}},
             "kafka_brokers": {
                 "hosts": {n: {"ansible_host": h[n].address, "broker_id": i, "broker_rack": f"rack-{n}",
-                              "jbod_disks": h[n].disks, "broker_tls_cert": str(pki / f"{n}.pem")}
+                              "jbod_disks": h[n].disks, "broker_tls_cert": str(pki / f"{n}.pem"),
+                              "broker_kerberos_keytab": str(broker_keytab(realm, hosts, n))}
                           for i, n in enumerate(brokers, start=1)},
                 "vars": {"kafka_broker_config": {"num.partitions": 3, "replica.lag.time.max.ms": 10000,
                                                  "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"},
                          "broker_tls_ca": str(pki / "ca.pem"), "broker_tls_client_auth": "required",
-                         "broker_sasl_mechanisms": ["PLAIN", "SCRAM-SHA-512"], "broker_sasl_inter_broker": True,
+                         "broker_sasl_mechanisms": ["PLAIN", "SCRAM-SHA-512", "GSSAPI"],
+                         "broker_sasl_inter_broker": True,
+                         "broker_kerberos_realm": realm.realm, "broker_kerberos_kdcs": [f"{hosts.gateway}:{realm.port}"],
                          "broker_sasl_users": SASL_USERS, "broker_authorizer": True,
                          "broker_super_users": ["User:admin", "User:ANONYMOUS"]},
             },
@@ -204,18 +221,29 @@ def kafkactl(hosts, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def deployed(nspawn_hosts, tmp_path_factory):
+def realm(tmp_path_factory):
+    """A KDC on this machine (it listens on every address: the hosts reach it at their bridge's address)."""
+    missing = kdc_mod.available()
+    assert missing is None, f"the deployment needs a KDC: {missing} (./dev test installs it)"
+    kdc = kdc_mod.Kdc(tmp_path_factory.mktemp("realm") / "kdc").start()
+    kdc.use_here()
+    yield kdc
+    kdc.stop()
+
+
+@pytest.fixture(scope="module")
+def deployed(nspawn_hosts, tmp_path_factory, realm):
     """Three hosts after one ``site.yml`` run: ``(hosts, inventory, first run's result)``."""
     work = tmp_path_factory.mktemp("deploy")
     wheelhouse = build_wheelhouse(work / "wheelhouse")
     hosts = nspawn_hosts(NAMES + [NEW], disks_each=2)  # NEW waits, bare, for add-broker.yml
-    inventory = write_inventory(work / "inventory.yml", hosts, wheelhouse)
+    inventory = write_inventory(work / "inventory.yml", hosts, wheelhouse, realm)
     first = ansible_playbook(hosts, inventory, "site.yml")
     assert first.returncode == 0, first.output[-6000:]
     return hosts, inventory, first
 
 
-def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deployed):
+def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deployed, realm):
     import confluent_kafka as ck
     from confluent_kafka.admin import (
         AclBinding,
@@ -298,6 +326,23 @@ def test_site_deploys_a_working_cluster_and_a_second_run_changes_nothing(deploye
         future.result(timeout=30)
     wait_for_acls(hosts, "e2e-sasl", 1)
     produce_acknowledged(over_sasl["bootstrap.servers"], [b"over-sasl"], over_sasl, topic="e2e-sasl")
+
+    # the same listener with Kerberos: app@REALM is User:app too (the DEFAULT rule), so its ACL lets kcat
+    # (librdkafka with Cyrus SASL) write, with tickets from app's keytab for each broker's kafka/<address>
+    app_keytab = inventory.parent / "app.keytab"
+    realm.add_principal("app", app_keytab)
+    kcat = subprocess.run(
+        ["kcat", "-b", over_sasl["bootstrap.servers"], "-X", "security.protocol=SASL_SSL", "-X",
+         "sasl.mechanisms=GSSAPI", "-X", f"sasl.kerberos.keytab={app_keytab}", "-X",
+         f"sasl.kerberos.principal=app@{realm.realm}", *[x for k, v in tls.items() for x in ("-X", f"{k}={v}")],
+         "-X", "acks=all", "-P", "-t", "e2e-sasl"], input="over-kerberos\n", capture_output=True, text=True,
+        timeout=WAIT_S, env=realm.client_env(inventory.parent / "app.ccache"))
+    assert kcat.returncode == 0, kcat.stderr
+    sasl_values = subscribed_values("e2e-sasl", 2, {"bootstrap.servers": bootstrap(hosts), "group.id": "e2e-krb"})
+    assert sasl_values == {b"over-sasl", b"over-kerberos"}
+    for name in NAMES:
+        assert hosts.ssh(hosts[name], "stat -c '%a %U %G' /etc/kafkapy/kafka.keytab").split() == \
+            ["640", "root", "kafka"]
 
     # the mirror on h3 copies orders into self.orders
     mirrored = subscribed_values(f"self.{TOPIC}", len(values),
@@ -434,12 +479,12 @@ def test_replace_disk_rebuilds_the_replicas_of_a_failed_disk(deployed):
     assert sorted(after) == sorted(before)
 
 
-def test_add_broker_joins_a_new_host_and_moves_partitions_onto_it(deployed):
+def test_add_broker_joins_a_new_host_and_moves_partitions_onto_it(deployed, realm):
     hosts, inventory, _first = deployed
     brokers = NAMES + [NEW]
     before = read_all(bootstrap(hosts), TOPIC, range(PARTITIONS))
     inventory = write_inventory(inventory.with_name("inventory-add.yml"), hosts, inventory.parent / "wheelhouse",
-                                brokers)
+                                realm, brokers)
     args = ("-e", f"new_broker={NEW}", "-e", "reassign_onto_new_broker=true")
     # check mode on the bare host: it tells what it would do and does none of it
     check = ansible_playbook(hosts, inventory, "add-broker.yml", *args, "--check")
