@@ -103,6 +103,11 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^\| replication, sessions \| {NUM} \| {NUM} \|",
         rf"^replication: sessions / full requests: brokers' CPU {NUM}x",
     ]),
+    "auth_bench": ([], "file", [
+        rf"^\| GSSAPI \| {NUM} \| {NUM} \| {NUM}x \|",
+        rf"^\| SCRAM-SHA-512 \| {NUM} \| {NUM} \| {NUM}x \|",
+        rf"^\| PLAIN \| {NUM} \| {NUM} \| {NUM}x \|",
+    ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
         rf"^\| tansu \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
