@@ -37,8 +37,10 @@ ignored, as Kafka's callback handler ignores it (kafka-python sends the service'
 Kafka principal is ``User:<short name>``, the short name given by ``sasl.kerberos.principal.to.local.rules``
 (:mod:`broker.kerberos_names`), as Kafka's default principal builder makes it.
 
-All calls into the library may block (keytab and replay cache files, the KDC over the network): the
-broker and the client run them on threads, never on the event loop.
+The calls into the library that may block (the acceptor's first step reads the keytab and writes the
+replay cache; the initiator's first asks the KDC for tickets) run on threads, never on the event loop;
+the later steps (the mutual authentication token, wrapping and unwrapping 4 bytes) are computation only
+and run where they are called (:attr:`ServerExchange.blocking`).
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def check_keytab(path: str, prop: str) -> None:
 
 class ServerExchange:
     """GSSAPI's server side for one connection (the stages of Java's ``GssKrb5Server``; see the module
-    docstring). Every method may block: call them off the event loop."""
+    docstring). While :attr:`blocking`, :meth:`step` may block: call it off the event loop."""
 
     def __init__(self, credentials: Any) -> None:
         gssapi = gssapi_module()
@@ -181,6 +183,11 @@ class ServerExchange:
         self._stage = 0
         #: the client's Kerberos principal, once its context is established
         self.peer: str | None = None
+
+    @property
+    def blocking(self) -> bool:
+        """The next step reads files (the keytab, the replay cache): the context is not established yet."""
+        return self._stage == 0
 
     def step(self, token: bytes) -> tuple[bytes, bool]:
         """One client token in: ``(answer, authenticated)``. Raises :class:`GssapiFailed`."""
@@ -235,7 +242,8 @@ class Acceptor:
 
 class ClientExchange:
     """GSSAPI's client side towards ``<service>@<host>`` (Java's ``GssKrb5Client``; module docstring).
-    Every method may block (the KDC is asked for the service ticket): call them off the event loop."""
+    :meth:`first` may block (the KDC is asked for tickets): call it off the event loop; :meth:`step` is
+    computation only."""
 
     def __init__(self, login: KerberosLogin, service: str, host: str) -> None:
         gssapi = gssapi_module()

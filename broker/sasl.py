@@ -525,9 +525,11 @@ class SaslServerSession:
         from broker.kerberos_names import KerberosNameError
 
         exchange = self._gssapi
-        # the Kerberos library reads the keytab and writes its replay cache: never on the event loop
         try:
-            answer, done = await asyncio.get_running_loop().run_in_executor(None, exchange.step, token)
+            if exchange.blocking:  # the keytab read and the replay cache written: never on the event loop
+                answer, done = await asyncio.get_running_loop().run_in_executor(None, exchange.step, token)
+            else:
+                answer, done = exchange.step(token)
         except kerberos.GssapiFailed as exc:
             self.user = exchange.peer
             raise AuthenticationFailed(str(exc), exc.detail) from None

@@ -62,7 +62,7 @@ ApiVersions (which a Kafka broker answers before authentication)::
                        server-final's signature must verify, else the broker did not
                        know the password: the connection is refused.
         GSSAPI:        context tokens, then the security layer (none) agreed in wrapped messages
-                       (RFC 4752, :mod:`broker.kerberos`); run on a thread (the KDC is asked)
+                       (RFC 4752, :mod:`broker.kerberos`); the first step on a thread (the KDC is asked)
         OAUTHBEARER:   n,,\\x01auth=Bearer <token>\\x01[k=v\\x01...]\\x01 (RFC 7628) -> an empty
                        answer: authenticated; or the error challenge {"status":...}: the
                        client sends \\x01 (RFC 7628 3.2.2) and the exchange fails, with that
@@ -472,7 +472,7 @@ _GSSAPI_MAX_ROUNDS = 10
 
 
 async def _gssapi_exchange(conn: "BrokerConnection", sasl: SaslSettings, step, where: str) -> dict[str, Any]:
-    """GSSAPI's rounds (:class:`broker.kerberos.ClientExchange`), each Kerberos call on a thread."""
+    """GSSAPI's rounds (:class:`broker.kerberos.ClientExchange`); the first, which may ask the KDC, on a thread."""
     exchange = kerberos.ClientExchange(sasl.kerberos, sasl.kerberos_service_name, conn.host)
     try:
         token = await asyncio.to_thread(exchange.first)
@@ -480,7 +480,7 @@ async def _gssapi_exchange(conn: "BrokerConnection", sasl: SaslSettings, step, w
             r = await step(token)
             if exchange.finished:
                 return r
-            token = await asyncio.to_thread(exchange.step, bytes(r["auth_bytes"] or b""))
+            token = exchange.step(bytes(r["auth_bytes"] or b""))  # computation only
     except kerberos.GssapiFailed as exc:
         raise AuthenticationError(SASL_AUTHENTICATION_FAILED, str(exc), context=where) from None
     raise AuthenticationError(SASL_AUTHENTICATION_FAILED, f"the broker did not end the GSSAPI exchange in "
