@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
                 USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode())]).values():
             future.result(timeout=30)
+        del admin  # its connections go now, not when the broker stops under them
         from broker import kerberos
 
         login = kerberos.KerberosLogin(None, None)  # the ticket cache, its service ticket kept there
