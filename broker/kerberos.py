@@ -157,6 +157,16 @@ def login_from_jaas(options: Mapping[str, str], prop: str, *, server: bool) -> K
     return KerberosLogin(principal, None)
 
 
+def service_name(options: Mapping[str, str], setting: str | None, prop: str) -> str | None:
+    """The brokers' service name: a JAAS entry's ``serviceName`` (its ``options``, given as ``prop``) or
+    ``sasl.kerberos.service.name`` (``setting``); they must agree, as in Kafka. None when neither is set."""
+    own = options.get("serviceName") or None
+    if own and setting and own != setting:
+        raise KerberosConfigError(f"{prop}: serviceName={own} conflicts with sasl.kerberos.service.name={setting}; "
+                                  f"give one, or the same in both")
+    return own or setting
+
+
 def check_keytab(path: str, prop: str) -> None:
     """A keytab that can be read (its content is checked by the library when it is used)."""
     if path.startswith(("FILE:", "WRFILE:")):
@@ -251,7 +261,6 @@ class ClientExchange:
         self.target = f"{service}@{host}"
         self._login = login
         self._ctx: Any = None
-        self._final = False
         #: the last token is made: the server's answer to it (empty) ends the exchange
         self.finished = False
 
@@ -273,16 +282,12 @@ class ClientExchange:
         gssapi = self._gssapi
         try:
             if not self._ctx.complete:
-                out = self._ctx.step(challenge)
-                if self._ctx.complete:
-                    self._final = True
-                return out or b""
-            if self._final:
+                return self._ctx.step(challenge) or b""
+            if not self.finished:  # the context is established: the server's security layer offer
                 offer = self._ctx.unwrap(challenge).message
                 if len(offer) != 4 or not offer[0] & QOP_AUTH:
                     raise GssapiFailed(f"the broker ({self.target}) offers no plain GSSAPI security layer "
                                        f"({offer[:1].hex() or 'nothing'}); Kafka brokers offer 'none'")
-                self._final = False
                 self.finished = True
                 reply = struct.pack(">I", (QOP_AUTH << 24) | MAX_BUFFER)
                 return self._ctx.wrap(reply, False).message

@@ -267,11 +267,10 @@ def listener_sasl(mechanisms: list[str], jaas_texts: Mapping[str, str], listener
 def kerberos_service_name(entry: JaasEntry, krb: KerberosSettings, prop: str) -> str:
     """GSSAPI's service name: ``sasl.kerberos.service.name`` or the JAAS entry's ``serviceName`` (one
     is required, and they must agree, as in Kafka)."""
-    own = entry.options.get("serviceName") or None
-    if own and krb.service_name and own != krb.service_name:
-        raise SaslConfigError(f"{prop}: serviceName={own} conflicts with sasl.kerberos.service.name="
-                              f"{krb.service_name}; give one, or the same in both")
-    name = own or krb.service_name
+    try:
+        name = kerberos.service_name(entry.options, krb.service_name, prop)
+    except kerberos.KerberosConfigError as exc:
+        raise SaslConfigError(str(exc)) from None
     if not name:
         raise SaslConfigError("GSSAPI needs sasl.kerberos.service.name (or serviceName in " + prop + "): the "
                               "first part of the brokers' Kerberos principals, e.g. kafka")

@@ -291,12 +291,8 @@ def _gssapi_settings(config: "CommonConfig", jaas: tuple[str, dict[str, str]] | 
         if keytab is not None or principal is not None:
             raise ConfigError("give either sasl.jaas.config or sasl.kerberos.keytab and sasl.kerberos.principal, "
                               "not both")
-        own = options.get("serviceName")
-        if own and service and own != service:
-            raise ConfigError(f"sasl.jaas.config's serviceName={own} conflicts with sasl.kerberos.service.name="
-                              f"{service}")
-        service = own or service
         try:
+            service = kerberos.service_name(options, service, "sasl.jaas.config")
             login = kerberos.login_from_jaas(options, "sasl.jaas.config", server=False)
         except kerberos.KerberosConfigError as exc:
             raise ConfigError(str(exc)) from None

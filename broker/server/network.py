@@ -414,7 +414,6 @@ class Connection(asyncio.BufferedProtocol):
         except (InvalidRequestError, ProtocolError) as exc:
             self.close_for("invalid_request", str(exc))
             return
-        self._saw_request = True
         entry = self.broker.registry.get(header.api_key)
         if entry is None or not entry.supports(header.api_version):
             self._unsupported(header)
@@ -432,13 +431,15 @@ class Connection(asyncio.BufferedProtocol):
             if header.api_key == ApiKey.SASL_HANDSHAKE:
                 self._begin_reauthentication()
                 sasl = self.sasl
-        if sasl is not None and not sasl.complete and header.api_key not in _ALLOWED[sasl.state]:
-            # as Kafka: closed unanswered (after the failed-authentication delay)
-            self.sasl_refused(f"{api_name(header.api_key)} " + (
-                "before SASL authentication" if sasl.state == "handshake" else "during SASL authentication"))
-            delay = self.broker.config["connection.failed.authentication.delay.ms"]
-            self.loop.call_later(delay / 1000, self._abort)
-            return
+        if sasl is not None and not sasl.complete:
+            self._saw_request = True  # only before authentication does it matter (Kafka 0.9's first token)
+            if header.api_key not in _ALLOWED[sasl.state]:
+                # as Kafka: closed unanswered (after the failed-authentication delay)
+                self.sasl_refused(f"{api_name(header.api_key)} " + (
+                    "before SASL authentication" if sasl.state == "handshake" else "during SASL authentication"))
+                delay = self.broker.config["connection.failed.authentication.delay.ms"]
+                self.loop.call_later(delay / 1000, self._abort)
+                return
         ctx = RequestContext(self.broker, header, self.peer, self.loop.time(), listener=self.listener,
                              connection=self)
         throttle = 0

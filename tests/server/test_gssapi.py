@@ -318,6 +318,9 @@ def test_client_settings_are_checked_when_built(realm, tmp_path):
     not_a_keytab.write_text("hello")
     with pytest.raises(ConfigError, match="is not a keytab"):
         Producer(**base, sasl_kerberos_keytab=str(not_a_keytab), sasl_kerberos_principal="carol")
+    with pytest.raises(ConfigError, match="serviceName=other conflicts with sasl.kerberos.service.name=kafka"):
+        Producer(**base, sasl_kerberos_service_name="kafka", sasl_jaas_config=_jaas(
+            realm.keytabs["carol"], "carol").replace(";", ' serviceName="other";'))
     with pytest.raises(ConfigError, match="is not used by GSSAPI"):
         Producer(**base, sasl_username="carol", sasl_password="x")
     with pytest.raises(ConfigError, match="is a GSSAPI setting"):
@@ -357,10 +360,14 @@ def test_a_rotated_service_key_is_taken_from_the_keytab_without_a_restart(broker
      "cannot accept as kafka/localhost@KAFKA.TEST with keytab"),
     ({"listener.name.sasl_plaintext.gssapi.sasl.jaas.config": "KEYTAB:absent"}, "cannot be read"),
     ({"sasl.kerberos.principal.to.local.rules": "RULE:[1:$1](.*"}, "sasl.kerberos.principal.to.local.rules"),
+    ({"sasl.kerberos.service.name": "other"}, "serviceName=kafka conflicts with sasl.kerberos.service.name=other"),
 ])
 def test_start_refused_with_one_line_and_nothing_written(realm, tmp_path, props, message):
     props = dict(props)
     jaas = props.get("listener.name.sasl_plaintext.gssapi.sasl.jaas.config", "")
+    if props.get("sasl.kerberos.service.name") == "other":
+        props["listener.name.sasl_plaintext.gssapi.sasl.jaas.config"] = _jaas(realm.keytabs[SERVICE]).replace(
+            ";", ' serviceName="kafka";')
     if jaas == "KEYTAB:alice":
         props["listener.name.sasl_plaintext.gssapi.sasl.jaas.config"] = _jaas(realm.keytabs["alice"])
     elif jaas == "KEYTAB:absent":
