@@ -394,6 +394,15 @@ _PROPS: list[Prop] = [
          "SASL sessions last this long (or to their token's expiry, if sooner) unless the client re-authenticates "
          "(KIP-368); 0: for the connection's life. Per listener and mechanism as "
          "listener.name.<l>.<mechanism>.connections.max.reauth.ms."),
+    Prop("delegation.token.master.key", _optional(_str), None,
+         "The secret every broker shares for delegation tokens (KIP-48); unset: tokens are disabled.",
+         sensitive=True),
+    Prop("delegation.token.max.lifetime.ms", _ranged(1), 7 * 24 * 3600 * 1000,
+         "Delegation tokens: no renewal takes a token past this lifetime."),
+    Prop("delegation.token.expiry.time.ms", _ranged(1), 24 * 3600 * 1000,
+         "Delegation tokens: how long a token lives between renewals."),
+    Prop("delegation.token.expiry.check.interval.ms", _ranged(1), 3600 * 1000,
+         "Delegation tokens: how often the controller removes expired tokens."),
     Prop("sasl.oauthbearer.jwks.endpoint.url", _optional(_str), None,
          "OAUTHBEARER: where the identity provider's signing keys are (https://, http:// or file:), for the "
          "JWKS validator (Kafka 3.1)."),

@@ -89,12 +89,15 @@ import hmac
 import re
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping
 
 import scramp
 from scramp import core as _scram_core
 
 from broker import kerberos, oauth
+
+if TYPE_CHECKING:
+    from broker import tokens
 
 GSSAPI = kerberos.GSSAPI
 PLAIN = "PLAIN"
@@ -423,6 +426,8 @@ def desanitize_user(node: str) -> str:
 
 #: ``await lookup(user, mechanism)``: the user's credential from the store, or None.
 CredentialLookup = Callable[[str, str], Awaitable["ScramCredential | None"]]
+#: ``await token_lookup(token_id, mechanism)``: a delegation token's :class:`broker.tokens.TokenAuth`, or None.
+TokenLookup = Callable[[str, str], Awaitable["tokens.TokenAuth | None"]]
 
 
 class SaslServerSession:
@@ -433,9 +438,12 @@ class SaslServerSession:
     ``failed``.
     """
 
-    def __init__(self, sasl: ListenerSasl, lookup: CredentialLookup) -> None:
+    def __init__(self, sasl: ListenerSasl, lookup: CredentialLookup, token_lookup: TokenLookup | None = None) -> None:
         self.sasl = sasl
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        #: Authenticated with a delegation token (SCRAM's ``tokenauth=true``): the principal is its owner
+        self.token_authenticated = False
         self.state = "handshake"
         self.raw = False
         self.mechanism: str | None = None
@@ -444,6 +452,7 @@ class SaslServerSession:
         self._scram: "_scram_core.ScramServer | None" = None
         self._oauth: "oauth.OAuthBearerExchange | None" = None
         self._gssapi: "kerberos.ServerExchange | None" = None
+        self._token_owner: str | None = None
         #: When the credential stops being valid (epoch ms; an OAUTHBEARER token's exp), None: never
         self.expires_at_ms: int | None = None
 
@@ -553,19 +562,33 @@ class SaslServerSession:
             self.user = user
             if not user:
                 raise AuthenticationFailed(failed, "malformed SCRAM client-first message (no user name)")
+            token = _scram_token_auth(message)
             try:
-                credential = await self._lookup(user, self.mechanism)
+                if token:
+                    found = None if self._token_lookup is None else await self._token_lookup(user, self.mechanism)
+                    credential = None if found is None else found.credential
+                else:
+                    credential = await self._lookup(user, self.mechanism)
             except Exception as exc:  # noqa: BLE001 - a name the store cannot hold, or the store unreachable
                 raise AuthenticationFailed(failed, f"user {user!r}: credential not read ({exc})") from None
             if credential is None:
-                raise AuthenticationFailed(failed, f"user {user!r}: no {self.mechanism} credential")
+                raise AuthenticationFailed(failed, f"delegation token {user!r}: none such (or expired, or tokens "
+                                                   "disabled)" if token else
+                                                   f"user {user!r}: no {self.mechanism} credential")
+            if token:
+                self._token_owner, self.expires_at_ms = found.owner, found.expiry_ms
             if credential.iterations < MIN_ITERATIONS:
                 raise AuthenticationFailed(failed, f"user {user!r}: its {self.mechanism} credential has "
                                                    f"{credential.iterations} iterations, below {MIN_ITERATIONS}")
             found = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
             server = scramp.ScramMechanism(self.mechanism).make_server(lambda _name: found)
             try:
-                server.set_client_first(message)
+                # scramp takes RFC 5802's one-letter attributes only: Kafka's extensions (tokenauth=...) are
+                # kept out of what it parses, and put back into the message both sides sign
+                parts = message.split(",")
+                server.set_client_first(",".join(parts[:4]))
+                if len(parts) > 4:
+                    server.client_first_bare = ",".join(parts[2:])
                 first = server.get_server_first()
             except scramp.ScramException as exc:
                 raise AuthenticationFailed(failed, f"user {user!r}: {exc}") from None
@@ -577,12 +600,26 @@ class SaslServerSession:
         except scramp.ScramException as exc:
             raise AuthenticationFailed(failed, f"user {self.user!r}: {exc}") from None
         final = server.get_server_final()
-        self._done(self.user or "")
+        if self._token_owner is not None:
+            self.token_authenticated = True
+            self._done(principal=self._token_owner)
+        else:
+            self._done(self.user or "")
         return final.encode("utf-8")
 
-    def _done(self, user: str) -> None:
+    def _done(self, user: str = "", principal: str | None = None) -> None:
         self.state = "done"
-        self.principal = f"User:{user}"
+        self.principal = principal or f"User:{user}"
+
+
+def _scram_token_auth(client_first: str) -> bool:
+    """Whether a SCRAM client-first message carries the extension ``tokenauth=true`` (after the nonce, RFC
+    5802's extensions; Kafka's ``ScramExtensions``, the value read as Java's ``Boolean.parseBoolean``)."""
+    for item in client_first.split(",")[4:]:
+        name, _, value = item.partition("=")
+        if name == "tokenauth":
+            return value.lower() == "true"
+    return False
 
 
 def _scram_user(client_first: str) -> str | None:

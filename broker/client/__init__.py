@@ -18,7 +18,8 @@ from broker.acl import AclOperation, AclPermission, PatternType, ResourceType
 from ._admin import (ANY_ENTITY, DEFAULT_ENTITY, AclBinding, AclBindingFilter, Admin, AsyncAdmin, ClientQuotaEntity,
                      ClientQuotaFilterComponent, ClusterDescription, ConfigEntry, ConfigResource, GroupDescription,
                      GroupListing, LogDirDescription, PartitionReassignment, MemberDescription, NewTopic, PartitionLag,
-                     ReplicaLogDirInfo, ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion)
+                     ReplicaLogDirInfo, ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+                     DelegationToken)
 from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
 from ._accumulator import RecordFuture
@@ -39,6 +40,7 @@ __all__ = [
     "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo", "PartitionReassignment",
     "ProducerState", "TransactionDescription", "TransactionListing",
     "ScramCredentialInfo", "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "SaslSettings",
+    "DelegationToken",
     "AclBinding", "AclBindingFilter", "AclOperation", "AclPermission", "PatternType", "ResourceType",
     "ClientQuotaEntity", "ClientQuotaFilterComponent", "DEFAULT_ENTITY", "ANY_ENTITY",
     "Assignor", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",

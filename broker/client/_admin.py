@@ -17,6 +17,7 @@ Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
 from __future__ import annotations
 
 import asyncio
+import base64
 import enum
 import time
 from dataclasses import dataclass, field
@@ -167,6 +168,37 @@ class UserScramCredentialDeletion:
 
     user: str
     mechanism: str
+
+
+@dataclass(frozen=True)
+class DelegationToken:
+    """A delegation token (KIP-48): its id and HMAC (the secret), owner, renewers and times (epoch ms)."""
+
+    token_id: str
+    hmac: bytes = field(repr=False)
+    owner: str
+    renewers: tuple[str, ...]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+
+    @property
+    def hmac_base64(self) -> str:
+        """The HMAC as clients authenticate with it (SCRAM's password) and as Kafka's tools print it."""
+        return base64.b64encode(self.hmac).decode("ascii")
+
+    def jaas_config(self) -> str:
+        """``sasl.jaas.config`` for a client to authenticate with this token (SCRAM-SHA-256 or -512), the
+        Java client's form, which ours takes too."""
+        return (f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{self.token_id}" '
+                f'password="{self.hmac_base64}" tokenauth=true;')
+
+
+def _principal_body(principal: str, what: str) -> dict:
+    kind, sep, name = str(principal).partition(":")
+    if not sep or not kind or not name:
+        raise ConfigError(f"a {what} is a principal, Type:name (User:alice), not {principal!r}")
+    return {"principal_type": kind, "principal_name": name}
 
 
 class _QuotaEntityMatch(enum.Enum):
@@ -558,6 +590,55 @@ class AsyncAdmin(TransactionsAdmin):
         for r in resp["results"]:
             if r["error_code"]:
                 raise error_for_code(r["error_code"], r.get("error_message"), context=f"user {r['user']}")
+
+    # -- delegation tokens (KIP-48) -------------------------------------------------------
+    async def create_delegation_token(self, renewers: Iterable[str] = (), max_lifetime_ms: int = -1
+                                      ) -> DelegationToken:
+        """A delegation token owned by this client's principal (CreateDelegationToken). ``renewers``:
+        ``User:<name>`` principals that may renew and expire it too; ``max_lifetime_ms`` at or below 0
+        takes the broker's ``delegation.token.max.lifetime.ms`` (and nothing exceeds it). Raises
+        DELEGATION_TOKEN_REQUEST_NOT_ALLOWED on a connection that may not ask (PLAINTEXT, SSL without a
+        client certificate, authenticated by a token), DELEGATION_TOKEN_AUTH_DISABLED on brokers without
+        a master key, INVALID_PRINCIPAL_TYPE for a renewer that is not a User."""
+        body = {"renewers": [_principal_body(r, "renewer") for r in renewers], "max_lifetime_ms": int(max_lifetime_ms)}
+        resp = await self._cluster.request(None, Api.CREATE_DELEGATION_TOKEN, body)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], None, context="CreateDelegationToken")
+        return DelegationToken(resp["token_id"], bytes(resp["hmac"]),
+                               f"{resp['principal_type']}:{resp['principal_name']}",
+                               tuple(f"{r['principal_type']}:{r['principal_name']}" for r in body["renewers"]),
+                               resp["issue_timestamp_ms"], resp["expiry_timestamp_ms"], resp["max_timestamp_ms"])
+
+    async def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
+        """Renew the token whose HMAC is ``hmac`` (its owner or a renewer); returns its new expiry (epoch ms):
+        ``min(its max, now + renew_period_ms)``, -1 meaning the broker's ``delegation.token.expiry.time.ms``.
+        Raises DELEGATION_TOKEN_NOT_FOUND, DELEGATION_TOKEN_OWNER_MISMATCH, DELEGATION_TOKEN_EXPIRED."""
+        return await self._token_change(Api.RENEW_DELEGATION_TOKEN, "RenewDelegationToken",
+                                        {"hmac": bytes(hmac), "renew_period_ms": int(renew_period_ms)})
+
+    async def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
+        """Expire the token whose HMAC is ``hmac``: negative (the default) at once, it is removed; else its
+        expiry becomes ``now + expiry_time_period_ms`` (at most its max). Returns the expiry (epoch ms)."""
+        return await self._token_change(Api.EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken",
+                                        {"hmac": bytes(hmac), "expiry_time_period_ms": int(expiry_time_period_ms)})
+
+    async def _token_change(self, api: int, name: str, body: dict) -> int:
+        resp = await self._cluster.request(None, api, body)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], None, context=name)
+        return resp["expiry_timestamp_ms"]
+
+    async def describe_delegation_tokens(self, owners: Iterable[str] | None = None) -> list[DelegationToken]:
+        """The tokens this client may see (its own, those it renews, those it has DESCRIBE on) among those
+        ``owners`` own or renew (every one when None), oldest first, each with its HMAC."""
+        body = {"owners": None if owners is None else [_principal_body(o, "owner") for o in owners]}
+        resp = await self._cluster.request(None, Api.DESCRIBE_DELEGATION_TOKEN, body)
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], None, context="DescribeDelegationToken")
+        return [DelegationToken(t["token_id"], bytes(t["hmac"]), f"{t['principal_type']}:{t['principal_name']}",
+                                tuple(f"{r['principal_type']}:{r['principal_name']}" for r in t["renewers"]),
+                                t["issue_timestamp"], t["expiry_timestamp"], t["max_timestamp"])
+                for t in resp["tokens"]]
 
     # -- client quotas (KIP-546) ----------------------------------------------------------
     async def describe_client_quotas(self, components: Iterable[ClientQuotaFilterComponent] = (),

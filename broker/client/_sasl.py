@@ -125,6 +125,8 @@ MECHANISMS = (GSSAPI, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
 MECHANISM_LIST = "GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
 #: librdkafka's and the Java client's default service name
 DEFAULT_SERVICE_NAME = "kafka"
+#: The SCRAM extension that makes the user name a delegation token id (Kafka's ``ScramExtensions``)
+TOKEN_AUTH_EXTENSION = ",tokenauth=true"
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 #: Kafka's bounds for a SCRAM credential's iterations (ScramMechanism.minIterations/maxIterations)
 SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
@@ -154,6 +156,9 @@ class SaslSettings:
     token_provider: TokenProvider | None = field(default=None, compare=False)
     kerberos: "kerberos.KerberosLogin | None" = None
     kerberos_service_name: str = DEFAULT_SERVICE_NAME
+    #: SCRAM with a delegation token (KIP-48): ``username`` is the token id, ``password`` its HMAC in base64,
+    #: and the client-first message carries ``tokenauth=true``
+    token_auth: bool = False
 
     def __post_init__(self) -> None:
         mechanism = str(self.mechanism).strip().upper()
@@ -183,6 +188,9 @@ class SaslSettings:
             raise ConfigError("the SASL password is empty")
         if mechanism == "PLAIN" and ("\0" in self.username or "\0" in self.password):
             raise ConfigError("a PLAIN username or password cannot hold a NUL character")
+        if self.token_auth and mechanism not in SCRAM_HASHES:
+            raise ConfigError(f"a delegation token (tokenauth) authenticates with SCRAM-SHA-256 or SCRAM-SHA-512, "
+                              f"not {mechanism}")
 
     @property
     def identity(self) -> str:
@@ -190,6 +198,8 @@ class SaslSettings:
         Kerberos principal."""
         if self.kerberos is not None:
             return self.kerberos.describe()
+        if self.token_auth:
+            return f"delegation token {self.username!r}"
         return repr(self.username) if self.token_provider is None else self.token_provider.describe
 
 
@@ -215,7 +225,7 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
         _check_mechanism(mechanism_prop, str(mechanism).strip().upper(), mechanism)
         mechanism = str(mechanism).strip().upper()
         setattr(config, mechanism_prop.replace(".", "_"), mechanism)
-    username, password = config.sasl_username, config.sasl_password
+    username, password, token_auth = config.sasl_username, config.sasl_password, False
     jaas = None if config.sasl_jaas_config is None else parse_jaas_config(str(config.sasl_jaas_config))
     if mechanism == GSSAPI or (mechanism is None and jaas is not None and jaas[0] == kerberos.LOGIN_MODULE):
         return _gssapi_settings(config, jaas, sasl, mechanism)
@@ -256,6 +266,7 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
         if username is None or password is None:
             missing = " and ".join(k for k in ("username", "password") if options.get(k) is None)
             raise ConfigError(f"sasl.jaas.config has no {missing} option")
+        token_auth = _jaas_bool(options, "tokenauth")
     if not sasl:
         return None
     if mechanism is None:
@@ -264,10 +275,15 @@ def settings_from(config: "CommonConfig") -> SaslSettings | None:
         raise ConfigError(f"security.protocol={config.security_protocol} needs sasl.username and sasl.password "
                           "(or sasl.jaas.config)")
     try:
-        return SaslSettings(mechanism, str(username), str(password))
+        return SaslSettings(mechanism, str(username), str(password), token_auth=token_auth)
     except ConfigError as exc:
         raise ConfigError(f"{exc} (sasl.{'jaas.config' if config.sasl_jaas_config is not None else 'username'}"
                           " / sasl.password)") from None
+
+
+def _jaas_bool(options: dict[str, str], name: str) -> bool:
+    """A JAAS option read as Java's ``Boolean.parseBoolean`` does: "true" in any case; absent is false."""
+    return str(options.get(name, "")).lower() == "true"
 
 
 _KERBEROS_PROPS = ("sasl.kerberos.service.name", "sasl.kerberos.keytab", "sasl.kerberos.principal")
@@ -452,7 +468,11 @@ async def authenticate(conn: "BrokerConnection", sasl: SaslSettings, token: "_oa
     else:
         try:
             client = ScramClient([sasl.mechanism], sasl.username, sasl.password)
-            r = await step(client.get_client_first().encode())
+            first = client.get_client_first()
+            if sasl.token_auth:  # RFC 5802's extensions follow the nonce, and are part of the signed message
+                first += TOKEN_AUTH_EXTENSION
+                client.client_first_bare += TOKEN_AUTH_EXTENSION
+            r = await step(first.encode())
             client.set_server_first(_text(r["auth_bytes"]))
             r = await step(client.get_client_final().encode())
             client.set_server_final(_text(r["auth_bytes"]))

@@ -105,6 +105,8 @@ class Controller(LeaderMoves):
         self._task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deletions_in_flight: set[str] = set()
+        self._token_timer: asyncio.TimerHandle | None = None
+        self._token_round = 0
         self.reassignments = Reassignments(self)
         #: events processed by type, as this broker's process ran them (the metrics' controller_events)
         self.events: dict[str, int] = {}
@@ -247,6 +249,9 @@ class Controller(LeaderMoves):
 
     def _resign_locally(self) -> None:
         self._stop_leader_moves()
+        if self._token_timer is not None:
+            self._token_timer.cancel()
+            self._token_timer = None
         self.context = None
         self._deletions_in_flight.clear()
         self.reassignments.reset()
@@ -275,6 +280,27 @@ class Controller(LeaderMoves):
         self._send_update_metadata(set(live), ctx.partitions())
         await self._start_leader_moves()
         await self.reassignments.resume()
+        self._schedule_token_expiry()
+
+    # -- delegation tokens ------------------------------------------------------------------------
+    def _schedule_token_expiry(self) -> None:
+        """Kafka's controller removes expired delegation tokens every ``delegation.token.expiry.check.interval.ms``
+        (:mod:`broker.tokens`). Each pass is numbered: a pass queued before a resignation is dropped."""
+        tokens = self.broker.tokens
+        if tokens.enabled:
+            self._token_round += 1
+            self._token_timer = self._loop.call_later(tokens.check_interval_ms / 1000, self.enqueue,
+                                                      "expire_tokens", self._token_round)
+
+    async def _on_expire_tokens(self, round_: int) -> None:
+        if not self.is_active or round_ != self._token_round:
+            return
+        try:
+            await self._blocking(self.broker.tokens.remove_expired)
+        except StoreError as exc:
+            log.warning("controller: expired delegation tokens not removed: %s; again at the next pass", exc)
+        if self.is_active and round_ == self._token_round:
+            self._schedule_token_expiry()
 
     # -- reading the store ------------------------------------------------------------------------
     async def _read_brokers(self):

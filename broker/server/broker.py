@@ -82,6 +82,7 @@ from broker.acl import AclWatcher, Authorizer
 from broker.client._sasl import SaslSettings
 from broker.sasl import ScramCredential, sanitize_user, scram_credentials
 from broker.tls import TlsContexts
+from broker.tokens import TokenAuth, TokenManager
 from broker.txn import TransactionCoordinator
 
 log = logging.getLogger("broker")
@@ -117,6 +118,8 @@ class Broker:
         self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions.sessions))
         self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.partitions)
         self.metadata = ClusterMetadata(store_for(config))
+        #: Delegation tokens (:mod:`broker.tokens`): enabled by ``delegation.token.master.key``
+        self.tokens = TokenManager.from_config(self.metadata, config)
         self.session: BrokerSession | None = None
         self.log_manager: LogManager | None = None
         self.metadata_cache = MetadataCache()
@@ -156,6 +159,11 @@ class Broker:
         so a change made on any broker is in force at once), or None."""
         config = await self.run_blocking(self.metadata.user_config, sanitize_user(user))
         return scram_credentials(config).get(mechanism)
+
+    async def token_auth(self, token_id: str, mechanism: str) -> "TokenAuth | None":
+        """What a SCRAM authentication with delegation token ``token_id`` needs (read from the store at each
+        authentication, as SCRAM credentials are), or None."""
+        return await self.run_blocking(self.tokens.scram_auth, token_id, mechanism)
 
     @property
     def broker_epoch(self) -> int:

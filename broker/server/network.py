@@ -1119,7 +1119,7 @@ class NetworkServer:
 
     def sasl_session(self, listener: str) -> SaslServerSession | None:
         settings = self.sasl.get(listener)
-        return None if settings is None else SaslServerSession(settings, self.broker.scram_credential)
+        return None if settings is None else SaslServerSession(settings, self.broker.scram_credential, self.broker.token_auth)
 
     async def start(self) -> dict[str, tuple[str, int]]:
         """Bind every listener, not yet accepting (see :meth:`serve`); returns name -> (host, bound port)."""

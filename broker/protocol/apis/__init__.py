@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..schema import Api
-from . import acls, admin, cluster, controller, fetch, groups, offsets, produce, reassignment, transactions
+from . import acls, admin, cluster, controller, fetch, groups, offsets, produce, reassignment, tokens, transactions
 
 SCHEMAS: dict[int, Api] = {}
 for _module in (produce, fetch, offsets, cluster, controller, groups, admin, acls, reassignment,
-                transactions):
+                transactions, tokens):
     for _api in _module.APIS:
         if _api.key in SCHEMAS:
             raise RuntimeError(f"api key {_api.key} defined twice")
