@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Iterator
 
 import typer
@@ -53,14 +55,16 @@ def client_config(ctx: typer.Context, kind: str, props: dict[str, str] | None = 
 # Kafka's error names by what they say about the request (see kafkactl.errors).
 REFUSED = frozenset({"NON_EMPTY_GROUP", "TOPIC_ALREADY_EXISTS", "POLICY_VIOLATION", "GROUP_SUBSCRIBED_TO_TOPIC",
                      "TOPIC_DELETION_DISABLED", "REASSIGNMENT_IN_PROGRESS", "GROUP_MAX_SIZE_REACHED",
-                     "SASL_AUTHENTICATION_FAILED", "SECURITY_DISABLED"})
+                     "SASL_AUTHENTICATION_FAILED", "SECURITY_DISABLED", "DELEGATION_TOKEN_AUTH_DISABLED",
+                     "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", "DELEGATION_TOKEN_OWNER_MISMATCH",
+                     "DELEGATION_TOKEN_EXPIRED"})
 ABOUT_THE_INPUT = frozenset({
     "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "GROUP_ID_NOT_FOUND", "INVALID_GROUP_ID",
     "INVALID_TOPIC_EXCEPTION", "INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR",
     "INVALID_REPLICA_ASSIGNMENT", "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD",
     "INVALID_TIMESTAMP", "INVALID_REQUIRED_ACKS", "OFFSET_METADATA_TOO_LARGE", "LOG_DIR_NOT_FOUND",
     "TRANSACTIONAL_ID_NOT_FOUND", "UNSUPPORTED_SASL_MECHANISM", "RESOURCE_NOT_FOUND", "DUPLICATE_RESOURCE",
-    "UNACCEPTABLE_CREDENTIAL",
+    "UNACCEPTABLE_CREDENTIAL", "DELEGATION_TOKEN_NOT_FOUND", "INVALID_PRINCIPAL_TYPE",
 })
 
 
@@ -193,3 +197,42 @@ def now_ms() -> int:
 
 def tp_key(tp: TopicPartition) -> tuple[str, int]:
     return (tp.topic, tp.partition)
+
+
+def read_secret(path: Path | None, stdin: bool, what: str) -> str:
+    """A secret (a password, a token's HMAC) from ``--<what>-file FILE`` or ``--<what>-stdin``: all of it, less
+    one trailing newline (``\\n`` or ``\\r\\n``); it must be one non-empty line of UTF-8."""
+    if (path is None) == (not stdin):
+        raise CliError(f"give the {what} with --{what}-file FILE or --{what}-stdin (one of them)")
+    if stdin:
+        data = sys.stdin.buffer.read()
+        where = "standard input"
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        where = str(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CliError(f"the {what} in {where} is not UTF-8") from None
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    if not text:
+        raise CliError(f"the {what} in {where} is empty")
+    if "\n" in text or "\r" in text:
+        raise CliError(f"the {what} in {where} is more than one line")
+    return text
+
+
+def refuse_secret_argument(value: str | None, what: str) -> None:
+    """Refuse a secret given on the command line (``--password``, ``--hmac``): every user of the machine can
+    read a process's argv (ps, /proc/PID/cmdline) while it runs, and shells keep it in their history.
+    Scripts have ``--<what>-stdin`` (``printf '%s' "$X" | kafkactl ...``) and ``--<what>-file`` (also
+    ``<(...)`` or ``/dev/fd/N``), which show nothing. The option exists only to say so."""
+    if value is not None:
+        raise CliError(f"kafkactl takes no {what} on its command line (ps and the shell's history would show "
+                       f"it): use --{what}-stdin or --{what}-file FILE")

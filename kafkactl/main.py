@@ -48,6 +48,7 @@ from kafkactl import produce as produce_cmd
 from kafkactl import quotas as quotas_cmd
 from kafkactl import topics as topics_cmd
 from kafkactl import transactions as transactions_cmd
+from kafkactl import tokens as tokens_cmd
 from kafkactl import users as users_cmd
 from kafkactl.errors import EXIT_PROBLEM, EXIT_USAGE, CliError
 from kafkactl.output import OutputFormat
@@ -120,6 +121,7 @@ app.add_typer(perf_cmd.app, name="perf")
 app.add_typer(mirror_cmd.app, name="mirror")
 app.add_typer(transactions_cmd.app, name="transactions")
 app.add_typer(users_cmd.app, name="users")
+app.add_typer(tokens_cmd.app, name="delegation-tokens")
 app.add_typer(acls_cmd.app, name="acls")
 app.add_typer(quotas_cmd.app, name="quotas")
 app.command("produce")(produce_cmd.produce)

@@ -21,14 +21,13 @@ codes as for every command (:mod:`kafkactl.errors`).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from broker.client import UserScramCredentialDeletion, UserScramCredentialUpsertion
-from kafkactl._common import admin_client, output_format
+from kafkactl._common import admin_client, output_format, read_secret, refuse_secret_argument
 from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat, emit
 
@@ -66,43 +65,6 @@ def list_users(ctx: typer.Context,
     emit(rows, fmt, ["user", "mechanism", "iterations"])
 
 
-def _read_password(password_file: Optional[Path], password_stdin: bool) -> str:
-    if (password_file is None) == (not password_stdin):
-        raise CliError("give the password with --password-file FILE or --password-stdin (one of them)")
-    if password_stdin:
-        data = sys.stdin.buffer.read()
-        where = "standard input"
-    else:
-        try:
-            data = password_file.read_bytes()
-        except OSError as exc:
-            raise CliError(f"cannot read {password_file}: {exc.strerror or exc}") from None
-        where = str(password_file)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CliError(f"the password in {where} is not UTF-8") from None
-    if text.endswith("\r\n"):
-        text = text[:-2]
-    elif text.endswith("\n"):
-        text = text[:-1]
-    if not text:
-        raise CliError(f"the password in {where} is empty")
-    if "\n" in text or "\r" in text:
-        raise CliError(f"the password in {where} is more than one line")
-    return text
-
-
-def _refuse_password_argument(value: Optional[str]) -> None:
-    # No password on the command line, not even for scripts: every user of the machine can read a
-    # process's argv (ps, /proc/PID/cmdline) while it runs, and shells keep it in their history.
-    # Scripts have --password-stdin (printf '%s' "$PW" | kafkactl ...) and --password-file
-    # (also <(...) or /dev/fd/N), which show nothing. The option exists only to say so.
-    if value is not None:
-        raise CliError("kafkactl takes no password on its command line (ps and the shell's history would show "
-                       "it): use --password-stdin or --password-file FILE")
-
-
 @app.command("set-scram")
 def set_scram(
     ctx: typer.Context,
@@ -117,10 +79,10 @@ def set_scram(
     password: Optional[str] = typer.Option(None, "--password", hidden=True, help="Refused: see --password-stdin."),
 ) -> None:
     """Create or replace USER's SCRAM credential for one mechanism."""
-    _refuse_password_argument(password)
+    refuse_secret_argument(password, "password")
     if not user:
         raise CliError("the user name is empty")
-    secret = _read_password(password_file, password_stdin)
+    secret = read_secret(password_file, password_stdin, "password")
     with admin_client(ctx) as admin:
         admin.alter_user_scram_credentials(
             upsertions=[UserScramCredentialUpsertion(user, mechanism, secret, iterations)])

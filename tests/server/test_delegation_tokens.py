@@ -257,3 +257,57 @@ def test_client_settings_for_tokens_are_checked():
         Admin(bootstrap_servers="127.0.0.1:1", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
               sasl_jaas_config='org.apache.kafka.common.security.plain.PlainLoginModule required username="a" '
                                'password="b" tokenauth=true;')
+
+
+def _kafkactl(broker, config: dict, *argv: str, stdin: str | None = None, tmp_path=None) -> subprocess.CompletedProcess:
+    props = tmp_path / f"client-{abs(hash(tuple(sorted(config.items()))))}.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+    return subprocess.run([sys.executable, "-m", "kafkactl", "--bootstrap-server", broker.sasl_bootstrap,
+                           "--command-config", str(props), *argv], input=stdin, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_kafkactl_delegation_tokens(broker_factory, tmp_path):
+    broker = _token_broker(broker_factory)
+    alice = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+             "sasl.password": "alice-secret"}
+    carol = {**alice, "sasl.username": "carol", "sasl.password": "carol-secret"}
+    run = lambda config, *argv, stdin=None: _kafkactl(broker, config, *argv, stdin=stdin, tmp_path=tmp_path)  # noqa: E731
+    res = run(alice, "delegation-tokens", "create", "--renewer-principal", "User:bob",
+              "--max-life-time-period", "3600000", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    token = json.loads(res.stdout)
+    assert token["owner"] == "User:alice" and token["renewers"] == ["User:bob"]
+    assert token["max_timestamp_ms"] == token["issue_timestamp_ms"] + 3_600_000
+    # the JAAS line it prints is a client setting that works, here through kafkactl's --command-config
+    as_token = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.jaas.config": token["jaas_config"]}
+    res = run(as_token, "topics", "list")
+    assert res.returncode == 0, res.stderr
+    res = run(as_token, "delegation-tokens", "create")
+    assert res.returncode == 1 and "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED" in res.stderr, res.stderr
+    # the table, with the HMAC kafkactl prints and reads back
+    res = run(alice, "delegation-tokens", "describe")
+    assert res.returncode == 0 and token["token_id"] in res.stdout and token["hmac"] in res.stdout, res.stderr
+    assert run(carol, "delegation-tokens", "describe").stdout.strip() == "no delegation tokens"
+    hmac_file = tmp_path / "hmac"
+    hmac_file.write_text(token["hmac"] + "\n")
+    res = run(alice, "delegation-tokens", "renew", "--hmac-file", str(hmac_file), "--renew-time-period", "60000",
+              "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["expiry_timestamp_ms"] <= time.time() * 1000 + 60_000
+    # refusals, each with its exit code and one line
+    res = run(carol, "delegation-tokens", "renew", "--hmac-stdin", stdin=token["hmac"])
+    assert res.returncode == 1 and "DELEGATION_TOKEN_OWNER_MISMATCH" in res.stderr, res.stderr
+    res = run(alice, "delegation-tokens", "renew", "--hmac", token["hmac"])
+    assert res.returncode == 2 and "no hmac on its command line" in res.stderr, res.stderr
+    res = run(alice, "delegation-tokens", "renew", "--hmac-stdin", stdin="not base64!")
+    assert res.returncode == 2 and "not base64" in res.stderr, res.stderr
+    res = run(alice, "delegation-tokens", "create", "--renewer-principal", "bob")
+    assert res.returncode == 2 and "a renewer is a principal" in res.stderr, res.stderr
+    res = run(alice, "delegation-tokens", "expire", "--hmac-stdin", stdin=token["hmac"])
+    assert res.returncode == 0 and res.stdout.startswith("token expired"), res.stderr
+    res = run(alice, "delegation-tokens", "renew", "--hmac-file", str(hmac_file))
+    assert res.returncode == 2 and "DELEGATION_TOKEN_NOT_FOUND" in res.stderr, res.stderr
+    res = run(as_token, "topics", "list")
+    assert res.returncode == 1 and "cannot authenticate" in res.stderr, res.stderr
