@@ -8,7 +8,9 @@ tool's client properties file (``security.protocol``, ``ssl.*``, ``sasl.*``
 including OAUTHBEARER's ``sasl.oauthbearer.*``, ``client.id`` ...): every
 client of the job uses it (the driver's, and the Spark tasks' through the
 source's ``kafka.*`` options); a file or setting the client cannot use is
-exit 2 before Spark starts, naming it.
+exit 2 before Spark starts, naming it. ``--delegation-token``: the Spark
+tasks authenticate with a delegation token the driver creates with those
+settings, and no credential of the file reaches them (:mod:`pipeline.loader`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="write the run's figures here for node_exporter's textfile collector")
     load.add_argument("--command-config", metavar="FILE",
                       help="client properties file (security.protocol, ssl.*, sasl.* ...), as Kafka's tools take")
+    load.add_argument("--delegation-token", action="store_true",
+                      help="the Spark tasks authenticate with a delegation token the driver creates (and expires at "
+                           "the end), not with the command config's credentials")
+    load.add_argument("--token-mechanism", default="SCRAM-SHA-512", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                      help="the SCRAM mechanism the tasks authenticate with the token over (default SCRAM-SHA-512)")
     return p
 
 
@@ -78,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"pipeline: {exc}", file=sys.stderr)
         return 2
+    protocol = str(args.client_props.get("security.protocol", "PLAINTEXT")).upper()
+    if args.delegation_token and protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        print(f"pipeline: --delegation-token needs SASL in --command-config (security.protocol is {protocol}): "
+              "the driver authenticates with it to create the token", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from pipeline.metrics import write_run_metrics
 
@@ -99,7 +111,8 @@ def _load(args):
             print(message, flush=True)
 
         result = load(spark, args.bootstrap_server, args.topics, args.output, args.format, args.group,
-                      args.max_records_per_partition, client_props=args.client_props, progress=progress)
+                      args.max_records_per_partition, client_props=args.client_props, progress=progress,
+                      delegation_token=args.delegation_token, token_mechanism=args.token_mechanism)
     except Exception as exc:  # one line for scripts; Spark's own errors are long
         print(f"pipeline: load failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
               file=sys.stderr)

@@ -22,6 +22,15 @@ run killed before (3) leaves nothing counted: the next run deletes its staging
 files and reads the same offsets again; killed after (3), the next run finishes
 its moves. A reader of ``URI`` never sees a record twice.
 
+With ``delegation_token`` (``--delegation-token``) the Spark tasks do not get the
+driver's credentials: the driver, authenticated as the command config says (a
+Kerberos keytab, SCRAM, a client certificate ...), creates a delegation token
+(KIP-48) and the tasks authenticate with it over SCRAM (``token_mechanism``,
+SCRAM-SHA-512 as Spark's own Kafka source defaults to), as the same principal;
+the driver expires the token when the run ends, loaded or failed. This is how
+Spark's Kafka source serves Kerberized clusters: no keytab on any executor. The
+listener needs SCRAM enabled and the brokers ``delegation.token.master.key``.
+
 Files are reached through Hadoop's FileSystem API in Spark's JVM, so ``URI``
 may be any file system Spark has (``file://``, ``hdfs://``, ``s3a://``); the
 manifest's rename is atomic where the file system's rename is (HDFS, local).
@@ -154,9 +163,46 @@ def plan_offsets(admin: Admin, topics_regex: str, previous: dict, max_records: i
     return start, end
 
 
+def _check_sasl(conf: dict) -> None:
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        raise opt.OptionError(f"a delegation token authenticates over SASL: security.protocol is {protocol}, "
+                              "not SASL_PLAINTEXT or SASL_SSL")
+
+
+def token_config(conf: dict, token, mechanism: str) -> dict:
+    """The client settings of the Spark tasks when they authenticate with delegation ``token``
+    (:class:`broker.client.DelegationToken`): the driver's, less every SASL credential, with SCRAM and the
+    token instead; TLS and every other setting kept."""
+    _check_sasl(conf)
+    kept = {k: v for k, v in conf.items() if not str(k).startswith("sasl.")}
+    return {**kept, "sasl.mechanism": mechanism, "sasl.jaas.config": token.jaas_config()}
+
+
 def load(spark, bootstrap: str, topics: str, output: str, fmt: str = "parquet", group: str | None = None,
-         max_records: int | None = None, client_props: dict | None = None, progress=print) -> LoadResult:
+         max_records: int | None = None, client_props: dict | None = None, progress=print,
+         delegation_token: bool = False, token_mechanism: str = "SCRAM-SHA-512") -> LoadResult:
     """One run of the loader (see the module docstring); returns what it loaded."""
+    conf = {"bootstrap.servers": bootstrap, **(client_props or {})}
+    if not delegation_token:
+        return _load(spark, conf, topics, output, fmt, group, max_records, conf, progress)
+    _check_sasl(conf)  # before a token is made
+    with Admin(conf) as admin:
+        token = admin.create_delegation_token()
+    progress(f"delegation token {token.token_id} for the tasks, as {token.owner}")
+    try:
+        return _load(spark, conf, topics, output, fmt, group, max_records, token_config(conf, token, token_mechanism),
+                     progress)
+    finally:
+        try:
+            with Admin(conf) as admin:
+                admin.expire_delegation_token(token.hmac)
+        except Exception as exc:  # noqa: BLE001 - the run's own outcome stands; the token lapses at its expiry
+            progress(f"delegation token {token.token_id} not expired ({exc}); it lapses at its expiry")
+
+
+def _load(spark, conf: dict, topics: str, output: str, fmt: str, group: str | None, max_records: int | None,
+          task_conf: dict, progress) -> LoadResult:
     from pyspark.sql import functions as F
     from . import register
 
@@ -167,7 +213,6 @@ def load(spark, bootstrap: str, topics: str, output: str, fmt: str = "parquet", 
     recover(out, manifest)
     run = (manifest["run"] if manifest else 0) + 1
     previous = manifest["offsets"] if manifest else {}
-    conf = {"bootstrap.servers": bootstrap, **(client_props or {})}
     with Admin(conf) as admin:
         start, end = plan_offsets(admin, topics, previous, max_records)
     offsets = {t: dict(ps) for t, ps in previous.items()}
@@ -178,7 +223,7 @@ def load(spark, bootstrap: str, topics: str, output: str, fmt: str = "parquet", 
     staging = f"{STAGING}/run-{run:010d}"
     files: list[str] = []
     if todo:
-        source_options = {f"kafka.{k}": str(v) for k, v in conf.items()}
+        source_options = {f"kafka.{k}": str(v) for k, v in task_conf.items()}
         source_options.update({
             "assign": json.dumps(_by_topic({tp: tp.partition for tp in todo}, as_list=True)),
             "startingOffsets": json.dumps(_by_topic({tp: start[tp] for tp in todo})),

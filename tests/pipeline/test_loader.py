@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client import Admin, TopicPartition
+from broker.client import AclBinding, Admin, TopicPartition
 
 from .conftest import create, produce
 
@@ -140,3 +140,48 @@ def test_bad_arguments_exit_2_with_one_line(args, message, tmp_path):
     proc = _run(cmd)
     assert proc.returncode == 2
     assert message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_the_tasks_read_with_a_delegation_token(broker_factory, tmp_path):
+    """``--delegation-token``: the driver authenticates with PLAIN (the command config), the Spark tasks with
+    the token over SCRAM-SHA-512 as the same principal (the ACLs name only alice), and the token is expired
+    when the run ends."""
+    from tests.server.test_delegation_tokens import _grant_alice, _token_broker
+
+    broker = _token_broker(broker_factory)
+    _grant_alice(broker, "tokened", "tokened-loader")
+    with Admin(bootstrap_servers=broker.sasl_bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+               sasl_username="admin", sasl_password="admin-secret") as admin:
+        admin.create_acls([AclBinding("cluster", "kafka-cluster", "literal", "User:alice", "*", "describe", "allow")]
+                          + [AclBinding("topic", "tokened", "literal", "User:ANONYMOUS", "*", op, "allow")
+                             for op in ("write", "describe")])
+    produce(broker.bootstrap, "tokened", 1, 40, base_ts=int(time.time() * 1000), step_ms=1000, tag="t")
+    conf = tmp_path / "alice.properties"
+    conf.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
+                    "sasl.password=alice-secret\n")
+    scram_before = _auth_count(broker, "SCRAM-SHA-512")
+    res = _run([sys.executable, "-m", "pipeline", "load", "--bootstrap-server", broker.sasl_bootstrap,
+                "--topics", "tokened", "--output", str(tmp_path / "out"), "--group", "tokened-loader",
+                "--command-config", str(conf), "--delegation-token"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "tokened: 40 records" in res.stdout and "delegation token " in res.stdout
+    assert len(_loaded(tmp_path / "out")) == 40
+    assert _auth_count(broker, "SCRAM-SHA-512") > scram_before  # the tasks' connections: the token
+    with Admin(bootstrap_servers=broker.sasl_bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+               sasl_username="alice", sasl_password="alice-secret") as alice:
+        assert alice.describe_delegation_tokens() == []  # expired at the end of the run
+    # without SASL in the command config: exit 2 before Spark starts
+    res = _run([sys.executable, "-m", "pipeline", "load", "--bootstrap-server", broker.bootstrap, "--topics",
+                "tokened", "--output", str(tmp_path / "out2"), "--delegation-token"])
+    assert res.returncode == 2 and "--delegation-token needs SASL" in res.stderr, res.stderr
+
+
+def _auth_count(broker, mechanism: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
+    return sum(sample.value
+               for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name == "kafkapy_successful_authentication_total"
+               and sample.labels.get("mechanism") == mechanism)
