@@ -65,7 +65,10 @@ AlterUserScramCredentials writes them (KIP-554), so ``kafka-configs.sh
 never stored: the stored key and the server key are derived from the salted
 password (RFC 5802), and SCRAM proves knowledge of it without sending it.
 Credentials are read from the store at each authentication, so a change is
-in force on every broker at once.
+in force on every broker at once. A SCRAM client-first message with the
+extension ``tokenauth=true`` names a delegation token instead of a user
+(:mod:`broker.tokens`): the credential is derived from the token's HMAC, and the
+principal is the token's owner.
 
 The exchange, per connection (:class:`SaslServerSession`): ApiVersions may
 come first; then SaslHandshake names a mechanism (UNSUPPORTED_SASL_MECHANISM

@@ -4,8 +4,8 @@ Requests go where Kafka routes them: topic creation, deletion, partition
 additions and partition reassignments to the controller; broker configs to that broker; group operations
 to the group's coordinator; ListGroups to every broker; DeleteRecords and
 ListOffsets to partition leaders; the transaction calls as
-:mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554) and the client
-quota calls (KIP-546) to any broker, as Kafka 2.7's admin client sends them; the ACL calls
+:mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554), the delegation token calls
+(KIP-48) and the client quota calls (KIP-546) to any broker, as Kafka 2.7's admin client sends them; the ACL calls
 (CreateAcls, DescribeAcls, DeleteAcls) to any broker. Each method raises the first per-item error
 as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
 

@@ -37,7 +37,9 @@ the names are snake_case (``sasl_mechanism="SCRAM-SHA-256"``).
     (any is taken as ``required``); values are double-quoted, with backslash
     escapes (``\\"``, ``\\\\``, ``\\n``, ``\\t``, ``\\r``; ``\\`` before any other
     character is that character), or bare words (letters, digits, ``_-.$``);
-    options other than ``username`` and ``password`` are ignored, as Java does.
+    ``tokenauth=true`` with ``ScramLoginModule`` authenticates with a delegation
+    token (KIP-48: ``username`` its id, ``password`` its HMAC in base64; SCRAM
+    only); other options are ignored, as Java does.
     Either module serves any of PLAIN and SCRAM (the mechanism is
     ``sasl.mechanism``), as in Java. ``OAuthBearerLoginModule`` is OAUTHBEARER's
     (its options: :mod:`broker.client._oauth`), and only OAUTHBEARER's. Other login
@@ -58,7 +60,8 @@ ApiVersions (which a Kafka broker answers before authentication)::
     SaslAuthenticate   {auth_bytes}            (v0-v2, the highest the broker serves)
         PLAIN:         b"\\0" + username + b"\\0" + password (RFC 4616, no authorization id)
         SCRAM-SHA-*:   client-first -> server-first, client-final -> server-final (RFC 5802,
-                       by scramp's ScramClient; no channel binding, as Kafka); the
+                       by scramp's ScramClient; no channel binding, as Kafka; with a delegation
+                       token the client-first ends in the extension ",tokenauth=true"); the
                        server-final's signature must verify, else the broker did not
                        know the password: the connection is refused.
         GSSAPI:        context tokens, then the security layer (none) agreed in wrapped messages

@@ -311,3 +311,62 @@ def test_kafkactl_delegation_tokens(broker_factory, tmp_path):
     assert res.returncode == 2 and "DELEGATION_TOKEN_NOT_FOUND" in res.stderr, res.stderr
     res = run(as_token, "topics", "list")
     assert res.returncode == 1 and "cannot authenticate" in res.stderr, res.stderr
+
+
+def test_a_tokens_session_ends_with_the_token(broker_factory):
+    """KIP-368: with connections.max.reauth.ms, SaslAuthenticate v1 gives a session no longer than the token
+    has left (Kafka's CREDENTIAL_LIFETIME_MS for tokens); a password's session gets the full hour."""
+    from scramp import ScramClient
+
+    broker = _token_broker(broker_factory, **{"connections.max.reauth.ms": 3_600_000})
+    with Admin(**_plain(broker, "alice")) as alice:
+        token = alice.create_delegation_token(max_lifetime_ms=20_000)
+    with Wire(broker.sasl_bootstrap) as wire:
+        assert wire.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})["error_code"] == 0
+        client = ScramClient(["SCRAM-SHA-256"], token.token_id, token.hmac_base64)
+        first = client.get_client_first() + ",tokenauth=true"
+        client.client_first_bare += ",tokenauth=true"
+        resp = wire.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": first.encode()})
+        assert resp["error_code"] == 0, resp
+        client.set_server_first(bytes(resp["auth_bytes"]).decode())
+        resp = wire.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": client.get_client_final().encode()})
+        assert resp["error_code"] == 0, resp
+        client.set_server_final(bytes(resp["auth_bytes"]).decode())  # the broker proved it knows the HMAC too
+        left = token.expiry_timestamp_ms - time.time() * 1000
+        assert 0 < resp["session_lifetime_ms"] <= left + 1000
+    with Wire(broker.sasl_bootstrap) as wire:
+        assert wire.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        resp = wire.call(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0alice-secret"})
+        assert (resp["error_code"], resp["session_lifetime_ms"]) == (0, 3_600_000)
+
+
+def test_the_readme_example_runs_as_written(broker_factory, tmp_path):
+    """The README's delegation token commands, each run by bash as written (the broker's address for
+    ``broker1.example.com:9094``, ``alice.properties`` a PLAIN client file, kafkactl from this virtualenv)."""
+    import os
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b for b in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S)
+                 if "delegation-tokens create" in b)
+    lines = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    broker = _token_broker(broker_factory)
+    (tmp_path / "alice.properties").write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                                               "sasl.username=alice\nsasl.password=alice-secret\n")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    outputs = []
+    for line in lines:
+        res = subprocess.run(["bash", "-o", "pipefail", "-c", line.replace("broker1.example.com:9094",
+                                                                           broker.sasl_bootstrap)],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, (line, res.stderr)
+        outputs.append(res.stdout)
+    token = json.loads((tmp_path / "token.json").read_text())
+    assert token["owner"] == "User:alice" and token["renewers"] == ["User:scheduler"]
+    assert outputs[1].strip() == token["jaas_config"] and "tokenauth=true" in outputs[1]
+    assert outputs[2].startswith("token renewed: expiry ")
+    assert token["token_id"] in outputs[3] and "User:scheduler" in outputs[3]
+    assert outputs[4].startswith("token expired")
+    with Admin(**_plain(broker, "alice")) as alice:
+        assert alice.describe_delegation_tokens() == []
