@@ -96,6 +96,7 @@ def rendered(tmp_path_factory) -> Path:
                  "broker_sasl_oauthbearer_audience": ["kafka", "kafka-eu"],
                  "broker_sasl_oauthbearer_issuer": "https://idp.example.com", "broker_sasl_reauth_ms": 3600000,
                  "broker_sasl_users": {"broker": 'br"o\\ker', "alice": "alice-secret"},
+                 "broker_delegation_token_master_key": "shared token secret",
                  "broker_authorizer": True, "broker_super_users": ["User:admin"],
                  "monitoring_alertmanager": True, "monitoring_alertmanager_receivers": [
                      {"name": "oncall", "webhook_configs": [{"url": "http://10.0.0.9:8080/alerts"}]}]}
@@ -172,6 +173,7 @@ def test_server_yaml_loads_with_the_brokers_config_loader(rendered):
         assert (sasl.oauth.settings.url, sasl.oauth.settings.audience, sasl.oauth.settings.issuer) == (
             "https://idp.example.com/certs", ("kafka", "kafka-eu"), "https://idp.example.com")
         assert config.max_reauth_ms("SASL_SSL", "PLAIN") == 3600000
+        assert config["delegation.token.master.key"] == "shared token secret"
         assert dict(sasl.plain_users) == {"broker": 'br"o\\ker', "alice": "alice-secret"}
         credentials = config.inter_broker_sasl()
         assert (credentials.mechanism, credentials.username, credentials.password) == ("PLAIN", "broker",
