@@ -293,6 +293,10 @@ API_CHECKS: dict[str, str] = {
     "AlterUserScramCredentials": "ALTER Cluster",
     "DescribeClientQuotas": "DESCRIBE_CONFIGS Cluster",
     "AlterClientQuotas": "ALTER_CONFIGS Cluster",
+    "CreateDelegationToken": "none (a SASL or certificate principal, not a token's: broker.tokens)",
+    "RenewDelegationToken": "none (the token's owner or a renewer)",
+    "ExpireDelegationToken": "none (the token's owner or a renewer)",
+    "DescribeDelegationToken": "DESCRIBE DelegationToken, for tokens the requester neither owns nor renews",
 }
 
 
