@@ -27,9 +27,19 @@ between them). Every property may also be set for one listener only, as
     this broker connects to; empty: not checked.
 
 JKS and PKCS12 stores are refused at start with a line saying how to convert
-them. Contexts are built once, at start, before any log dir is touched; a file
+them. Contexts are built at start, before any log dir is touched; a file
 that cannot be read or does not hold what it should stops the start with one
 line naming the property and the file (:class:`TlsSetupError`).
+
+Stores are replaced on a running broker (KIP-226) through the dynamic broker
+configs ``listener.name.<listener>.ssl.keystore.location`` and
+``...ssl.truststore.location`` (:mod:`broker.server.dynamic_config`):
+:func:`rebuild` makes the listener's contexts anew from the new files, and a new
+key store must present the same identity as the one it replaces (the leaf
+certificate's subject and subject alternative names, as Kafka's
+``SslFactory`` insists), so that brokers and clients that check it keep
+accepting the listener. New connections get the new contexts; connections
+already open keep theirs.
 """
 
 from __future__ import annotations
@@ -52,10 +62,16 @@ class TlsSetupError(ValueError):
 
 @dataclass
 class TlsContexts:
-    """The server context of each SSL listener, and the client context for other brokers (None: PLAINTEXT)."""
+    """The server context of each SSL listener, and the client context for other brokers (None: PLAINTEXT).
+
+    The inter-broker client context is one object for the broker's life (the replica fetchers and the
+    controller's links hold it): :func:`rebuild` changes it in place, on the event loop. Listener contexts
+    are looked up at each accepted connection, so replacing one serves new connections."""
 
     listeners: dict[str, ssl.SSLContext] = field(default_factory=dict)
     inter_broker: ssl.SSLContext | None = None
+    #: The identity each listener's key store presents: (subject, subject alternative names) of its leaf
+    identities: dict[str, tuple[str, tuple[str, ...]] | None] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> "TlsContexts":
@@ -65,11 +81,117 @@ class TlsContexts:
             name = endpoint.listener_name
             if config.security_protocol(name) in TLS_PROTOCOLS:
                 contexts.listeners[name] = server_context(config, name)
+                contexts.identities[name] = identity(config, name)
         if config.metadata_store_kind == "zookeeper":
             inter = config.inter_broker_listener
             if config.security_protocol(inter) in TLS_PROTOCOLS:
                 contexts.inter_broker = client_context(config, inter)
         return contexts
+
+
+@dataclass
+class Rebuilt:
+    """A listener's contexts made anew from replaced stores (:func:`rebuild`), not yet in force."""
+
+    listener: str
+    server: ssl.SSLContext
+    identity: tuple[str, tuple[str, ...]] | None
+    #: What the inter-broker client context must load, when this is the inter-broker listener: the key store's
+    #: PEM (key and chain) and the trust store's CA PEM (None: the system's)
+    client_key_store: bytes | None = None
+    client_trust_store: bytes | None = None
+    inter_broker: bool = False
+
+    def install(self, contexts: TlsContexts) -> None:
+        """Put the new contexts in force (on the event loop: the client context is changed in place)."""
+        contexts.listeners[self.listener] = self.server
+        contexts.identities[self.listener] = self.identity
+        client = contexts.inter_broker
+        if not self.inter_broker or client is None:
+            return
+        if self.client_trust_store is not None:  # added: OpenSSL keeps the CAs a context already trusts
+            client.load_verify_locations(cadata=self.client_trust_store.decode("ascii", "replace"))
+        if self.client_key_store is not None:
+            fd = os.memfd_create("kafkapy-keystore", os.MFD_CLOEXEC)
+            try:
+                os.write(fd, self.client_key_store)
+                client.load_cert_chain(f"/proc/self/fd/{fd}", password=self._password)
+            finally:
+                os.close(fd)
+
+    _password: str | None = None
+
+
+def rebuild(config: BrokerConfig, listener: str, stores: dict[str, str], current: TlsContexts,
+            same_identity: bool = True) -> Rebuilt:
+    """Blocking: the listener's contexts with ``stores`` (``ssl.keystore.location`` and/or
+    ``ssl.truststore.location``, as the dynamic configs give them) over its static settings; TlsSetupError
+    when a file cannot be used, or (``same_identity``) when the new key store presents another identity than
+    the current one (at start it may: a restart may change a broker's identity)."""
+    dynamic = {prop: f"listener.name.{listener.lower()}.{prop}" for prop in stores}
+    settings = {**config.ssl_settings(listener), **stores}
+    source = lambda prop: dynamic.get(prop) or config.ssl_source(listener, prop)  # noqa: E731
+    server = _server_context(settings, listener, source)
+    if "ssl.truststore.location" in stores and server.verify_mode == ssl.CERT_NONE:  # checked even when not asked
+        _load_trust_store(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), source, listener, settings, ssl.Purpose.CLIENT_AUTH)
+    new_identity = _identity_of(settings, listener, source)
+    old_identity = current.identities.get(listener)
+    if same_identity and old_identity is not None and new_identity is not None and new_identity != old_identity:
+        raise TlsSetupError(
+            f"listener {listener}: {source('ssl.keystore.location')} {settings['ssl.keystore.location']}: its "
+            f"certificate is for {_show(new_identity)}, the listener's current one for {_show(old_identity)}: "
+            "a replaced key store must keep the subject and the subject alternative names (as Kafka requires), "
+            "or clients and brokers that check them would refuse the listener; change the identity with a restart")
+    rebuilt = Rebuilt(listener, server, new_identity)
+    if config.metadata_store_kind == "zookeeper" and listener == config.inter_broker_listener:
+        rebuilt.inter_broker = True
+        _client_context(settings, listener, source)  # the same checks as at start, for the client side
+        if "ssl.keystore.location" in stores:
+            rebuilt.client_key_store = _read(stores["ssl.keystore.location"])
+            rebuilt._password = settings["ssl.key.password"]
+        if "ssl.truststore.location" in stores:
+            rebuilt.client_trust_store = _read(stores["ssl.truststore.location"])
+    return rebuilt
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _show(ident: tuple[str, tuple[str, ...]]) -> str:
+    subject, names = ident
+    return subject + (f" ({', '.join(names)})" if names else "")
+
+
+def identity(config: BrokerConfig, listener: str) -> tuple[str, tuple[str, ...]] | None:
+    """Blocking: the identity the listener's key store presents (None without one)."""
+    return _identity_of(config.ssl_settings(listener), listener, lambda prop: config.ssl_source(listener, prop))
+
+
+def _identity_of(settings: dict[str, Any], listener: str, source) -> tuple[str, tuple[str, ...]] | None:
+    from cryptography import x509
+
+    location = settings["ssl.keystore.location"]
+    if location is not None:
+        text = _read(location).decode("ascii", "replace")
+    elif settings["ssl.keystore.certificate.chain"] is not None:
+        text = normalize_pem(settings["ssl.keystore.certificate.chain"])
+    else:
+        return None
+    block = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", text, re.S)
+    if block is None:
+        return None
+    try:
+        cert = x509.load_pem_x509_certificate(block.group(0).encode("ascii"))
+    except ValueError:  # OpenSSL took the file; an identity we cannot read is one we do not compare
+        return None
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        sans = tuple(sorted(str(getattr(n, "value", n)) for n in names))
+    except x509.ExtensionNotFound:
+        sans = ()
+    return cert.subject.rfc4514_string(), sans
 
 
 def _versions(context: ssl.SSLContext, settings: dict[str, Any]) -> None:
@@ -83,11 +205,11 @@ def _no_prompt(*_args) -> bytes:
     raise TlsSetupError("the private key is encrypted: set ssl.key.password")
 
 
-def _load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str, settings: dict[str, Any]) -> None:
+def _load_key_store(context: ssl.SSLContext, source, listener: str, settings: dict[str, Any]) -> None:
     password = settings["ssl.key.password"]
     location = settings["ssl.keystore.location"]
     if location is not None:
-        prop = config.ssl_source(listener, "ssl.keystore.location")
+        prop = source("ssl.keystore.location")
         _check_file(prop, location, "keystore")
         _load_chain(context, location, password, f"listener {listener}: {prop} {location}")
         return
@@ -136,16 +258,16 @@ def normalize_pem(text: str) -> str:
     return "".join(out) or text
 
 
-def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: str, settings: dict[str, Any],
+def _load_trust_store(context: ssl.SSLContext, source, listener: str, settings: dict[str, Any],
                       purpose: ssl.Purpose) -> None:
     location, inline = settings["ssl.truststore.location"], settings["ssl.truststore.certificates"]
     try:
         if location is not None:
-            prop = config.ssl_source(listener, "ssl.truststore.location")
+            prop = source("ssl.truststore.location")
             _check_file(prop, location, "truststore")
             context.load_verify_locations(cafile=location)
         elif inline is not None:
-            prop = config.ssl_source(listener, "ssl.truststore.certificates")
+            prop = source("ssl.truststore.certificates")
             context.load_verify_locations(cadata=normalize_pem(inline))
         else:
             context.load_default_certs(purpose)
@@ -156,24 +278,30 @@ def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: s
 
 def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The TLS context an SSL listener accepts with."""
-    settings = config.ssl_settings(listener)
+    return _server_context(config.ssl_settings(listener), listener, lambda prop: config.ssl_source(listener, prop))
+
+
+def _server_context(settings: dict[str, Any], listener: str, source) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _versions(context, settings)
-    _load_key_store(context, config, listener, settings)
+    _load_key_store(context, source, listener, settings)
     context.verify_mode = _CLIENT_AUTH[settings["ssl.client.auth"]]
     if context.verify_mode != ssl.CERT_NONE:
-        _load_trust_store(context, config, listener, settings, ssl.Purpose.CLIENT_AUTH)
+        _load_trust_store(context, source, listener, settings, ssl.Purpose.CLIENT_AUTH)
     return context
 
 
 def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The TLS context this broker connects to other brokers' ``listener`` with (the same listener's settings,
     as in Kafka: its trust store checks their certificates, its key store answers their client auth)."""
-    settings = config.ssl_settings(listener)
+    return _client_context(config.ssl_settings(listener), listener, lambda prop: config.ssl_source(listener, prop))
+
+
+def _client_context(settings: dict[str, Any], listener: str, source) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     _versions(context, settings)
-    _load_trust_store(context, config, listener, settings, ssl.Purpose.SERVER_AUTH)
-    _load_key_store(context, config, listener, settings)
+    _load_trust_store(context, source, listener, settings, ssl.Purpose.SERVER_AUTH)
+    _load_key_store(context, source, listener, settings)
     context.check_hostname = settings["ssl.endpoint.identification.algorithm"] == "https"
     context.verify_mode = ssl.CERT_REQUIRED
     return context

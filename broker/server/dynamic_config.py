@@ -28,6 +28,20 @@ The configs that can change this way (:data:`DYNAMIC`), each applied at once:
   in the overrides must resolve (else INVALID_CONFIG), and are resolved again whenever the
   configs are read.
 
+* a TLS listener's stores, ``listener.name.<l>.ssl.keystore.location`` and
+  ``listener.name.<l>.ssl.truststore.location`` (PEM files, as at start), for one
+  broker only (certificates are a broker's own: at ``<default>`` INVALID_REQUEST,
+  as Kafka). The files are read and checked before the change is stored (a file
+  that cannot be used, or a key store whose certificate names another subject
+  or other alternative names than the listener's current one: INVALID_CONFIG,
+  nothing changed); new connections then get the new stores, open ones keep
+  theirs, and the broker's own connections to other brokers take them when it
+  is the inter-broker listener (new CAs are added to those; a CA removed from
+  the file stays trusted by them until a restart). Setting the same path again
+  reads the file again: that is how a certificate renewed in place is put in
+  force. At start, and when another process writes the node, stores that cannot
+  be used are logged and the previous ones kept, as Kafka does.
+
 AlterConfigs and IncrementalAlterConfigs change them for a BROKER resource
 named by this broker's id (that broker's overrides) or empty (``<default>``);
 another config name is INVALID_REQUEST ("cannot update these broker configs
@@ -39,11 +53,12 @@ sources: DYNAMIC_BROKER_CONFIG (2), DYNAMIC_DEFAULT_BROKER_CONFIG (3), and
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.cluster.znodes import BrokerConfigZNode
-from broker.config import CONNECTION_LISTENER_PROPERTIES, PROPERTIES
+from broker.config import CONNECTION_LISTENER_PROPERTIES, PROPERTIES, TLS_PROTOCOLS
 from broker.server.connection_quotas import SETTINGS as CONNECTION_SETTINGS
 from broker.server.connection_quotas import resolve_overrides
 from broker.protocol import ErrorCode
@@ -86,14 +101,33 @@ def listener_setting(name: str) -> tuple[str, str] | None:
     return None
 
 
+#: A TLS listener's stores, replaceable on a running broker (KIP-226), per broker only
+TLS_STORES = ("ssl.keystore.location", "ssl.truststore.location")
+
+
+def tls_setting(name: str) -> tuple[str, str] | None:
+    """``listener.name.ssl.ssl.keystore.location`` -> ``("SSL", "ssl.keystore.location")``; None for any other
+    name."""
+    if not name.startswith("listener.name."):
+        return None
+    listener, _dot, prop = name[len("listener.name."):].partition(".")
+    if listener and listener == listener.lower() and prop in TLS_STORES:
+        return listener.upper(), prop
+    return None
+
+
 def is_dynamic(name: str) -> bool:
-    return name in DYNAMIC or listener_setting(name) is not None
+    return name in DYNAMIC or listener_setting(name) is not None or tls_setting(name) is not None
 
 
 def parse(name: str, value: str) -> Any:
     """A dynamic config's value parsed; ValueError (or TypeError) when it is bad."""
     if name in THROTTLE_RATES:
         return THROTTLE_RATES[name][0](value)
+    if tls_setting(name) is not None:
+        if not str(value).strip():
+            raise ValueError("the path of a PEM file is empty")
+        return str(value).strip()
     own = listener_setting(name)
     if own is not None:
         parsed = PROPERTIES[own[1]].parse(value)
@@ -101,6 +135,15 @@ def parse(name: str, value: str) -> Any:
             raise ValueError("must be at least 1")
         return parsed
     return PROPERTIES[name].parse(value)
+
+
+def _file_stamp(path: str) -> tuple:
+    """What tells a replaced file from the one read before: inode, size, modification time (None: unreadable)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (None,)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _check_cleaner_threads(new: int, current: int) -> None:
@@ -124,6 +167,8 @@ class DynamicBrokerConfig:
         #: max.connections.per.ip.overrides in force, its host names resolved (by :meth:`load`)
         self.ip_overrides: dict[str, int] = {}
         self._resolved = False
+        #: per TLS listener: the dynamic stores and their files' (inode, size, mtime) last put in force
+        self._tls_applied: dict[str, tuple] = {}
 
     def load(self) -> None:
         """Blocking: read both znodes (at start, and when a notification names one), and resolve the host
@@ -131,6 +176,7 @@ class DynamicBrokerConfig:
         metadata = self.broker.metadata
         self.overrides = metadata.broker_config(str(self.broker.broker_id))
         self.defaults = metadata.broker_config(DEFAULT)
+        self._load_tls_stores()
         name = "max.connections.per.ip.overrides"
         if self.entry(name) is not None:
             try:
@@ -146,6 +192,70 @@ class DynamicBrokerConfig:
                 raise
             log.warning("keeping %s as resolved before: %s", name, exc)  # a DNS outage must not stop config changes
         self._resolved = True
+
+    # -- TLS stores ------------------------------------------------------------------------
+    def tls_stores(self, listener: str, overrides: dict[str, str] | None = None) -> dict[str, str]:
+        """The dynamic stores of a listener (``ssl.keystore.location`` -> path), from ``overrides`` (default:
+        this broker's node as last read)."""
+        overrides = self.overrides if overrides is None else overrides
+        return {prop: str(overrides[f"listener.name.{listener.lower()}.{prop}"]).strip() for prop in TLS_STORES
+                if f"listener.name.{listener.lower()}.{prop}" in overrides}
+
+    def _tls_listeners(self) -> list[str]:
+        config = self.broker.config
+        return [e.listener_name for e in config.listeners if config.security_protocol(e.listener_name) in TLS_PROTOCOLS]
+
+    def _load_tls_stores(self) -> None:
+        """Blocking: put in force the dynamic stores that changed (their settings or their files) since last
+        time; a store that cannot be used is logged and the one in force kept (at start: the static one)."""
+        from broker.tls import TlsSetupError, rebuild
+
+        contexts = self.broker.tls
+        first = not self._tls_applied  # at start the stores may name another identity than the static ones
+        for listener in self._tls_listeners():
+            stores = self.tls_stores(listener)
+            stamp = (tuple(sorted(stores.items())), tuple(_file_stamp(p) for _k, p in sorted(stores.items())))
+            if stamp == self._tls_applied.get(listener, ((), ())) and not first:
+                continue
+            self._tls_applied[listener] = stamp
+            if not stores:
+                continue  # removed: the stores in force stay until a restart puts the static ones back
+            try:
+                rebuilt = rebuild(self.broker.config, listener, stores, contexts, same_identity=not first)
+            except (TlsSetupError, OSError) as exc:
+                log.warning("listener %s: dynamic TLS stores not put in force, keeping those in use: %s", listener,
+                            exc)
+                continue
+            loop = self.broker.loop
+            if loop is not None and loop.is_running() and rebuilt.inter_broker:
+                loop.call_soon_threadsafe(rebuilt.install, contexts)  # the client context is the loop's
+            else:
+                rebuilt.install(contexts)
+            log.info("listener %s: TLS stores in force: %s", listener,
+                     ", ".join(f"{prop} {path}" for prop, path in sorted(stores.items())))
+
+    async def _check_tls_stores(self, entity: str, new: dict[str, str]) -> None:
+        """The stores this change would put in force here, read and checked (INVALID_CONFIG when unusable)."""
+        from broker.tls import TlsSetupError, rebuild
+
+        named = sorted(name for name in new if tls_setting(name) is not None)
+        if not named:
+            return
+        if entity == DEFAULT:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
+                                                        f"broker id must be specified: {', '.join(named)}")
+        tls_listeners = self._tls_listeners()
+        for name in named:
+            listener = tls_setting(name)[0]
+            if listener not in tls_listeners:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{name}: this broker has no SSL or SASL_SSL listener "
+                                                           f"named {listener}")
+        for listener in sorted({tls_setting(name)[0] for name in named}):
+            try:
+                await self.broker.run_blocking(rebuild, self.broker.config, listener, self.tls_stores(listener, new),
+                                               self.broker.tls)
+            except (TlsSetupError, OSError) as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
     def connection_limits(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The broker-wide connection settings in force, and each listener's own ones (dynamic over static)."""
@@ -258,6 +368,7 @@ class DynamicBrokerConfig:
             except (ValueError, TypeError) as exc:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {name}: {exc}") from None
         await self._check_connection_limits(entity, new)
+        await self._check_tls_stores(entity, new)
         if validate_only:
             return
         await self.broker.run_blocking(metadata.set_broker_config, entity, new)

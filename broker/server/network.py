@@ -1140,18 +1140,19 @@ class NetworkServer:
                                 "callback.handler.class=%s and sasl.oauthbearer.jwks.endpoint.url", listener,
                                 listener.lower(), oauth.JWKS_VALIDATOR_CLASSES[1])
                 settings.oauth.start()  # the JWKS validator reads its keys on a thread of its own
-        tls = self.broker.tls.listeners
         for listener, sock in self.sockets:
-            self._acceptors.append(self.loop.create_task(self._accept(listener, sock, tls.get(listener)),
-                                                         name=f"acceptor {listener}"))
+            self._acceptors.append(self.loop.create_task(self._accept(listener, sock), name=f"acceptor {listener}"))
 
     def configure_limits(self, values: dict, listener_values: dict[str, dict], overrides: dict[str, int]) -> None:
         """New connection limits (at start, and when a dynamic broker config changes them)."""
         self.quotas.configure(values, listener_values, overrides)
 
-    async def _accept(self, listener: str, sock: socket.socket, context) -> None:
-        """One listening socket's acceptor: accept, let the connection limits admit, hand to a protocol."""
+    async def _accept(self, listener: str, sock: socket.socket) -> None:
+        """One listening socket's acceptor: accept, let the connection limits admit, hand to a protocol (TLS
+        with the listener's context as it is now: a key store replaced on the running broker serves the
+        connections accepted after it, :mod:`broker.tls`)."""
         loop = self.loop
+        contexts = self.broker.tls.listeners
         while not self.stopping:
             try:
                 client, address = await loop.sock_accept(sock)
@@ -1182,6 +1183,7 @@ class NetworkServer:
                         slot.release()
                     client.close()
                     continue
+                context = contexts.get(listener)
                 protocol = (Connection(self, listener, slot=slot) if context is None
                             else _TlsHandshake(self, listener, context, slot))
                 await loop.connect_accepted_socket(lambda: protocol, client)

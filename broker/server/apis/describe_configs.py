@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from broker.config import CONNECTION_LISTENER_PROPERTIES, LONG_MAX, to_property_string
+from broker.config import CONNECTION_LISTENER_PROPERTIES, LONG_MAX, TLS_PROTOCOLS, to_property_string
 from broker.config import PROPERTIES as BROKER_PROPERTIES
 from broker.log import LogConfig
 from broker.log.config import PROPERTY_NAMES as LOG_PROPERTY_NAMES
@@ -53,7 +53,7 @@ from broker.log.config import TOPIC_CONFIGS
 from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
-from broker.server.dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, THROTTLE_RATES
+from broker.server.dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, THROTTLE_RATES, TLS_STORES
 from broker.server.topics import TopicError, validate_topic_name
 
 # ResourceType
@@ -186,7 +186,8 @@ def _listener_limit_entries(ctx: RequestContext, names: Iterable[str] | None, in
     entries = []
     for endpoint in config.listeners:
         listener = endpoint.listener_name
-        for prop in CONNECTION_LISTENER_PROPERTIES:
+        tls = config.security_protocol(listener) in TLS_PROTOCOLS
+        for prop in (*CONNECTION_LISTENER_PROPERTIES, *(TLS_STORES if tls else ())):
             name = f"listener.name.{listener.lower()}.{prop}"
             if wanted is not None and name not in wanted:
                 continue
@@ -199,7 +200,7 @@ def _listener_limit_entries(ctx: RequestContext, names: Iterable[str] | None, in
             entries.append({
                 "name": name, "value": synonyms[0]["value"], "read_only": False, "is_default": False,
                 "config_source": synonyms[0]["source"], "is_sensitive": False,
-                "synonyms": synonyms if include_synonyms else [], "config_type": INT,
+                "synonyms": synonyms if include_synonyms else [], "config_type": STRING if prop in TLS_STORES else INT,
                 "documentation": BROKER_PROPERTIES[prop].doc if include_documentation else None,
             })
     return entries
