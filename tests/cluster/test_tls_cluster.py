@@ -13,6 +13,7 @@ import subprocess
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.client import ConfigResource
 from tests.cluster.conftest import WAIT_S, failover_keeps_every_record, wait_until
 from tests.pki import make_pki
 from tests.zookeeper import free_port
@@ -94,3 +95,61 @@ def test_replication_and_failover_over_tls_between_brokers(cluster_factory, tmp_
     leader = failover_keeps_every_record(cluster, "tls-replicated", tls)
     cluster.start(leader)
     cluster.wait_for_isr("tls-replicated", 0, [1, 2, 3])  # the restarted broker catches up over TLS
+
+
+def test_a_certificate_authority_migrated_on_running_brokers(cluster_factory, tmp_path):
+    """Between brokers over TLS with client certificates required, a move to a new CA with no restart of the
+    broker that must trust it: every broker's trust store becomes both CAs (dynamic
+    ``listener.name.internal.ssl.truststore.location``), then broker 1's key store a certificate of the new CA
+    with the same identity. Broker 2's own connections to broker 1 must then trust the new CA, which it took
+    while running: its follower fetches from broker 1 again, and the controller's requests reach it."""
+    import trustme
+
+    from broker.client import Admin
+
+    old_ca, new_ca = trustme.CA(organization_name="old CA"), trustme.CA(organization_name="new CA")
+    identity = {"common_name": "broker", "organization_name": "kafkapy", "organization_unit_name": "brokers"}
+    files = {name: tmp_path / f"{name}.pem" for name in ("old-ca", "both-cas", "old-cert", "new-cert")}
+    old_ca.cert_pem.write_to_path(str(files["old-ca"]))
+    files["both-cas"].write_bytes(old_ca.cert_pem.bytes() + new_ca.cert_pem.bytes())
+    old_ca.issue_cert("127.0.0.1", "localhost", **identity).private_key_and_cert_chain_pem.write_to_path(
+        str(files["old-cert"]))
+    new_ca.issue_cert("127.0.0.1", "localhost", **identity).private_key_and_cert_chain_pem.write_to_path(
+        str(files["new-cert"]))
+    ports = {broker_id: free_port() for broker_id in (1, 2)}
+    cluster = cluster_factory(2, props={
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.location": str(files["old-cert"]),
+        "ssl.truststore.location": str(files["old-ca"]),
+        "ssl.client.auth": "required",
+        "auto.leader.rebalance.enable": False,
+    }, per_broker={b: {"listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{port}"}
+                   for b, port in ports.items()})
+    cluster.create_topic("ca-move", assignment={0: [1, 2]}, replication_factor=None, config={"min.insync.replicas": "2"})
+    cluster.wait_for_isr("ca-move", 0, [1, 2])
+
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        for b in (1, 2):
+            admin.incremental_alter_configs({ConfigResource("broker", str(b)): {
+                "listener.name.internal.ssl.truststore.location": str(files["both-cas"])}})
+        admin.incremental_alter_configs({ConfigResource("broker", "1"): {
+            "listener.name.internal.ssl.keystore.location": str(files["new-cert"])}})
+    # broker 1 restarts with its dynamic stores; its partition moves to broker 2, whose fetcher and controller
+    # connections to broker 1 are new ones, made with what broker 2 took in while running
+    cluster.restart(1)
+    cluster.wait_for_isr("ca-move", 0, [1, 2])
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        assert admin.elect_leaders("preferred", [("ca-move", 0)])[("ca-move", 0)][0] in (0, 84)  # 84: already
+    cluster.wait_for_leader("ca-move", 0)
+    assert cluster.leader("ca-move", 0) == 1
+    # acks=all with min.insync.replicas=2: each write is answered only once broker 2 fetched it from broker 1
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 30000,
+                         "log_level": 0})
+    failed = []
+    for i in range(20):
+        producer.produce("ca-move", b"%d" % i, on_delivery=lambda err, msg: err and failed.append(err))
+    assert producer.flush(60) == 0 and not failed, failed
+    assert sorted(cluster.partition_state("ca-move", 0)["isr"]) == [1, 2]
