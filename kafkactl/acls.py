@@ -2,22 +2,25 @@
 ``kafka-acls.sh --bootstrap-server`` lists, adds and removes them (CreateAcls, DescribeAcls,
 DeleteAcls, to any broker).
 
-Resources are chosen with ``--topic T``, ``--group G``, ``--transactional-id ID`` (each may be
-repeated; ``*`` is every one) and ``--cluster``, and ``--resource-pattern-type``: ``literal`` (the
-default: the name itself), ``prefixed`` (every name starting with it), and for ``list`` and
-``remove`` also ``match`` (every ACL that applies to the name: its own, the ``*`` wildcard and the
-prefixes it starts with) and ``any`` (LITERAL or PREFIXED, this exact name).
+Resources are chosen with ``--topic T``, ``--group G``, ``--transactional-id ID``,
+``--delegation-token ID`` (a token's id; each may be repeated; ``*`` is every one) and
+``--cluster``, and ``--resource-pattern-type``: ``literal`` (the default: the name itself),
+``prefixed`` (every name starting with it), and for ``list`` and ``remove`` also ``match`` (every
+ACL that applies to the name: its own, the ``*`` wildcard and the prefixes it starts with) and
+``any`` (LITERAL or PREFIXED, this exact name).
 
 - ``list [RESOURCES] [--principal P ...]``: the ACLs of those resources (every ACL without any).
 - ``add (--allow-principal P | --deny-principal P) ... --operation OP ... RESOURCES``: an ACL per
   principal, host (``--allow-host``/``--deny-host``, default ``*``) and operation on each resource,
   printed. Operations: All, Read, Write, Create, Delete, Alter, Describe, ClusterAction,
   DescribeConfigs, AlterConfigs, IdempotentWrite, in any case, with or without ``-``/``_`` between
-  the words; each resource type takes Kafka's own set of them (a topic no IdempotentWrite, ...).
+  the words; each resource type takes Kafka's own set of them (a topic no IdempotentWrite, a
+  delegation token only Describe and All, ...).
   ``--producer`` stands for WRITE, DESCRIBE and CREATE on each ``--topic`` and WRITE, DESCRIBE on
   each ``--transactional-id`` (with ``--idempotent``, IDEMPOTENT_WRITE on the cluster);
   ``--consumer`` for READ, DESCRIBE on each ``--topic`` and READ on each ``--group`` (both as
-  Kafka 2.7's AclCommand expands them; neither takes ``--operation`` nor ``--deny-*``).
+  Kafka 2.7's AclCommand expands them; neither takes ``--operation``, ``--deny-*`` nor
+  ``--delegation-token``).
 - ``remove RESOURCES [principals, hosts, operations as for add]``: removes the ACLs that match,
   and prints them. A principal, host or operation not given matches every one (unlike
   kafka-acls.sh, where the host defaults to ``*`` and the operation to All). Without a principal
@@ -68,6 +71,7 @@ SUPPORTED = {
                            AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
                            AclOperation.DESCRIBE),
     ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
 }
 
 #: --producer and --consumer (Kafka 2.7's AclCommand).
@@ -136,6 +140,8 @@ GROUP = typer.Option(None, "--group", metavar="GROUP", help="A consumer group ('
 CLUSTER = typer.Option(False, "--cluster", help="The cluster (kafka-cluster).")
 TRANSACTIONAL_ID = typer.Option(None, "--transactional-id", metavar="ID",
                                 help="A transactional id ('*': every one); may be repeated.")
+DELEGATION_TOKEN = typer.Option(None, "--delegation-token", metavar="ID",
+                                help="A delegation token, by its token id ('*': every one); may be repeated.")
 OPERATION = typer.Option(None, "--operation", metavar="OPERATION", callback=_operations,
                          help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
                               "AlterConfigs, IdempotentWrite or All (any case); may be repeated.")
@@ -156,14 +162,16 @@ CONSUMER = typer.Option(False, "--consumer", help="A consumer's ACLs: READ, DESC
 
 # -- building bindings and filters ------------------------------------------------------------
 
-def _resources(topics, groups, cluster: bool, transactional_ids, pattern: PatternType) -> list[tuple]:
+def _resources(topics, groups, cluster: bool, transactional_ids, delegation_tokens,
+               pattern: PatternType) -> list[tuple]:
     """(type, name, pattern) of each resource named; the cluster's pattern is LITERAL for a specific pattern."""
     if cluster and pattern == PatternType.PREFIXED:
         raise CliError("--cluster takes no --resource-pattern-type prefixed: the cluster has one name, "
                        f"{CLUSTER_NAME}")
     out = []
     for rtype, names in ((ResourceType.TOPIC, topics), (ResourceType.GROUP, groups),
-                         (ResourceType.TRANSACTIONAL_ID, transactional_ids)):
+                         (ResourceType.TRANSACTIONAL_ID, transactional_ids),
+                         (ResourceType.DELEGATION_TOKEN, delegation_tokens)):
         for name in names or ():
             if not name.strip():
                 raise CliError(f"an empty {rtype.name.lower().replace('_', '-')} name")
@@ -175,7 +183,7 @@ def _resources(topics, groups, cluster: bool, transactional_ids, pattern: Patter
 
 
 def _check_roles(producer: bool, consumer: bool, idempotent: bool, operations, deny_principals, deny_hosts,
-                 topics, groups, cluster: bool, transactional_ids) -> None:
+                 topics, groups, cluster: bool, transactional_ids, delegation_tokens) -> None:
     """Kafka's rules for --producer, --consumer and --idempotent (and ours: nothing named is left unused)."""
     if idempotent and not producer:
         raise CliError("--idempotent goes with --producer")
@@ -187,6 +195,8 @@ def _check_roles(producer: bool, consumer: bool, idempotent: bool, operations, d
         raise CliError(f"{role} sets the operations itself: give no --operation")
     if deny_principals or deny_hosts:
         raise CliError(f"{role} makes ALLOW ACLs: give --allow-principal, no --deny-principal or --deny-host")
+    if delegation_tokens:
+        raise CliError(f"{role} takes no --delegation-token (give --operation Describe or All)")
     if not topics:
         raise CliError(f"{role} needs a --topic")
     if consumer and not groups:
@@ -289,6 +299,7 @@ def list_acls(
     groups: Optional[List[str]] = GROUP,
     cluster: bool = CLUSTER,
     transactional_ids: Optional[List[str]] = TRANSACTIONAL_ID,
+    delegation_tokens: Optional[List[str]] = DELEGATION_TOKEN,
     principals: Optional[List[str]] = typer.Option(None, "--principal", metavar="TYPE:NAME", callback=_principals,
                                                    help="Only the ACLs of this principal; may be repeated."),
     pattern_type: Optional[str] = typer.Option(None, "--resource-pattern-type", metavar="TYPE",
@@ -297,8 +308,9 @@ def list_acls(
                                                     "any."),
 ) -> None:
     """The ACLs of the resources named (every ACL without any): resource, principal, host, operation, permission."""
-    if topics or groups or cluster or transactional_ids:
-        resources = _resources(topics, groups, cluster, transactional_ids, pattern_type or PatternType.LITERAL)
+    if topics or groups or cluster or transactional_ids or delegation_tokens:
+        resources = _resources(topics, groups, cluster, transactional_ids, delegation_tokens,
+                               pattern_type or PatternType.LITERAL)
         filters = [AclBindingFilter(rtype, name, pattern, principal=p)
                    for rtype, name, pattern in resources for p in (principals or [None])]
     else:
@@ -323,6 +335,7 @@ def add_acls(
     groups: Optional[List[str]] = GROUP,
     cluster: bool = CLUSTER,
     transactional_ids: Optional[List[str]] = TRANSACTIONAL_ID,
+    delegation_tokens: Optional[List[str]] = DELEGATION_TOKEN,
     pattern_type: Optional[str] = typer.Option(None, "--resource-pattern-type", metavar="TYPE",
                                                callback=_specific_pattern,
                                                help="literal (the default) or prefixed."),
@@ -332,10 +345,11 @@ def add_acls(
 ) -> None:
     """Add ACLs: each principal, host and operation on each resource; prints them."""
     _check_roles(producer, consumer, idempotent, operations, deny_principals, deny_hosts, topics, groups, cluster,
-                 transactional_ids)
-    resources = _resources(topics, groups, cluster, transactional_ids, pattern_type or PatternType.LITERAL)
+                 transactional_ids, delegation_tokens)
+    resources = _resources(topics, groups, cluster, transactional_ids, delegation_tokens,
+                           pattern_type or PatternType.LITERAL)
     if not resources:
-        raise CliError("give a resource: --topic, --group, --cluster or --transactional-id")
+        raise CliError("give a resource: --topic, --group, --cluster, --transactional-id or --delegation-token")
     if not (allow_principals or deny_principals):
         raise CliError("give a principal: --allow-principal or --deny-principal (TYPE:NAME, e.g. User:alice)")
     if not (operations or producer or consumer):
@@ -364,6 +378,7 @@ def remove_acls(
     groups: Optional[List[str]] = GROUP,
     cluster: bool = CLUSTER,
     transactional_ids: Optional[List[str]] = TRANSACTIONAL_ID,
+    delegation_tokens: Optional[List[str]] = DELEGATION_TOKEN,
     pattern_type: Optional[str] = typer.Option(None, "--resource-pattern-type", metavar="TYPE",
                                                callback=_filter_pattern,
                                                help="literal (the default), prefixed, match (every ACL that "
@@ -375,10 +390,11 @@ def remove_acls(
 ) -> None:
     """Remove the ACLs that match (a principal, host or operation not given matches every one); prints them."""
     _check_roles(producer, consumer, idempotent, operations, deny_principals, deny_hosts, topics, groups, cluster,
-                 transactional_ids)
-    resources = _resources(topics, groups, cluster, transactional_ids, pattern_type or PatternType.LITERAL)
+                 transactional_ids, delegation_tokens)
+    resources = _resources(topics, groups, cluster, transactional_ids, delegation_tokens,
+                           pattern_type or PatternType.LITERAL)
     if not resources:
-        raise CliError("give a resource: --topic, --group, --cluster or --transactional-id")
+        raise CliError("give a resource: --topic, --group, --cluster, --transactional-id or --delegation-token")
     everyone = not (allow_principals or deny_principals)
     if everyone and (producer or consumer):
         raise CliError("--producer and --consumer remove the ACLs of an --allow-principal: give one")

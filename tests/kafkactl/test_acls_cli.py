@@ -1,12 +1,14 @@
 """``kafkactl acls`` against a broker with the ACL authorizer (super user ``admin`` over SASL PLAIN,
 ``alice`` an ordinary user): add, list and remove round trips, PREFIXED and MATCH, the --producer and
 --consumer expansions (and alice producing and consuming with them), the listing the same as
-librdkafka's, removing everything on a resource (--force, a terminal's confirmation), refusals
-(exit 1), a broker without an authorizer (exit 1), and bad usage (exit 2, before connecting).
+librdkafka's, delegation-token resources (and alice seeing a token by one), removing everything on a
+resource (--force, a terminal's confirmation), refusals (exit 1), a broker without an authorizer
+(exit 1), and bad usage (exit 2, before connecting).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -152,6 +154,71 @@ def test_prefixed_and_match(ctl: AclCtl) -> None:
     assert _rows(ctl.json("acls", "list")) == sorted([wildcard, row("TOPIC", "other", "User:alice", "READ")])
 
 
+def test_delegation_token_acls(ctl: AclCtl) -> None:
+    res = ctl("acls", "add", "--delegation-token", "tok-1", "--operation", "Describe", "--allow-principal",
+              "User:carol")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == "added 1 ACL(s):\n"
+    assert [line.split() for line in res.stdout.splitlines()] == [
+        HEADER, ["DELEGATION_TOKEN", "tok-1", "LITERAL", "User:carol", "*", "DESCRIBE", "ALLOW"]]
+    carol = row("DELEGATION_TOKEN", "tok-1", "User:carol", "DESCRIBE")
+
+    table = ctl("acls", "list", "--delegation-token", "tok-1")
+    assert table.returncode == 0, table.stderr
+    assert [line.split() for line in table.stdout.splitlines()] == [HEADER, list(carol)]
+    listed = ctl.json("acls", "list", "--delegation-token", "tok-1")
+    assert listed == [{"resource_type": "DELEGATION_TOKEN", "resource_name": "tok-1", "pattern_type": "LITERAL",
+                       "principal": "User:carol", "host": "*", "operation": "DESCRIBE", "permission_type": "ALLOW"}]
+    assert _rows(ctl.json("acls", "list")) == [carol]
+    assert ctl.json("acls", "list", "--transactional-id", "tok-1") == []  # another resource type, same name
+
+    # repeated, '*' for every token, All, PREFIXED, and together with another resource type
+    more = ctl.json("acls", "add", "--delegation-token", "*", "--delegation-token", "tok-2", "--operation", "all",
+                    "--allow-principal", "User:bob", "--topic", "orders")
+    assert _rows(more) == sorted([row("DELEGATION_TOKEN", "*", "User:bob", "ALL"),
+                                  row("DELEGATION_TOKEN", "tok-2", "User:bob", "ALL"),
+                                  row("TOPIC", "orders", "User:bob", "ALL")])
+    prefixed = ctl.json("acls", "add", "--delegation-token", "tok-", "--resource-pattern-type", "prefixed",
+                        "--operation", "describe", "--deny-principal", "User:dave")
+    assert _rows(prefixed) == [row("DELEGATION_TOKEN", "tok-", "User:dave", "DESCRIBE", "DENY", pattern="PREFIXED")]
+    assert _rows(ctl.json("acls", "list", "--delegation-token", "tok-1", "--resource-pattern-type", "match")) == sorted(
+        [carol, row("DELEGATION_TOKEN", "*", "User:bob", "ALL"), *_rows(prefixed)])
+
+    # an operation Kafka does not allow on a delegation token: exit 2, one line, nothing added
+    line = one_line_error(ctl("acls", "add", "--delegation-token", "tok-1", "--operation", "Read",
+                              "--allow-principal", "User:carol"), 2)
+    assert line == "kafkactl: a DELEGATION_TOKEN ACL takes no Read (it takes All, Describe)"
+    assert len(ctl.json("acls", "list")) == 5
+
+    res = ctl("acls", "remove", "--delegation-token", "tok-1", "--operation", "Describe", "--allow-principal",
+              "User:carol")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == "removed 1 ACL(s):\n"
+    assert [line.split() for line in res.stdout.splitlines()] == [HEADER, list(carol)]
+    assert ctl.json("acls", "list", "--delegation-token", "tok-1") == []
+    removed = ctl.json("acls", "remove", "--delegation-token", "*", "--delegation-token", "tok-2",
+                       "--delegation-token", "tok-", "--resource-pattern-type", "any", "--force")
+    assert _rows(removed) == sorted(_rows(more)[:2] + _rows(prefixed))
+    assert _rows(ctl.json("acls", "list")) == [row("TOPIC", "orders", "User:bob", "ALL")]
+
+
+def test_a_delegation_token_acl_lets_alice_describe_the_token(broker_factory, tmp_path) -> None:
+    ctl = AclCtl(acl_broker(broker_factory, **{"delegation.token.master.key": "a key for the tests"}), tmp_path)
+    token = ctl.json("delegation-tokens", "create")
+    assert token["owner"] == "User:admin"
+    # not hers, she renews nothing: alice sees no token until an ACL gives her DESCRIBE on it
+    res = ctl.alice("-o", "json", "delegation-tokens", "describe")
+    assert res.returncode == 0 and json.loads(res.stdout) == [], res.stderr
+    assert ctl("acls", "add", "--delegation-token", token["token_id"], "--operation", "Describe",
+               "--allow-principal", "User:alice").returncode == 0
+    res = ctl.alice("-o", "json", "delegation-tokens", "describe")
+    assert res.returncode == 0, res.stderr
+    assert [t["token_id"] for t in json.loads(res.stdout)] == [token["token_id"]]
+    assert ctl.json("acls", "remove", "--delegation-token", token["token_id"], "--force") != []
+    res = ctl.alice("-o", "json", "delegation-tokens", "describe")
+    assert res.returncode == 0 and json.loads(res.stdout) == [], res.stderr
+
+
 def test_producer_and_consumer_acls_let_alice_produce_and_consume(ctl: AclCtl) -> None:
     topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     # without ACLs alice cannot produce
@@ -270,6 +337,14 @@ ADD = ["acls", "add", "--allow-principal", "User:alice"]
                                                                "DescribeConfigs, AlterConfigs)"),
     ([*ADD, "--operation", "write", "--group", "g"], "a GROUP ACL takes no Write"),
     ([*ADD, "--operation", "read", "--transactional-id", "x"], "a TRANSACTIONAL_ID ACL takes no Read"),
+    ([*ADD, "--operation", "write", "--delegation-token", "x"], "a DELEGATION_TOKEN ACL takes no Write (it takes "
+                                                                "All, Describe)"),
+    (["acls", "remove", "--operation", "alter", "--delegation-token", "x", "--force"],
+     "a DELEGATION_TOKEN ACL takes no Alter"),
+    ([*ADD, "--operation", "describe", "--delegation-token", " "], "an empty delegation-token name"),
+    ([*ADD, "--producer", "--topic", "t", "--delegation-token", "x"], "--producer takes no --delegation-token"),
+    ([*ADD, "--consumer", "--topic", "t", "--group", "g", "--delegation-token", "x"],
+     "--consumer takes no --delegation-token"),
     (["acls", "add", "--allow-principal", "alice", "--operation", "read", "--topic", "t"],
      "Invalid value for '--allow-principal': 'alice' is not a principal: expected TYPE:NAME, e.g. User:alice or User:*"),
     (["acls", "list", "--principal", "User:"], "is not a principal"),
@@ -278,7 +353,8 @@ ADD = ["acls", "add", "--allow-principal", "User:alice"]
     (["acls", "list", "--resource-pattern-type", "glob"], "must be literal or prefixed or match or any, not 'glob'"),
     ([*ADD, "--operation", "alter", "--cluster", "--resource-pattern-type", "prefixed"],
      "--cluster takes no --resource-pattern-type prefixed: the cluster has one name, kafka-cluster"),
-    ([*ADD, "--operation", "read"], "give a resource: --topic, --group, --cluster or --transactional-id"),
+    ([*ADD, "--operation", "read"],
+     "give a resource: --topic, --group, --cluster, --transactional-id or --delegation-token"),
     (["acls", "add", "--operation", "read", "--topic", "t"], "give a principal: --allow-principal or --deny-principal"),
     ([*ADD, "--topic", "t"], "give an --operation (or --producer / --consumer)"),
     ([*ADD, "--allow-host", "", "--operation", "read", "--topic", "t"], "the host is empty"),
