@@ -1,17 +1,19 @@
 """What an authentication costs the broker: connections that authenticate and close, with GSSAPI (Kerberos),
-SCRAM-SHA-512 and PLAIN, against the same broker in the same run.
+SCRAM-SHA-512, a delegation token (SCRAM-SHA-512 with ``tokenauth=true``) and PLAIN, against the same broker
+in the same run.
 
 ``python -m benchmarks.auth_bench [--short] [--reps N] [--count N] [--json FILE]``
 
-One broker (``python -m broker``, data in a temporary directory) with a SASL_PLAINTEXT listener that
-enables all three, and a real MIT KDC (Debian's ``krb5-kdc``, the tests' :mod:`tests.kdc`) for its
+One broker (``python -m broker``, data in a temporary directory, a delegation token master key) with a
+SASL_PLAINTEXT listener that enables the three mechanisms, and a real MIT KDC (Debian's ``krb5-kdc``, the tests' :mod:`tests.kdc`) for its
 realm. The client is this process, one connection after another: connect, SaslHandshake v1, the
 mechanism's SaslAuthenticate rounds (GSSAPI: the context token, the empty token, the security layer
 reply; its service ticket is got once and then taken from the ticket cache, as a long-lived client's
-is; SCRAM: client-first and client-final; PLAIN: one token), close. The client's own work (SCRAM's key
+is; SCRAM: client-first and client-final; a token: the same, its id as the user and its HMAC as the password,
+the broker reading the token from its store; PLAIN: one token), close. The client's own work (SCRAM's key
 derivation, the Kerberos library's) slows the rate but is not in the broker's CPU figure.
 
-Each repetition runs the mechanisms in turn (A B C A B C): ``count`` authentications each. Reported per
+Each repetition runs the cases in turn (A B C D A B C D): ``count`` authentications each. Reported per
 mechanism, medians over the repetitions: authentications per second (client and broker share the
 machine) and the broker's own CPU per authentication (from /proc, every thread), and their ratios to PLAIN, the
 cheapest: the figures that carry over between machines. An authentication costs once per connection;
@@ -36,6 +38,9 @@ from benchmarks._runs import alternate, arguments, write_json
 from broker.protocol import ApiKey, decode_response, encode_request
 
 MECHANISMS = ("GSSAPI", "SCRAM-SHA-512", "PLAIN")
+TOKEN = "delegation token"
+#: what is measured: each mechanism, and SCRAM-SHA-512 with a delegation token
+CASES = ("GSSAPI", "SCRAM-SHA-512", TOKEN, "PLAIN")
 USER, PASSWORD = "bench", "bench-secret"
 
 
@@ -85,10 +90,11 @@ def _cpu_s(pid: int) -> float:
     return total / 1e9
 
 
-def _one(port: int, mechanism: str, login) -> None:
+def _one(port: int, case: str, login, token=None) -> None:
     from broker import kerberos
     from scramp import ScramClient
 
+    mechanism = "SCRAM-SHA-512" if case == TOKEN else case
     conn = _Conn(port)
     try:
         if conn.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})["error_code"]:
@@ -103,6 +109,12 @@ def _one(port: int, mechanism: str, login) -> None:
                 if exchange.finished:
                     break
                 token = exchange.step(answer)
+        elif case == TOKEN:
+            client = ScramClient([mechanism], token.token_id, token.hmac_base64)
+            first = client.get_client_first() + ",tokenauth=true"
+            client.client_first_bare += ",tokenauth=true"
+            client.set_server_first(conn.authenticate(first.encode()).decode())
+            client.set_server_final(conn.authenticate(client.get_client_final().encode()).decode())
         else:
             client = ScramClient([mechanism], USER, PASSWORD)
             client.set_server_first(conn.authenticate(client.get_client_first().encode()).decode())
@@ -142,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": jaas,
             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
                 f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";',
+            "delegation.token.master.key": "auth-bench",
         }).start()
         from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, \
             UserScramCredentialUpsertion
@@ -153,22 +166,27 @@ def main(argv: list[str] | None = None) -> int:
         del admin  # its connections go now, not when the broker stops under them
         from broker import kerberos
 
+        from broker.client import Admin
+
+        with Admin(bootstrap_servers=f"localhost:{port}", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                   sasl_username=USER, sasl_password=PASSWORD) as ours:
+            token = ours.create_delegation_token()
         login = kerberos.KerberosLogin(None, None)  # the ticket cache, its service ticket kept there
-        for mechanism in MECHANISMS:  # warm: the service ticket, the SCRAM credential read once
-            _one(port, mechanism, login)
+        for case in CASES:  # warm: the service ticket, the SCRAM credential read once, the token's derived once
+            _one(port, case, login, token)
         def measure(mechanism: str, _case: None, rep: int) -> dict:
             before = _cpu_s(broker.pid)
             started = time.perf_counter()
             for _ in range(count):
-                _one(port, mechanism, login)
+                _one(port, mechanism, login, token)
             elapsed = time.perf_counter() - started
             cpu = _cpu_s(broker.pid) - before
             row = {"per_s": count / elapsed, "broker_cpu_us": cpu / count * 1e6}
-            print(f"  {mechanism:13s} rep {rep + 1}: {row['per_s']:,.0f}/s, broker CPU {row['broker_cpu_us']:,.0f} µs "
+            print(f"  {mechanism:16s} rep {rep + 1}: {row['per_s']:,.0f}/s, broker CPU {row['broker_cpu_us']:,.0f} µs "
                   f"per authentication", flush=True)
             return row
 
-        runs = alternate({m: None for m in MECHANISMS}, reps, measure)
+        runs = alternate({m: None for m in CASES}, reps, measure)
     finally:
         if broker is not None:
             broker.stop()

@@ -106,6 +106,7 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
     "auth_bench": ([], "file", [
         rf"^\| GSSAPI \| {NUM} \| {NUM} \| {NUM}x \|",
         rf"^\| SCRAM-SHA-512 \| {NUM} \| {NUM} \| {NUM}x \|",
+        rf"^\| delegation token \| {NUM} \| {NUM} \| {NUM}x \|",
         rf"^\| PLAIN \| {NUM} \| {NUM} \| {NUM}x \|",
     ]),
     "produce_floor": ([], None, [
