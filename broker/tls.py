@@ -146,12 +146,23 @@ def rebuild(config: BrokerConfig, listener: str, stores: dict[str, str], current
     if config.metadata_store_kind == "zookeeper" and listener == config.inter_broker_listener:
         rebuilt.inter_broker = True
         _client_context(settings, listener, source)  # the same checks as at start, for the client side
-        if "ssl.keystore.location" in stores:
-            rebuilt.client_key_store = _read(stores["ssl.keystore.location"])
-            rebuilt._password = settings["ssl.key.password"]
-        if "ssl.truststore.location" in stores:
-            rebuilt.client_trust_store = _read(stores["ssl.truststore.location"])
+        rebuilt.client_key_store = _key_store_pem(settings)
+        rebuilt._password = settings["ssl.key.password"]
+        if settings["ssl.truststore.location"] is not None:
+            rebuilt.client_trust_store = _read(settings["ssl.truststore.location"])
+        elif settings["ssl.truststore.certificates"] is not None:
+            rebuilt.client_trust_store = normalize_pem(settings["ssl.truststore.certificates"]).encode("ascii")
     return rebuilt
+
+
+def _key_store_pem(settings: dict[str, Any]) -> bytes | None:
+    """The key store's PEM (key and chain) as the settings give it, from its file or inline."""
+    if settings["ssl.keystore.location"] is not None:
+        return _read(settings["ssl.keystore.location"])
+    if settings["ssl.keystore.certificate.chain"] is not None and settings["ssl.keystore.key"] is not None:
+        return (normalize_pem(settings["ssl.keystore.key"])
+                + normalize_pem(settings["ssl.keystore.certificate.chain"])).encode("ascii", "replace")
+    return None
 
 
 def _read(path: str) -> bytes:

@@ -39,8 +39,9 @@ The configs that can change this way (:data:`DYNAMIC`), each applied at once:
   is the inter-broker listener (new CAs are added to those; a CA removed from
   the file stays trusted by them until a restart). Setting the same path again
   reads the file again: that is how a certificate renewed in place is put in
-  force. At start, and when another process writes the node, stores that cannot
-  be used are logged and the previous ones kept, as Kafka does.
+  force. Deleting the settings puts the static stores back. At start, and when
+  another process writes the node, stores that cannot be used are logged and
+  the previous ones kept, as Kafka does.
 
 AlterConfigs and IncrementalAlterConfigs change them for a BROKER resource
 named by this broker's id (that broker's overrides) or empty (``<default>``);
@@ -215,11 +216,12 @@ class DynamicBrokerConfig:
         for listener in self._tls_listeners():
             stores = self.tls_stores(listener)
             stamp = (tuple(sorted(stores.items())), tuple(_file_stamp(p) for _k, p in sorted(stores.items())))
-            if stamp == self._tls_applied.get(listener, ((), ())) and not first:
+            before = self._tls_applied.get(listener, ((), ()))
+            if stamp == before and not first:
                 continue
             self._tls_applied[listener] = stamp
-            if not stores:
-                continue  # removed: the stores in force stay until a restart puts the static ones back
+            if not stores and not before[0]:
+                continue  # none before and none now: the static stores, in force since the start
             try:
                 rebuilt = rebuild(self.broker.config, listener, stores, contexts, same_identity=not first)
             except (TlsSetupError, OSError) as exc:
@@ -232,7 +234,7 @@ class DynamicBrokerConfig:
             else:
                 rebuilt.install(contexts)
             log.info("listener %s: TLS stores in force: %s", listener,
-                     ", ".join(f"{prop} {path}" for prop, path in sorted(stores.items())))
+                     ", ".join(f"{prop} {path}" for prop, path in sorted(stores.items())) or "the static ones")
 
     async def _check_tls_stores(self, entity: str, new: dict[str, str]) -> None:
         """The stores this change would put in force here, read and checked (INVALID_CONFIG when unusable)."""

@@ -1,8 +1,8 @@
 """A TLS listener's key store and trust store replaced on a running broker (KIP-226's dynamic
 ``listener.name.<l>.ssl.keystore.location`` / ``...ssl.truststore.location``), through kafkactl and the admin
 client: new connections get the renewed certificate while open ones keep working, a certificate renewed in
-place is read again when its path is set again, the change survives a restart, and stores that cannot be
-used (another identity, a missing file, the cluster default, a listener without TLS) are refused with
+place is read again when its path is set again, the change survives a restart and its deletion puts the
+static store back, and stores that cannot be used (another identity, a missing file, the cluster default, a listener without TLS) are refused with
 nothing changed. Certificates are checked on real TLS connections from this process and from librdkafka.
 """
 
@@ -101,6 +101,10 @@ def test_a_renewed_certificate_is_put_in_force_without_a_restart(broker_factory,
     # a restart keeps the dynamic key store over the static one
     broker.restart()
     assert _served_serial(broker.ssl_bootstrap, ca_path) == third
+    # deleting the setting puts the static key store back
+    res = _kafkactl(broker, "configs", "set", "broker", "0", "--delete", "listener.name.ssl.ssl.keystore.location")
+    assert res.returncode == 0, res.stderr
+    assert _served_serial(broker.ssl_bootstrap, ca_path) == first
 
 
 def test_a_store_that_cannot_be_used_is_refused_and_nothing_changes(broker_factory, tmp_path, ca):
