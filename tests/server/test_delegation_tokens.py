@@ -131,7 +131,7 @@ def test_renew_expire_and_describe_follow_kafkas_rules(broker_factory):
         assert short.expiry_timestamp_ms == short.max_timestamp_ms == short.issue_timestamp_ms + 300_000
         bobs = bob.create_delegation_token()
         # renewing: owner and renewers only; never past the maximum; -1 takes expiry.time.ms
-        before = time.time() * 1000
+        before = int(time.time() * 1000)  # the broker's clock in whole ms, as it stamps tokens
         expiry = bob.renew_delegation_token(mine.hmac, 120_000)
         assert before + 120_000 <= expiry <= time.time() * 1000 + 120_000
         assert alice.renew_delegation_token(mine.hmac, 10**12) == mine.max_timestamp_ms
