@@ -64,9 +64,8 @@ class TlsSetupError(ValueError):
 class TlsContexts:
     """The server context of each SSL listener, and the client context for other brokers (None: PLAINTEXT).
 
-    The inter-broker client context is one object for the broker's life (the replica fetchers and the
-    controller's links hold it): :func:`rebuild` changes it in place, on the event loop. Listener contexts
-    are looked up at each accepted connection, so replacing one serves new connections."""
+    Both are looked up when a connection is made (an accepted one; one to another broker), so a context
+    that :func:`rebuild` replaces serves the connections made after it, and open ones keep theirs."""
 
     listeners: dict[str, ssl.SSLContext] = field(default_factory=dict)
     inter_broker: ssl.SSLContext | None = None
@@ -96,30 +95,15 @@ class Rebuilt:
     listener: str
     server: ssl.SSLContext
     identity: tuple[str, tuple[str, ...]] | None
-    #: What the inter-broker client context must load, when this is the inter-broker listener: the key store's
-    #: PEM (key and chain) and the trust store's CA PEM (None: the system's)
-    client_key_store: bytes | None = None
-    client_trust_store: bytes | None = None
-    inter_broker: bool = False
+    #: The new client context for other brokers, when this is the inter-broker listener
+    client: ssl.SSLContext | None = None
 
     def install(self, contexts: TlsContexts) -> None:
-        """Put the new contexts in force (on the event loop: the client context is changed in place)."""
+        """Put the new contexts in force, for the connections made from now on."""
         contexts.listeners[self.listener] = self.server
         contexts.identities[self.listener] = self.identity
-        client = contexts.inter_broker
-        if not self.inter_broker or client is None:
-            return
-        if self.client_trust_store is not None:  # added: OpenSSL keeps the CAs a context already trusts
-            client.load_verify_locations(cadata=self.client_trust_store.decode("ascii", "replace"))
-        if self.client_key_store is not None:
-            fd = os.memfd_create("kafkapy-keystore", os.MFD_CLOEXEC)
-            try:
-                os.write(fd, self.client_key_store)
-                client.load_cert_chain(f"/proc/self/fd/{fd}", password=self._password)
-            finally:
-                os.close(fd)
-
-    _password: str | None = None
+        if self.client is not None:
+            contexts.inter_broker = self.client
 
 
 def rebuild(config: BrokerConfig, listener: str, stores: dict[str, str], current: TlsContexts,
@@ -142,27 +126,9 @@ def rebuild(config: BrokerConfig, listener: str, stores: dict[str, str], current
             f"certificate is for {_show(new_identity)}, the listener's current one for {_show(old_identity)}: "
             "a replaced key store must keep the subject and the subject alternative names (as Kafka requires), "
             "or clients and brokers that check them would refuse the listener; change the identity with a restart")
-    rebuilt = Rebuilt(listener, server, new_identity)
-    if config.metadata_store_kind == "zookeeper" and listener == config.inter_broker_listener:
-        rebuilt.inter_broker = True
-        _client_context(settings, listener, source)  # the same checks as at start, for the client side
-        rebuilt.client_key_store = _key_store_pem(settings)
-        rebuilt._password = settings["ssl.key.password"]
-        if settings["ssl.truststore.location"] is not None:
-            rebuilt.client_trust_store = _read(settings["ssl.truststore.location"])
-        elif settings["ssl.truststore.certificates"] is not None:
-            rebuilt.client_trust_store = normalize_pem(settings["ssl.truststore.certificates"]).encode("ascii")
-    return rebuilt
-
-
-def _key_store_pem(settings: dict[str, Any]) -> bytes | None:
-    """The key store's PEM (key and chain) as the settings give it, from its file or inline."""
-    if settings["ssl.keystore.location"] is not None:
-        return _read(settings["ssl.keystore.location"])
-    if settings["ssl.keystore.certificate.chain"] is not None and settings["ssl.keystore.key"] is not None:
-        return (normalize_pem(settings["ssl.keystore.key"])
-                + normalize_pem(settings["ssl.keystore.certificate.chain"])).encode("ascii", "replace")
-    return None
+    inter_broker = config.metadata_store_kind == "zookeeper" and listener == config.inter_broker_listener
+    return Rebuilt(listener, server, new_identity,
+                   _client_context(settings, listener, source) if inter_broker else None)
 
 
 def _read(path: str) -> bytes:

@@ -51,7 +51,7 @@ class _BrokerQueue:
         inter = channel.broker.config.inter_broker_listener
         self.link = BrokerLink(registration.broker_id, lambda: registration.listener(inter),
                                client_id=f"controller-{channel.broker.broker_id}",
-                               request_timeout_ms=REQUEST_TIMEOUT_MS, ssl_context=channel.broker.tls.inter_broker,
+                               request_timeout_ms=REQUEST_TIMEOUT_MS, ssl_context=lambda: channel.broker.tls.inter_broker,
                                sasl=channel.broker.inter_broker_sasl)
         self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())

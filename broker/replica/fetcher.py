@@ -51,7 +51,7 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from broker.client._connection import BrokerConnection
 from broker.client._fetch_session import FetchSessionHandler
@@ -94,8 +94,9 @@ class FetcherSettings:
     response_max_bytes: int = 10485760
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
-    #: TLS context for leaders' inter-broker listener when it is SSL (:mod:`broker.tls`); None: PLAINTEXT
-    ssl_context: Any = None
+    #: The TLS context for leaders' inter-broker listener when it is SSL (:mod:`broker.tls`), asked at each
+    #: connection (a replaced key store serves the next one); None: PLAINTEXT
+    ssl_context: Callable[[], Any] = lambda: None
     #: SASL settings for it when it is SASL_PLAINTEXT or SASL_SSL (``Broker.inter_broker_sasl``); None: no SASL
     sasl: Any = None
 
@@ -242,7 +243,7 @@ class ReplicaFetcher:
             conn = BrokerConnection(self.leader.host, self.leader.port, node_id=self.leader.broker_id,
                                     client_id=f"broker-{self._replicas.local_broker_id}-fetcher",
                                     request_timeout_ms=self.settings.socket_timeout_ms,
-                                    ssl_context=self.settings.ssl_context, sasl=self.settings.sasl)
+                                    ssl_context=self.settings.ssl_context(), sasl=self.settings.sasl)
             await conn.connect()
             self._conn = conn
         return self._conn

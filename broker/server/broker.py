@@ -283,7 +283,7 @@ class Broker:
                                  cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes,
                                  cfg.replica_fetch_max_bytes, cfg.replica_fetch_response_max_bytes,
                                  cfg.replica_fetch_backoff_ms, cfg.replica_socket_timeout_ms,
-                                 self.tls.inter_broker, self.inter_broker_sasl),
+                                 lambda: self.tls.inter_broker, self.inter_broker_sasl),
                              replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
                              partition_known=lambda t, p: self.metadata_cache.partition(t, p) is not None)
         for log_dir, exc in broken.items():

@@ -26,10 +26,12 @@ class BrokerLink:
     """
 
     def __init__(self, broker_id: int, endpoint: Callable[[], Any], *, client_id: str, request_timeout_ms: int,
-                 connect_timeout_ms: int = 10000, ssl_context: "ssl.SSLContext | None" = None,
-                 sasl: Any = None) -> None:
+                 connect_timeout_ms: int = 10000,
+                 ssl_context: "Callable[[], ssl.SSLContext | None]" = lambda: None, sasl: Any = None) -> None:
         self.broker_id = broker_id
-        self._ssl_context = ssl_context  # TLS when the inter-broker listener is SSL or SASL_SSL (broker.tls)
+        # TLS when the inter-broker listener is SSL or SASL_SSL (broker.tls): asked at every (re)connect, so a
+        # replaced key store serves the next connection
+        self._ssl_context = ssl_context
         self._sasl = sasl  # SaslSettings when it is SASL_PLAINTEXT or SASL_SSL (Broker.inter_broker_sasl)
         self._endpoint = endpoint
         self._client_id = client_id
@@ -45,7 +47,7 @@ class BrokerLink:
                 raise ConnectionError(f"broker {self.broker_id} is not alive")
             conn = BrokerConnection(endpoint.host, endpoint.port, node_id=self.broker_id, client_id=self._client_id,
                                     request_timeout_ms=self._request_timeout_ms,
-                                    connect_timeout_ms=self._connect_timeout_ms, ssl_context=self._ssl_context,
+                                    connect_timeout_ms=self._connect_timeout_ms, ssl_context=self._ssl_context(),
                                     sasl=self._sasl)
             await conn.connect()
             self.connection = conn

@@ -35,9 +35,8 @@ The configs that can change this way (:data:`DYNAMIC`), each applied at once:
   that cannot be used, or a key store whose certificate names another subject
   or other alternative names than the listener's current one: INVALID_CONFIG,
   nothing changed); new connections then get the new stores, open ones keep
-  theirs, and the broker's own connections to other brokers take them when it
-  is the inter-broker listener (new CAs are added to those; a CA removed from
-  the file stays trusted by them until a restart). Setting the same path again
+  theirs, and so do the broker's own connections to other brokers when it is
+  the inter-broker listener. Setting the same path again
   reads the file again: that is how a certificate renewed in place is put in
   force. Deleting the settings puts the static stores back. At start, and when
   another process writes the node, stores that cannot be used are logged and
@@ -228,11 +227,7 @@ class DynamicBrokerConfig:
                 log.warning("listener %s: dynamic TLS stores not put in force, keeping those in use: %s", listener,
                             exc)
                 continue
-            loop = self.broker.loop
-            if loop is not None and loop.is_running() and rebuilt.inter_broker:
-                loop.call_soon_threadsafe(rebuilt.install, contexts)  # the client context is the loop's
-            else:
-                rebuilt.install(contexts)
+            rebuilt.install(contexts)
             log.info("listener %s: TLS stores in force: %s", listener,
                      ", ".join(f"{prop} {path}" for prop, path in sorted(stores.items())) or "the static ones")
 

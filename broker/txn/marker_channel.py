@@ -75,7 +75,7 @@ class _DestinationQueue:
         self.link = BrokerLink(broker_id, lambda: _endpoint_of(channel.broker, broker_id),
                                client_id=f"txn-coordinator-{channel.broker.broker_id}",
                                request_timeout_ms=REQUEST_TIMEOUT_MS, connect_timeout_ms=CONNECT_TIMEOUT_MS,
-                               ssl_context=channel.broker.tls.inter_broker, sasl=channel.broker.inter_broker_sasl)
+                               ssl_context=lambda: channel.broker.tls.inter_broker, sasl=channel.broker.inter_broker_sasl)
         self._refusals = RefusalWarning(log)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
