@@ -445,8 +445,6 @@ class SaslServerSession:
         self.sasl = sasl
         self._lookup = lookup
         self._token_lookup = token_lookup
-        #: Authenticated with a delegation token (SCRAM's ``tokenauth=true``): the principal is its owner
-        self.token_authenticated = False
         self.state = "handshake"
         self.raw = False
         self.mechanism: str | None = None
@@ -455,6 +453,7 @@ class SaslServerSession:
         self._scram: "_scram_core.ScramServer | None" = None
         self._oauth: "oauth.OAuthBearerExchange | None" = None
         self._gssapi: "kerberos.ServerExchange | None" = None
+        #: The owner of the delegation token a SCRAM exchange names (``tokenauth=true``), once it is found
         self._token_owner: str | None = None
         #: When the credential stops being valid (epoch ms; an OAUTHBEARER token's exp), None: never
         self.expires_at_ms: int | None = None
@@ -462,6 +461,11 @@ class SaslServerSession:
     @property
     def complete(self) -> bool:
         return self.state == "done"
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Authenticated with a delegation token: the principal is the token's owner."""
+        return self.complete and self._token_owner is not None
 
     def handshake(self, mechanism: str, version: int) -> bool:
         """SaslHandshake: True when ``mechanism`` is enabled here (then tokens are expected)."""
@@ -516,7 +520,7 @@ class SaslServerSession:
         if authzid and authzid != user:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username", f"user {user!r} asked to act as {authzid!r}")
-        self._done(user)
+        self._done(f"User:{user}")
         return b""
 
     def _oauth_step(self, token: bytes) -> bytes:
@@ -529,7 +533,7 @@ class SaslServerSession:
         if done:
             self.user = exchange.user
             self.expires_at_ms = exchange.token.expires_at_ms
-            self._done(exchange.user)
+            self._done(f"User:{exchange.user}")
         return answer
 
     async def _gssapi_step(self, token: bytes) -> bytes:
@@ -551,7 +555,7 @@ class SaslServerSession:
             except KerberosNameError as exc:
                 raise AuthenticationFailed("Authentication failed: no principal mapping for the client",
                                            f"{exchange.peer}: {exc}") from None
-            self._done(short)
+            self._done(f"User:{short}")
         return answer
 
     async def _scram_step(self, token: bytes) -> bytes:
@@ -565,7 +569,8 @@ class SaslServerSession:
             self.user = user
             if not user:
                 raise AuthenticationFailed(failed, "malformed SCRAM client-first message (no user name)")
-            token = _scram_token_auth(message)
+            parts = message.split(",")
+            token = _token_auth(parts[4:])
             try:
                 if token:
                     found = None if self._token_lookup is None else await self._token_lookup(user, self.mechanism)
@@ -583,12 +588,11 @@ class SaslServerSession:
             if credential.iterations < MIN_ITERATIONS:
                 raise AuthenticationFailed(failed, f"user {user!r}: its {self.mechanism} credential has "
                                                    f"{credential.iterations} iterations, below {MIN_ITERATIONS}")
-            found = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
-            server = scramp.ScramMechanism(self.mechanism).make_server(lambda _name: found)
+            auth_info = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
+            server = scramp.ScramMechanism(self.mechanism).make_server(lambda _name: auth_info)
             try:
                 # scramp takes RFC 5802's one-letter attributes only: Kafka's extensions (tokenauth=...) are
                 # kept out of what it parses, and put back into the message both sides sign
-                parts = message.split(",")
                 server.set_client_first(",".join(parts[:4]))
                 if len(parts) > 4:
                     server.client_first_bare = ",".join(parts[2:])
@@ -603,22 +607,18 @@ class SaslServerSession:
         except scramp.ScramException as exc:
             raise AuthenticationFailed(failed, f"user {self.user!r}: {exc}") from None
         final = server.get_server_final()
-        if self._token_owner is not None:
-            self.token_authenticated = True
-            self._done(principal=self._token_owner)
-        else:
-            self._done(self.user or "")
+        self._done(self._token_owner or f"User:{self.user or ''}")
         return final.encode("utf-8")
 
-    def _done(self, user: str = "", principal: str | None = None) -> None:
+    def _done(self, principal: str) -> None:
         self.state = "done"
-        self.principal = principal or f"User:{user}"
+        self.principal = principal
 
 
-def _scram_token_auth(client_first: str) -> bool:
-    """Whether a SCRAM client-first message carries the extension ``tokenauth=true`` (after the nonce, RFC
-    5802's extensions; Kafka's ``ScramExtensions``, the value read as Java's ``Boolean.parseBoolean``)."""
-    for item in client_first.split(",")[4:]:
+def _token_auth(extensions: list[str]) -> bool:
+    """Whether a SCRAM client-first message's extensions (the items after the nonce, RFC 5802) hold
+    ``tokenauth=true`` (Kafka's ``ScramExtensions``, the value read as Java's ``Boolean.parseBoolean``)."""
+    for item in extensions:
         name, _, value = item.partition("=")
         if name == "tokenauth":
             return value.lower() == "true"

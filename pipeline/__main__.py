@@ -85,11 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"pipeline: {exc}", file=sys.stderr)
         return 2
-    protocol = str(args.client_props.get("security.protocol", "PLAINTEXT")).upper()
-    if args.delegation_token and protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
-        print(f"pipeline: --delegation-token needs SASL in --command-config (security.protocol is {protocol}): "
-              "the driver authenticates with it to create the token", file=sys.stderr)
-        return 2
+    if args.delegation_token:
+        from pipeline.loader import check_token_protocol
+
+        try:
+            check_token_protocol(args.client_props)
+        except ValueError as exc:
+            print(f"pipeline: --delegation-token needs SASL in --command-config: {exc}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from pipeline.metrics import write_run_metrics
 

@@ -163,7 +163,8 @@ def plan_offsets(admin: Admin, topics_regex: str, previous: dict, max_records: i
     return start, end
 
 
-def _check_sasl(conf: dict) -> None:
+def check_token_protocol(conf: dict) -> None:
+    """A delegation token is made and used over SASL: OptionError for any other ``security.protocol``."""
     protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
     if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         raise opt.OptionError(f"a delegation token authenticates over SASL: security.protocol is {protocol}, "
@@ -174,7 +175,7 @@ def token_config(conf: dict, token, mechanism: str) -> dict:
     """The client settings of the Spark tasks when they authenticate with delegation ``token``
     (:class:`broker.client.DelegationToken`): the driver's, less every SASL credential, with SCRAM and the
     token instead; TLS and every other setting kept."""
-    _check_sasl(conf)
+    check_token_protocol(conf)
     kept = {k: v for k, v in conf.items() if not str(k).startswith("sasl.")}
     return {**kept, "sasl.mechanism": mechanism, "sasl.jaas.config": token.jaas_config()}
 
@@ -186,7 +187,7 @@ def load(spark, bootstrap: str, topics: str, output: str, fmt: str = "parquet", 
     conf = {"bootstrap.servers": bootstrap, **(client_props or {})}
     if not delegation_token:
         return _load(spark, conf, topics, output, fmt, group, max_records, conf, progress)
-    _check_sasl(conf)  # before a token is made
+    check_token_protocol(conf)  # before a token is made
     with Admin(conf) as admin:
         token = admin.create_delegation_token()
     progress(f"delegation token {token.token_id} for the tasks, as {token.owner}")

@@ -201,6 +201,11 @@ def _principal_body(principal: str, what: str) -> dict:
     return {"principal_type": kind, "principal_name": name}
 
 
+def _principal_text(body: dict) -> str:
+    """``Type:name`` of a principal in the token APIs' two fields."""
+    return f"{body['principal_type']}:{body['principal_name']}"
+
+
 class _QuotaEntityMatch(enum.Enum):
     """The parts of client quota entities and filters that are not names: :data:`DEFAULT_ENTITY`, :data:`ANY_ENTITY`."""
 
@@ -604,9 +609,8 @@ class AsyncAdmin(TransactionsAdmin):
         resp = await self._cluster.request(None, Api.CREATE_DELEGATION_TOKEN, body)
         if resp["error_code"]:
             raise error_for_code(resp["error_code"], None, context="CreateDelegationToken")
-        return DelegationToken(resp["token_id"], bytes(resp["hmac"]),
-                               f"{resp['principal_type']}:{resp['principal_name']}",
-                               tuple(f"{r['principal_type']}:{r['principal_name']}" for r in body["renewers"]),
+        return DelegationToken(resp["token_id"], bytes(resp["hmac"]), _principal_text(resp),
+                               tuple(map(_principal_text, body["renewers"])),
                                resp["issue_timestamp_ms"], resp["expiry_timestamp_ms"], resp["max_timestamp_ms"])
 
     async def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
@@ -635,8 +639,8 @@ class AsyncAdmin(TransactionsAdmin):
         resp = await self._cluster.request(None, Api.DESCRIBE_DELEGATION_TOKEN, body)
         if resp["error_code"]:
             raise error_for_code(resp["error_code"], None, context="DescribeDelegationToken")
-        return [DelegationToken(t["token_id"], bytes(t["hmac"]), f"{t['principal_type']}:{t['principal_name']}",
-                                tuple(f"{r['principal_type']}:{r['principal_name']}" for r in t["renewers"]),
+        return [DelegationToken(t["token_id"], bytes(t["hmac"]), _principal_text(t),
+                                tuple(map(_principal_text, t["renewers"])),
                                 t["issue_timestamp"], t["expiry_timestamp"], t["max_timestamp"])
                 for t in resp["tokens"]]
 
