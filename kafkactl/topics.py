@@ -27,6 +27,8 @@ from typing import List, Optional
 import typer
 
 from broker.client import ConfigResource, NewTopic, errors
+from broker.protocol.schema import ZERO_UUID
+from broker.topic_ids import format_topic_id
 from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
 from kafkactl.errors import EXIT_PROBLEM, CliError
 from kafkactl.output import OutputFormat, emit
@@ -114,7 +116,8 @@ def describe(
             tm = meta[name]
             item = {
                 "topic": name,
-                "topic_id": None if tm.topic_id is None else str(tm.topic_id),
+                # Kafka's text of the id (KIP-516), as kafka-topics.sh prints it; None before the controller named one
+                "topic_id": None if tm.topic_id in (None, ZERO_UUID) else format_topic_id(tm.topic_id),
                 "is_internal": tm.is_internal,
                 "partition_count": len(tm.partitions),
                 "replication_factor": max((len(p.replicas) for p in tm.partitions.values()), default=0),

@@ -61,7 +61,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from broker.cluster.controller_channel import ControllerChannel
+from broker.cluster.controller_channel import (LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION,
+                                               ControllerChannel)
 from broker.config import SECURITY_PROTOCOL_IDS
 from broker.cluster.controller_leaders import LeaderMoves
 from broker.cluster.controller_context import (
@@ -72,13 +73,14 @@ from broker.cluster.controller_context import (
 )
 from broker.cluster.metadata import ControllerMovedError
 from broker.cluster.reassignment import Reassignments
-from broker.cluster.store import NodeExistsError, NoNodeError, SessionState, StoreError, StoreUnavailableError
+from broker.cluster.store import BadVersionError, NodeExistsError, NoNodeError, SessionState, StoreError, StoreUnavailableError
 from broker.cluster.znodes import (
     ControllerZNode,
     DeleteTopicZNode,
     IsrChangeNotificationZNode,
     TopicZNode,
 )
+from broker.topic_ids import format_topic_id
 from broker.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -86,7 +88,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.controller")
 
-LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 4, 6, 3
 LEADER_DURING_DELETE = -2  # the leader UpdateMetadata names for a partition being deleted
 EPOCH_DURING_DELETE = -2   # StopReplica's leader epoch for a deletion
 RETRY_S = 0.5              # pause before an event that found the store unreachable runs again
@@ -314,17 +315,28 @@ class Controller(LeaderMoves):
 
     async def _load_topic(self, topic: str) -> list[tuple[str, int]]:
         """Read a topic's assignment (watching it) and states; returns partitions new to the context."""
+        epoch_zk_version = self.context.epoch_zk_version if self.context is not None else -1
+
         def read():
             try:
-                data, _stat = self.metadata.store.get(TopicZNode.path(topic), self._watch("partition_change", topic))
+                data, stat = self.metadata.store.get(TopicZNode.path(topic), self._watch("partition_change", topic))
             except NoNodeError:
-                return None, None, {}
+                return None, None, None, {}
             assignment = TopicZNode.decode(data)
-            return data, assignment, {p: self.metadata.partition_state(topic, p) for p in assignment}
-        data, assignment, states = await self._blocking(read)
+            topic_id = TopicZNode.decode_topic_id(data)
+            if topic_id is None:  # written by Kafka 2.7 or an older tool: the topic gets its id (KIP-516)
+                try:
+                    topic_id = self.metadata.set_topic_id(topic, data, stat.version, epoch_zk_version)
+                    log.info("controller: topic %s had no topic id; it is now %s", topic, format_topic_id(topic_id))
+                except BadVersionError:
+                    pass  # the node changed since it was read: its watch loads it again
+            return data, assignment, topic_id, {p: self.metadata.partition_state(topic, p) for p in assignment}
+        data, assignment, topic_id, states = await self._blocking(read)
         ctx = self.context
         if assignment is None or ctx is None:
             return []
+        if topic_id is not None:
+            ctx.topic_ids[topic] = topic_id
         self.reassignments.loaded(topic, data)
         known = ctx.assignments.get(topic, {})
         added = [(topic, p) for p in sorted(assignment) if p not in known]
@@ -613,7 +625,8 @@ class Controller(LeaderMoves):
                 live_leaders.append({"broker_id": b, "host_name": endpoint.host, "port": endpoint.port})
         return {"controller_id": self.broker.broker_id, "controller_epoch": ctx.epoch,
                 "broker_epoch": UNKNOWN_BROKER_EPOCH,
-                "topic_states": [{"topic_name": t, "partition_states": s} for t, s in sorted(topics.items())],
+                "topic_states": [{"topic_name": t, "topic_id": ctx.topic_id(t), "partition_states": s}
+                                 for t, s in sorted(topics.items())],
                 "live_leaders": live_leaders}
 
     def _send_update_metadata(self, brokers: set[int], partitions, *, deleting: bool = False) -> None:
@@ -636,7 +649,8 @@ class Controller(LeaderMoves):
                 for e in registration.endpoints]})
         body = {"controller_id": self.broker.broker_id, "controller_epoch": ctx.epoch,
                 "broker_epoch": UNKNOWN_BROKER_EPOCH,
-                "topic_states": [{"topic_name": t, "partition_states": s} for t, s in sorted(topics.items())],
+                "topic_states": [{"topic_name": t, "topic_id": ctx.topic_id(t), "partition_states": s}
+                                 for t, s in sorted(topics.items())],
                 "live_brokers": live}
         for b in sorted(brokers):
             self.channel.send(b, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)

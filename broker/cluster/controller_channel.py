@@ -26,7 +26,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.acl import RefusalWarning
-from broker.protocol import ErrorCode, decode_request, encode_request
+from broker.protocol import ApiKey, ErrorCode, decode_request, encode_request
 from broker.server.broker_link import BrokerLink
 from broker.server.context import RequestContext
 
@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.controller")
 
+#: The highest versions the controller sends; a broker that has only lower ones (an older release during a
+#: rolling upgrade) gets its highest (:class:`_BrokerQueue`, through
+#: :class:`BrokerLink`), without the topic ids of LeaderAndIsr v5 and
+#: UpdateMetadata v7 (KIP-516).
+LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 5, 7, 3
 BACKOFF_S = (0.1, 1.0)  # first and longest pause between connection attempts
 REQUEST_TIMEOUT_MS = 30000
 _correlation = itertools.count(1)
@@ -75,6 +80,8 @@ class _BrokerQueue:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_S[1])
                     continue
+                if api_key == ApiKey.LEADER_AND_ISR and isinstance(response, dict):
+                    response = partition_errors_by_name(body, response)
                 if isinstance(response, dict) and response.get("error_code") == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
                     self._refusals.refused(f"controller: request {api_key} to broker {self.registration.broker_id}")
                 if not future.done():
@@ -96,6 +103,17 @@ class _BrokerQueue:
             _key, _version, _body, future = self.queue.get_nowait()
             if not future.done():
                 future.set_result(None)
+
+
+def partition_errors_by_name(request: dict, response: dict) -> dict:
+    """A LeaderAndIsr response with its errors as one list naming topics (``partition_errors``), whatever
+    the version: v5 groups them under ``topics`` by topic id, which the request's topic states name."""
+    if response.get("partition_errors") or not response.get("topics"):
+        return response
+    names = {t.get("topic_id"): t["topic_name"] for t in request.get("topic_states", ())}
+    flat = [dict(e, topic_name=names.get(t["topic_id"], "")) for t in response["topics"]
+            for e in t["partition_errors"]]
+    return {**response, "partition_errors": flat}
 
 
 class ControllerChannel:

@@ -30,10 +30,12 @@ Not thread-safe; the controller's event loop task alone uses it.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field, replace
 
 from broker.cluster.znodes import BrokerRegistration, PartitionState
 
+ZERO_UUID = uuid.UUID(int=0)
 NO_LEADER = -1
 TopicPartition = tuple[str, int]
 
@@ -49,6 +51,8 @@ class ControllerContext:
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     #: partition states with their znode versions (``PartitionState.version``)
     states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    #: topic -> its id (KIP-516), from ``/brokers/topics/<t>``
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
     #: brokers that asked for a controlled shutdown: they lead nothing new until they are gone
     shutting_down: set[int] = field(default_factory=set)
@@ -80,7 +84,12 @@ class ControllerContext:
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
         return [b for b in self.replicas(tp) if not self.is_replica_online(b, tp)]
 
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id, the zero uuid when it has none yet."""
+        return self.topic_ids.get(topic, ZERO_UUID)
+
     def remove_topic(self, topic: str) -> None:
+        self.topic_ids.pop(topic, None)
         for p in self.assignments.pop(topic, {}):
             self.states.pop((topic, p), None)
         self.topics_to_delete.discard(topic)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.cluster.controller_channel import LEADER_AND_ISR_VERSION
 from broker.cluster.controller_context import (
     controlled_shutdown_leader,
     elect_leader,
@@ -175,7 +176,8 @@ class LeaderMoves:
             for b in ctx.replicas(tp):
                 if b in brokers and ctx.is_replica_online(b, tp):
                     per_broker.setdefault(b, []).append(tp)
-        return [self.channel.send(b, ApiKey.LEADER_AND_ISR, 4, self._leader_and_isr_body(tps, frozenset()))
+        return [self.channel.send(b, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+                                  self._leader_and_isr_body(tps, frozenset()))
                 for b, tps in sorted(per_broker.items())]
 
     # -- leader elections -------------------------------------------------------------------------
@@ -283,7 +285,8 @@ class LeaderMoves:
                 continue
             log.info("controller: a log dir of broker %d failed; asking for its replicas' states", b)
             partitions = [tp for tp in ctx.partitions_on({b}) if tp in ctx.states]
-            request = self.channel.send(b, ApiKey.LEADER_AND_ISR, 4, self._leader_and_isr_body(partitions, frozenset()))
+            request = self.channel.send(b, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+                                        self._leader_and_isr_body(partitions, frozenset()))
             self._loop.create_task(self._await_replica_states(b, request))
 
     async def _await_replica_states(self, broker_id: int, request: asyncio.Future) -> None:

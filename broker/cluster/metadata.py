@@ -23,6 +23,7 @@ store fsyncs), so the event loop calls them through an executor.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import replace
 
 from broker.cluster.store import (
@@ -60,6 +61,7 @@ from broker.cluster.znodes import (
     TopicZNode,
     new_cluster_id,
 )
+from broker.topic_ids import new_topic_id
 
 #: How long a config change notification is kept (Kafka's ``changeExpirationMs``).
 NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
@@ -225,6 +227,10 @@ class ClusterMetadata:
         found = self.store.get_or_none(TopicZNode.path(topic))
         return None if found is None else TopicZNode.decode(found[0])
 
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        found = self.store.get_or_none(TopicZNode.path(topic))
+        return None if found is None else TopicZNode.decode_topic_id(found[0])
+
     def topic_config(self, topic: str) -> dict[str, str]:
         found = self.store.get_or_none(TopicConfigZNode.path(topic))
         return {} if found is None else TopicConfigZNode.decode(found[0])
@@ -347,12 +353,15 @@ class ClusterMetadata:
         assignment: dict[int, list[int]],
         config: dict[str, str],
         states: dict[int, PartitionState] | None = None,
-    ) -> None:
+        topic_id: uuid.UUID | None = None,
+    ) -> uuid.UUID:
         """Write the config and the assignment at once (Kafka's ``AdminZkClient``); TopicExistsError if present.
 
+        The topic gets a new id (KIP-516) unless ``topic_id`` names one; returns it.
         Partition states are the controller's to write; ``states`` writes them
         too, for tools and tests that stand in for a controller.
         """
+        topic_id = topic_id or new_topic_id()
         if self.store.exists(DeleteTopicZNode.path(topic)) is not None:
             raise TopicExistsError(f"topic {topic!r} is marked for deletion")
         ops: list[Op] = []
@@ -360,7 +369,7 @@ class ClusterMetadata:
         if self.store.exists(config_path) is not None:
             ops.append(Delete(config_path))
         ops.append(Create(config_path, TopicConfigZNode.encode(config)))
-        ops.append(Create(TopicZNode.path(topic), TopicZNode.encode(assignment)))
+        ops.append(Create(TopicZNode.path(topic), TopicZNode.encode(assignment, topic_id=topic_id)))
         if states:
             ops.append(Create(TopicPartitionsZNode.path(topic)))
             ops += self._partition_ops(topic, states)
@@ -368,6 +377,7 @@ class ClusterMetadata:
             self.store.multi(ops)
         except NodeExistsError:
             raise TopicExistsError(f"topic {topic!r} already exists") from None
+        return topic_id
 
     def add_partitions(
         self, topic: str, assignment: dict[int, list[int]], new_states: dict[int, PartitionState] | None = None
@@ -375,7 +385,8 @@ class ClusterMetadata:
         """Replace the assignment (old partitions unchanged); the controller then makes the new partitions."""
         found = self.store.get(TopicZNode.path(topic))
         adding, removing = TopicZNode.decode_reassignment(found[0])  # a reassignment in progress stays
-        ops: list[Op] = [SetData(TopicZNode.path(topic), TopicZNode.encode(assignment, adding, removing),
+        topic_id = TopicZNode.decode_topic_id(found[0])  # and so does the id
+        ops: list[Op] = [SetData(TopicZNode.path(topic), TopicZNode.encode(assignment, adding, removing, topic_id),
                                  found[1].version)]
         ops += self._partition_ops(topic, new_states or {})
         self.store.multi(ops)
@@ -417,10 +428,22 @@ class ClusterMetadata:
         return state.version + 1
 
     def write_reassignment(self, topic: str, assignment: dict[int, list[int]], adding: dict[int, list[int]],
-                           removing: dict[int, list[int]], epoch_zk_version: int) -> None:
+                           removing: dict[int, list[int]], epoch_zk_version: int,
+                           topic_id: uuid.UUID | None = None) -> None:
         """The controller's rewrite of ``/brokers/topics/<t>`` during reassignments (KIP-455 layout)."""
-        self.controller_multi([SetData(TopicZNode.path(topic), TopicZNode.encode(assignment, adding, removing))],
+        self.controller_multi([SetData(TopicZNode.path(topic),
+                                       TopicZNode.encode(assignment, adding, removing, topic_id))], epoch_zk_version)
+
+    def set_topic_id(self, topic: str, data: bytes, zk_version: int, epoch_zk_version: int) -> uuid.UUID:
+        """The controller gives a topic without an id (a node Kafka 2.7 or an older tool wrote) a new one,
+        as Kafka 2.8's controller does: the node is rewritten at the version it was read at, all else kept.
+        Returns the id; BadVersionError when the node changed since it was read."""
+        topic_id = new_topic_id()
+        adding, removing = TopicZNode.decode_reassignment(data)
+        self.controller_multi([SetData(TopicZNode.path(topic), TopicZNode.encode(TopicZNode.decode(data), adding,
+                                                                                removing, topic_id), zk_version)],
                               epoch_zk_version)
+        return topic_id
 
     def reassign_partitions_request(self, watch=None) -> dict[tuple[str, int], list[int]] | None:
         """The old tools' ``/admin/reassign_partitions`` (None when absent), watched for its creation."""

@@ -329,5 +329,5 @@ class Reassignments:
         adding = {p: a for (t, p), (a, _r) in self.in_progress.items() if t == topic}
         removing = {p: r for (t, p), (_a, r) in self.in_progress.items() if t == topic}
         await self._blocking(self.controller.metadata.write_reassignment, topic, assignment, adding, removing,
-                             ctx.epoch_zk_version)
+                             ctx.epoch_zk_version, ctx.topic_ids.get(topic))
         ctx.assignments[topic] = assignment

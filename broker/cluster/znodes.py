@@ -10,8 +10,11 @@ tooling reads ours and we read theirs::
                                               "listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},
                                               "rack":"r1","features":{}}   (rack only when set)
     /brokers/seqid                           (empty; its version numbers generated broker ids)
-    /brokers/topics/<t>                      {"version":2,"partitions":{"0":[0,1]},
+    /brokers/topics/<t>                      {"version":3,"topic_id":"<22 chars>","partitions":{"0":[0,1]},
                                               "adding_replicas":{},"removing_replicas":{}}
+                                             (Kafka 2.8's layout, KIP-516; a version-2 node, written by
+                                              Kafka 2.7 or older tools, has no topic_id: the controller
+                                              gives the topic one)
                                              (during a reassignment (KIP-455) a partition's replicas
                                               are ORS + TRS, adding TRS - ORS, removing ORS - TRS)
     /brokers/topics/<t>/partitions/<p>/state {"version":1,"leader":0,"leader_epoch":0,
@@ -50,6 +53,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.config import Endpoint
+from broker.topic_ids import format_topic_id, new_topic_id, parse_topic_id  # noqa: F401 (re-exported)
 
 
 #: Made (empty) at every start when missing, as Kafka's ``ZkData.PersistentZkPaths``.
@@ -159,6 +163,8 @@ class TopicZNode:
 
     ``adding`` and ``removing`` name, per partition being reassigned, the
     replicas it gains and loses (partitions not being reassigned are absent).
+    ``topic_id`` (KIP-516) is written as Kafka 2.8 writes it, in a version-3
+    node; without one the node is Kafka 2.7's version 2.
     """
 
     @staticmethod
@@ -167,20 +173,32 @@ class TopicZNode:
 
     @staticmethod
     def encode(assignment: dict[int, list[int]], adding: dict[int, list[int]] | None = None,
-               removing: dict[int, list[int]] | None = None) -> bytes:
-        return _dump(
-            {
-                "version": 2,
-                "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items()) if r},
-                "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items()) if r},
-            }
-        )
+               removing: dict[int, list[int]] | None = None, topic_id: uuid.UUID | None = None) -> bytes:
+        doc = {
+            "version": 2 if topic_id is None else 3,
+            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+            "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items()) if r},
+            "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items()) if r},
+        }
+        if topic_id is not None:
+            doc["topic_id"] = format_topic_id(topic_id)
+        return _dump(doc)
 
     @staticmethod
     def decode(data: bytes) -> dict[int, list[int]]:
         doc = json.loads(data)
         return {int(p): [int(b) for b in r] for p, r in doc.get("partitions", {}).items()}
+
+    @staticmethod
+    def decode_topic_id(data: bytes) -> uuid.UUID | None:
+        """The topic's id, or None for a node without one (Kafka 2.7 and older, or an unreadable id)."""
+        text = json.loads(data).get("topic_id")
+        if text is None:
+            return None
+        try:
+            return parse_topic_id(text)
+        except ValueError:
+            return None
 
     @staticmethod
     def decode_reassignment(data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:

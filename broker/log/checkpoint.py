@@ -15,6 +15,13 @@ Offset checkpoints (``recovery-point-offset-checkpoint``,
 ``meta.properties``, one per log dir: Java properties, ``version=0``,
 ``broker.id=N``, ``cluster.id=...``.
 
+``partition.metadata``, one per partition dir (Kafka 2.8, KIP-516): the topic's
+id, so that a log left behind by a deleted topic is never served as the log of
+a new topic of the same name::
+
+    version: 0
+    topic_id: <22 characters: Kafka's text of the uuid>
+
 Every write goes to ``<file>.tmp``, is fsynced, renamed over the file, and the
 directory is fsynced, so a crash leaves either the old or the new file.
 Readers treat a missing file as empty and a malformed one as an error naming
@@ -25,8 +32,11 @@ callers serialise writers of the same file.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Iterable, Mapping
+
+from broker.topic_ids import format_topic_id, parse_topic_id
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
@@ -34,6 +44,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
 CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
@@ -220,3 +231,32 @@ class LeaderEpochCache:
     def _write(self, *, fsync: bool) -> None:
         write_epoch_checkpoint(self.path, self.entries, fsync=fsync)
         self._dirty = not fsync
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+    """``partition.metadata`` naming ``topic_id``, as Kafka's ``PartitionMetadataFile`` writes it."""
+    text = f"version: {CHECKPOINT_VERSION}\ntopic_id: {format_topic_id(topic_id)}"
+    write_atomically(Path(partition_dir) / PARTITION_METADATA, text.encode("ascii"))
+
+
+def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
+    """The topic id ``partition.metadata`` names, None when the file does not exist; ValueError when malformed."""
+    path = Path(partition_dir) / PARTITION_METADATA
+    try:
+        text = path.read_text("ascii")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not text") from None
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError(f"{path}: bad line {line!r}")
+        fields[key.strip()] = value.strip()
+    if fields.get("version") != str(CHECKPOINT_VERSION):
+        raise ValueError(f"{path}: version {fields.get('version')!r} is not {CHECKPOINT_VERSION}")
+    try:
+        return parse_topic_id(fields.get("topic_id", ""))
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

@@ -49,6 +49,7 @@ import shutil
 import struct
 import threading
 import time
+import uuid
 from bisect import bisect_right
 from collections import deque
 from pathlib import Path
@@ -56,7 +57,8 @@ from typing import Callable, NamedTuple
 
 import crc32c
 
-from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from broker.log.checkpoint import (LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, read_partition_metadata,
+                                   write_partition_metadata)
 from broker.log.config import LogConfig
 from broker.log.errors import (
     CorruptRecordError,
@@ -214,6 +216,29 @@ class Log:
         #: base offsets of the segments that may have a .txnindex (read_committed fetches open no other)
         self._txn_index_bases: set[int] = set()
         self.closed = False
+
+    # -- the topic id (KIP-516) -------------------------------------------------
+    def check_or_set_topic_id(self, topic_id: "uuid.UUID") -> bool:
+        """Whether this log belongs to the topic with ``topic_id``: a log without ``partition.metadata``
+        takes the id (the file is written); one whose file names another id, or an unreadable file, is
+        not the topic's (Kafka's INCONSISTENT_TOPIC_ID; the file is left as it is). Blocking."""
+        with self.lock:
+            try:
+                found = read_partition_metadata(self.dir)
+            except ValueError as exc:
+                logger.error("%s", exc)
+                return False
+            if found is None:
+                write_partition_metadata(self.dir, topic_id)
+                return True
+            return found == topic_id
+
+    def topic_id(self) -> "uuid.UUID | None":
+        """The id ``partition.metadata`` names, None without one (or an unreadable file). Blocking."""
+        try:
+            return read_partition_metadata(self.dir)
+        except ValueError:
+            return None
 
     # -- opening and recovery -----------------------------------------------
     @classmethod

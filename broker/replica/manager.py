@@ -80,7 +80,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
+from broker.topic_ids import format_topic_id
 from broker.protocol import ErrorCode
+from broker.protocol.schema import ZERO_UUID
 from broker.replica.fetcher import FetcherSettings, LeaderEndpoint, ReplicaFetcherManager
 from broker.replica.handback import SLOW_BACKOFF_S, AppendHandback
 from broker.replica.isr import IsrManager, LeaderAndIsr
@@ -238,9 +240,18 @@ class ReplicaManager:
                 accepted.append((tp, state))
         if not accepted:
             return errors
-        self.fetchers.remove_partitions([tp for tp, _s in accepted])
         loop = asyncio.get_running_loop()
-        logs = await loop.run_in_executor(None, self._open_logs, [tp for tp, _s in accepted])
+        ids = {tp: s["topic_id"] for tp, s in accepted if s.get("topic_id", ZERO_UUID) != ZERO_UUID}
+        logs, inconsistent = await loop.run_in_executor(None, self._open_logs, [tp for tp, _s in accepted], ids)
+        if inconsistent:  # a log of another topic of the same name (KIP-516): left alone, never served
+            for tp in inconsistent:
+                log.error("%s-%d: the log in %s belongs to another topic than id %s (its partition.metadata); "
+                          "not served (INCONSISTENT_TOPIC_ID)", *tp, logs[tp].dir, format_topic_id(ids[tp]))
+                errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+            accepted = [(tp, s) for tp, s in accepted if tp not in inconsistent]
+            if not accepted:
+                return errors
+        self.fetchers.remove_partitions([tp for tp, _s in accepted])
         leaders = {b["broker_id"]: LeaderEndpoint(b["broker_id"], b["host_name"], b["port"]) for b in live_leaders}
         to_fetch: dict[TopicPartition, tuple[LeaderEndpoint, int]] = {}
         became_leader, resigned = [], []
@@ -275,17 +286,22 @@ class ReplicaManager:
             self._tell(lambda listener, p=p: listener.on_resign(p.key, p.leader_epoch))
         return errors
 
-    def _open_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, "Log"]:
-        """Blocking: the logs of ``tps``, created on demand with their topic's config."""
+    def _open_logs(self, tps: list[TopicPartition], topic_ids: dict) -> tuple[dict[TopicPartition, "Log"], set]:
+        """Blocking: the logs of ``tps``, created on demand with their topic's config, and those of them whose
+        ``partition.metadata`` names another id than ``topic_ids`` does (a log without one takes the id)."""
         log_manager = self._log_manager
         out = {}
+        inconsistent = set()
         for tp in tps:
             plog = log_manager.get_log(tp)
             if plog is None:
                 config = self._log_config_for(tp[0]) if self._log_config_for is not None else None
                 plog = log_manager.create_log(tp[0], tp[1], config)
             out[tp] = plog
-        return out
+            topic_id = topic_ids.get(tp)
+            if topic_id is not None and not plog.check_or_set_topic_id(topic_id):
+                inconsistent.add(tp)
+        return out, inconsistent
 
     async def stop_replicas(self, partitions: Iterable[TopicPartition], delete: bool) -> None:
         """Stop holding ``partitions`` (StopReplica): fetchers stop, waiters wake; ``delete`` removes their logs.

@@ -40,7 +40,10 @@ class BrokerLink:
         self.connection: BrokerConnection | None = None
 
     async def request(self, api_key: int, body: dict, version: int | None = None) -> dict:
-        """Send one request and return the decoded response; ``version`` None = the highest both sides have."""
+        """Send one request and return the decoded response; ``version`` None = the highest both sides have.
+
+        A ``version`` the peer does not have (an older release during a rolling upgrade) is lowered to the
+        highest it has: fields the lower version lacks are not sent."""
         if self.connection is None or self.connection.closed:
             endpoint = self._endpoint()
             if endpoint is None:
@@ -52,7 +55,11 @@ class BrokerLink:
             await conn.connect()
             self.connection = conn
         conn = self.connection
-        return await conn.request(api_key, body, version=conn.version(api_key) if version is None else version)
+        if version is None:
+            version = conn.version(api_key)
+        else:  # the peer's own range (the client's table knows no broker-to-broker APIs)
+            version = min(version, conn.broker_versions.get(api_key, (0, version))[1])
+        return await conn.request(api_key, body, version=version)
 
     def disconnect(self) -> None:
         if self.connection is not None:

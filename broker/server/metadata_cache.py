@@ -8,7 +8,7 @@ and the admin operations wait on it (:meth:`MetadataCache.wait_until`) for
 the controller to have acted on what they wrote to the store.
 
 What one UpdateMetadata carries (Kafka's UpdateMetadataRequest, any version
-0-6, in the dict form :meth:`update` reads):
+0-7, in the dict form :meth:`update` reads):
 
 * ``controller_id``, ``controller_epoch``: kept; a request from an older
   controller epoch than the newest seen is refused by the handler
@@ -18,7 +18,10 @@ What one UpdateMetadata carries (Kafka's UpdateMetadataRequest, any version
   ``ungrouped_partition_states`` before): each replaces the partition's entry;
   a leader of -2 (Kafka's ``LeaderDuringDelete``) removes the partition, and a
   topic whose last partition goes is gone. Offline replicas are the replicas
-  the controller reports on dead brokers or failed log dirs.
+  the controller reports on dead brokers or failed log dirs;
+* from v7, each topic's id (KIP-516): :meth:`MetadataCache.topic_name` finds a
+  topic by it. A topic announced without one (the zero uuid: a controller of an
+  older release) keeps the id it had.
 
 Loop-only (not thread-safe); reads are dict lookups for the hot path.
 """
@@ -26,9 +29,11 @@ Loop-only (not thread-safe); reads are dict lookups for the hot path.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+ZERO_UUID = uuid.UUID(int=0)
 #: The leader a partition of a topic being deleted is announced with (Kafka's ``LeaderDuringDelete``).
 LEADER_DURING_DELETE = -2
 #: No leader (every replica of the ISR is down).
@@ -88,6 +93,7 @@ class TopicMeta:
 
     name: str
     partitions: dict[int, PartitionMeta] = field(default_factory=dict)
+    topic_id: uuid.UUID = ZERO_UUID  # the zero uuid until the controller names the id
 
     @property
     def is_internal(self) -> bool:
@@ -103,6 +109,7 @@ class MetadataCache:
         self.controller_epoch = -1
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicMeta] = {}
+        self._names: dict[uuid.UUID, str] = {}  # topic id -> name
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
         self._stopped = False
 
@@ -119,6 +126,11 @@ class MetadataCache:
 
     def topic(self, name: str) -> TopicMeta | None:
         return self._topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id, or None (unknown, or the zero uuid)."""
+        name = self._names.get(topic_id)
+        return name if name is not None and name in self._topics else None
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         meta = self._topics.get(topic)
@@ -144,6 +156,13 @@ class MetadataCache:
             states = request["ungrouped_partition_states"]
         for state in states:
             self._apply(state)
+        if version >= 7:
+            for t in request["topic_states"]:
+                meta = self._topics.get(t["topic_name"])
+                if meta is not None and t["topic_id"] != ZERO_UUID and meta.topic_id != t["topic_id"]:
+                    self._names.pop(meta.topic_id, None)
+                    meta.topic_id = t["topic_id"]
+                    self._names[meta.topic_id] = meta.name
         self._wake()
 
     def _apply(self, state: dict) -> None:
@@ -154,6 +173,7 @@ class MetadataCache:
                 meta.partitions.pop(index, None)
                 if not meta.partitions:
                     del self._topics[name]
+                    self._names.pop(meta.topic_id, None)
             return
         meta = self._topics.get(name)
         if meta is None:

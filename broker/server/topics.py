@@ -40,14 +40,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from broker.cluster import StoreUnavailableError, TopicExistsError
 from broker.cluster.assignment import AssignmentError, BrokerRack, assign_new_partitions, assign_replicas_to_brokers
 from broker.cluster.znodes import ConfigChangeNotificationZNode
+from broker.topic_ids import format_topic_id
 from broker.log import KafkaStorageError, LogConfig
 from broker.protocol import ErrorCode
+from broker.protocol.schema import ZERO_UUID
 from broker.server.metadata_cache import INTERNAL_TOPICS, PartitionMeta
 from broker.server.quotas import QuotaManager
 
@@ -137,6 +140,8 @@ class TopicManager:
         self._lock = asyncio.Lock()
         self._creating: dict[str, asyncio.Future] = {}
         self._last_config_change = -1
+        #: the ids of topics this broker created, until the controller's UpdateMetadata names them
+        self._created_ids: dict[str, uuid.UUID] = {}
 
     # -- reads (hot path) -----------------------------------------------------------------
     @property
@@ -159,6 +164,14 @@ class TopicManager:
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         return self.cache.partition(topic, partition)
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The topic's id (KIP-516); the zero uuid while neither the controller nor this broker named one."""
+        meta = self.cache.topic(name)
+        if meta is not None and meta.topic_id != ZERO_UUID:
+            self._created_ids.pop(name, None)
+            return meta.topic_id
+        return self._created_ids.get(name, ZERO_UUID)
 
     def _existing(self, name: str) -> TopicInfo:
         info = self.get(name)
@@ -279,11 +292,13 @@ class TopicManager:
         if validate_only:
             return None
         try:
-            await self._write(self.broker.metadata.create_topic, name, assignment, overrides)
+            topic_id = await self._write(self.broker.metadata.create_topic, name, assignment, overrides)
         except TopicExistsError as exc:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from None
         self._configs[name] = overrides
-        log.info("created topic %s with %d partition(s)", name, len(assignment))
+        self._created_ids[name] = topic_id
+        log.info("created topic %s with %d partition(s), topic id %s", name, len(assignment),
+                 format_topic_id(topic_id))
         if timeout_ms <= 0:
             return None
         if not await self.cache.wait_until(lambda: self.cache.has_leaders(name, len(assignment)), timeout_ms / 1000):
@@ -379,6 +394,7 @@ class TopicManager:
                                                               timeout_ms / 1000):
             raise _timed_out(f"deletion of topic {name!r}", timeout_ms)
         self._configs.pop(name, None)
+        self._created_ids.pop(name, None)
         log.info("deleted topic %s", name)
 
     async def update_topic_config(self, name: str, change, validate_only: bool = False) -> dict[str, str]:

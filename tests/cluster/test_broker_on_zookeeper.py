@@ -95,9 +95,9 @@ def test_one_broker_on_zookeeper_end_to_end(broker_factory, zookeeper, zk_connec
         assert not (b.data_dir / "metadata-store.json").exists()
 
         create_topic(b.bootstrap, "orders", 3, {"retention.ms": "3600000"})
-        assert json.loads(zk.get("/brokers/topics/orders")[0]) == {
-            "version": 2, "partitions": {"0": [0], "1": [0], "2": [0]}, "adding_replicas": {},
-            "removing_replicas": {}}
+        doc = json.loads(zk.get("/brokers/topics/orders")[0])
+        assert doc == {"version": 3, "topic_id": doc["topic_id"], "partitions": {"0": [0], "1": [0], "2": [0]},
+                       "adding_replicas": {}, "removing_replicas": {}}  # Kafka 2.8's layout (KIP-516)
         assert json.loads(zk.get("/brokers/topics/orders/partitions/2/state")[0]) == {
             "version": 1, "leader": 0, "leader_epoch": 0, "isr": [0], "controller_epoch": 1}
         assert json.loads(zk.get("/config/topics/orders")[0]) == {"version": 1,

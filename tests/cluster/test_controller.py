@@ -17,6 +17,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from broker.protocol import ApiKey
+from broker.protocol.schema import ZERO_UUID
+from broker.topic_ids import parse_topic_id
 from tests.server.wire import Wire
 
 SESSION_TIMEOUT_MS = 6000
@@ -88,7 +90,7 @@ def call(bootstrap: str, api_key: int, version: int, body: dict) -> dict:
 def create_topic(bootstrap: str, name: str, partitions: int, factor: int, configs=None) -> dict:
     topic = {"name": name, "num_partitions": partitions, "replication_factor": factor, "assignments": [],
              "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
-    return call(bootstrap, ApiKey.CREATE_TOPICS, 5,
+    return call(bootstrap, ApiKey.CREATE_TOPICS, 7,
                 {"topics": [topic], "timeout_ms": 30000, "validate_only": False})["topics"][0]
 
 
@@ -114,7 +116,9 @@ def test_topic_created_on_any_broker_is_kafka_27_layout_and_every_broker_answers
     assert (result["num_partitions"], result["replication_factor"]) == (3, 3)
 
     assignment = znode(kz, "/brokers/topics/orders")
-    assert assignment["version"] == 2 and assignment["adding_replicas"] == {} == assignment["removing_replicas"]
+    # Kafka 2.8's layout: version 3 with the topic's id (KIP-516), which CreateTopics v7 answered
+    assert assignment["version"] == 3 and assignment["adding_replicas"] == {} == assignment["removing_replicas"]
+    assert parse_topic_id(assignment["topic_id"]) == result["topic_id"] != ZERO_UUID
     assert sorted(assignment["partitions"]) == ["0", "1", "2"]
     assert {tuple(sorted(r)) for r in assignment["partitions"].values()} == {(1, 2, 3)}
     assert znode(kz, "/config/topics/orders") == {"version": 1, "config": {"retention.ms": "86400000"}}

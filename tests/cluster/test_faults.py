@@ -54,7 +54,8 @@ def produce_ok(broker, topic: str, partition: int, values: list[bytes], acks: in
 def test_replication_factor_3_topic_znodes_and_metadata_alike_on_every_broker(cluster):
     cluster.create_topic("orders", partitions=3, replication_factor=3)
     doc = json.loads(cluster.zk.get("/brokers/topics/orders")[0])
-    assert doc["version"] == 2 and doc["adding_replicas"] == {} and doc["removing_replicas"] == {}
+    assert doc["version"] == 3 and doc["adding_replicas"] == {} and doc["removing_replicas"] == {}
+    assert len(doc["topic_id"]) == 22  # Kafka 2.8's layout (KIP-516)
     assignment = doc["partitions"]
     assert sorted(assignment) == ["0", "1", "2"]
     assert all(sorted(r) == [1, 2, 3] for r in assignment.values())

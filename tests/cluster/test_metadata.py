@@ -27,6 +27,7 @@ from broker.cluster.metadata import BrokerIdInUseError
 from broker.cluster.zookeeper import ZooKeeperStore
 from broker.cluster.znodes import PERSISTENT_PATHS, BrokerRegistration, TopicPartitionStateZNode
 from broker.config import Endpoint
+from broker.topic_ids import format_topic_id
 
 
 class TestEmbeddedStore:
@@ -104,14 +105,16 @@ def test_start_makes_kafkas_persistent_paths(metadata):
 
 def test_topic_lifecycle_uses_kafka_layouts(metadata):
     state = PartitionState(leader=0, leader_epoch=0, isr=(0,))
-    metadata.create_topic("t", {0: [0], 1: [0]}, {"retention.ms": "1000"}, {0: state, 1: state})
+    topic_id = metadata.create_topic("t", {0: [0], 1: [0]}, {"retention.ms": "1000"}, {0: state, 1: state})
     with pytest.raises(TopicExistsError):
         metadata.create_topic("t", {0: [0]}, {}, {0: state})
     assert metadata.topics() == ["t"]
     assert metadata.topic_assignment("t") == {0: [0], 1: [0]}
     assert metadata.topic_config("t") == {"retention.ms": "1000"}
     assert json.loads(metadata.store.get("/brokers/topics/t")[0]) == {
-        "version": 2, "partitions": {"0": [0], "1": [0]}, "adding_replicas": {}, "removing_replicas": {}}
+        "version": 3, "topic_id": format_topic_id(topic_id), "partitions": {"0": [0], "1": [0]},
+        "adding_replicas": {}, "removing_replicas": {}}  # Kafka 2.8's layout (KIP-516)
+    assert metadata.topic_id("t") == topic_id and len(format_topic_id(topic_id)) == 22
     assert json.loads(metadata.store.get("/config/topics/t")[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
     raw = json.loads(metadata.store.get("/brokers/topics/t/partitions/1/state")[0])
     assert raw == {"controller_epoch": 1, "isr": [0], "leader": 0, "leader_epoch": 0, "version": 1}

@@ -25,7 +25,7 @@ def test_cluster_describe(ctl: Ctl, broker) -> None:
     assert "controller_id: 0" in yaml_out.stdout
 
 
-def test_topic_lifecycle(ctl: Ctl) -> None:
+def test_topic_lifecycle(ctl: Ctl, broker) -> None:
     res = ctl("topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=3600000")
     assert res.returncode == 0, res.stderr
     assert "created topic orders with 3 partition(s)" in res.stdout
@@ -37,6 +37,8 @@ def test_topic_lifecycle(ctl: Ctl) -> None:
     assert [p["partition"] for p in desc["partitions"]] == [0, 1, 2]
     assert all(p["leader"] == 0 and p["isr"] == [0] and p["replicas"] == [0] for p in desc["partitions"])
     assert desc["configs"] == {"retention.ms": "3600000"}
+    # the topic id (KIP-516) in Kafka's text, as in /brokers/topics/orders and each partition.metadata
+    assert (broker.data_dir / "orders-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {desc['topic_id']}"
 
     res = ctl("topics", "alter", "orders", "--partitions", "5", "--config", "segment.bytes=1048576",
               "--delete-config", "retention.ms")

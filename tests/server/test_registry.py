@@ -45,7 +45,8 @@ def test_a_schema_without_a_handler_is_not_advertised():
 def test_the_served_apis_and_their_ranges():
     versions = load_apis().versions()
     assert versions[ApiKey.API_VERSIONS] == (0, 3)
-    assert versions[ApiKey.METADATA] == (0, 9)
+    assert versions[ApiKey.METADATA] == (0, 12)
+    assert versions[ApiKey.LEADER_AND_ISR] == (0, 5) and versions[ApiKey.UPDATE_METADATA] == (0, 7)
     assert versions[ApiKey.PRODUCE] == (0, 9)
     assert versions[ApiKey.FETCH] == (0, 12)
     assert versions[ApiKey.LIST_OFFSETS] == (0, 7)

@@ -20,7 +20,7 @@ Each topic is created on its own (the others carry on after a failure):
   REQUEST_TIMED_OUT at once (the client did not want to wait).
 * v5+ answers with the topic's partitions, replication factor and full
   config list (as DescribeConfigs describes them), also for ``validate_only``.
-  v7's ``topic_id`` is the zero uuid: topic ids are not kept yet.
+  v7 answers the new topic's id (KIP-516; the zero uuid for ``validate_only``).
 * A client with a ``controller_mutation_rate`` quota (:mod:`broker.server.quotas`)
   has each created partition counted; from v6 a topic asked for while its
   bucket is below zero gets THROTTLING_QUOTA_EXCEEDED (89) and is not created.
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.schema import ZERO_UUID
 from broker.server.apis._common import answer_each_once, duplicate_message
 from broker.server.apis.describe_configs import topic_config_entries
 from broker.server.context import RequestContext
@@ -78,7 +79,8 @@ async def _create(ctx: RequestContext, topic: dict, validate_only: bool, timeout
     if not validate_only:
         record_mutations(ctx, partitions)
     result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": partitions,
-              "replication_factor": factor, "configs": []}
+              "replication_factor": factor, "configs": [],
+              "topic_id": ZERO_UUID if validate_only else broker.topics.topic_id(name)}
     if ctx.api_version >= 5:
         result["configs"] = [
             {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}

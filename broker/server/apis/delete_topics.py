@@ -26,8 +26,10 @@ a current client shows it with its message, e.g. librdkafka's
 and CreatePartitions of internal topics are allowed, as in Kafka.
 
 Per topic (names given twice are answered once): UNKNOWN_TOPIC_OR_PARTITION for
-a topic that does not exist (or an illegal name), UNKNOWN_TOPIC_ID for a v6
-entry that names only a topic id (topic ids are not kept yet). With
+a topic that does not exist (or an illegal name). A v6 entry names a topic by
+its name or by its id (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID, an entry with
+both INVALID_REQUEST (Kafka 2.8's rules); deleted by id, the answer names the topic,
+unless the principal may not DESCRIBE it (then TOPIC_AUTHORIZATION_FAILED without the name). With
 ``delete.topic.enable`` false every topic gets TOPIC_DELETION_DISABLED from v3
 on, and INVALID_REQUEST below v3 (the older clients know no better code), as
 Kafka answers. ``timeout_ms`` <= 0: deleted, but answered REQUEST_TIMED_OUT,
@@ -46,6 +48,7 @@ from __future__ import annotations
 import uuid
 
 from broker.acl import AclOperation, ResourceType
+from broker.topic_ids import format_topic_id
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 from broker.server.quotas import THROTTLED_MUTATION, mutation_refused, record_mutations
@@ -69,9 +72,19 @@ def _wanted(ctx: RequestContext, request: dict) -> list[tuple[str | None, uuid.U
 
 async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, timeout_ms: int) -> dict:
     result = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+    by_id = topic_id != ZERO_UUID
     try:
-        if name is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id} is not known (topic ids are not kept)")
+        if by_id and name is not None:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic's name or its id, not both")
+        if by_id:
+            name = ctx.broker.metadata_cache.topic_name(topic_id)
+            if name is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {format_topic_id(topic_id)}")
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):  # its name is not told
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            result["name"] = name
+        elif name is None:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "a topic needs its name or its id")
         if not ctx.broker.config.delete_topic_enable:
             code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
             raise TopicError(code, "topic deletion is disabled (delete.topic.enable=false)")

@@ -1,4 +1,4 @@
-"""LeaderAndIsr (key 4), versions 0-4 (Apache Kafka 2.7's range): the controller's word on leadership.
+"""LeaderAndIsr (key 4), versions 0-5 (Apache Kafka 2.8's range): the controller's word on leadership.
 
 The controller (another broker over the wire, or this broker's own
 controller calling :func:`handle` directly) says, per partition, who leads
@@ -13,14 +13,19 @@ Errors as Kafka 2.7 gives them:
   request (``error_code``) and every partition;
 * a partition whose leader epoch is not newer than ours: STALE_CONTROLLER_EPOCH
   for it (ignored, the others are applied);
-* a partition whose replicas do not include this broker: UNKNOWN_TOPIC_OR_PARTITION.
+* a partition whose replicas do not include this broker: UNKNOWN_TOPIC_OR_PARTITION;
+* (v5, KIP-516) a partition whose log's ``partition.metadata`` names another topic id
+  than the request (a log a deleted topic of the same name left behind):
+  INCONSISTENT_TOPIC_ID, with an ERROR line; the log is neither served nor changed.
+  A log without the file takes the request's id.
 
 Versions: v0-1 carry the partition states in one flat list, each with its
 topic (``ungrouped_partition_states``); v2+ group them under ``topic_states``.
 v1 adds ``is_new``, v2 ``broker_epoch`` (KIP-380): one older than this
 broker's (the czxid of its registration; it registered again since) gets
 STALE_BROKER_EPOCH for the request and every partition, and nothing is
-applied; -1 ("unknown", and before v2) passes. v3 adds the reassignment lists, v4 is flexible.
+applied; -1 ("unknown", and before v2) passes. v3 adds the reassignment lists, v4 is flexible, v5 adds each topic's
+id and ``type`` and answers errors grouped by topic id.
 
 Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
 CLUSTER_ACTION on the cluster, checked first (the controller's own calls,
@@ -37,6 +42,7 @@ import logging
 
 from broker.acl import CLUSTER_NAME, AclOperation, RefusalWarning, ResourceType
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.schema import ZERO_UUID
 from broker.replica.manager import StaleControllerEpochError
 from broker.server.context import RequestContext
 
@@ -64,7 +70,7 @@ def partition_states(request: dict, version: int) -> list[dict]:
     """The request's partition states as one list, each naming its topic (``topic_name``)."""
     if version <= 1:
         return list(request["ungrouped_partition_states"])
-    return [dict(state, topic_name=topic["topic_name"])
+    return [dict(state, topic_name=topic["topic_name"], topic_id=topic.get("topic_id", ZERO_UUID))
             for topic in request["topic_states"] for state in topic["partition_states"]]
 
 
@@ -79,16 +85,24 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             request["controller_id"], request["controller_epoch"], states, request["live_leaders"])
     except StaleControllerEpochError:
         return _refused(states, ErrorCode.STALE_CONTROLLER_EPOCH)
-    return {"error_code": ErrorCode.NONE,
-            "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": code}
-                                 for (t, p), code in errors.items()]}
+    return _answer(ErrorCode.NONE, states, errors)
 
 
 def _refused(states: list[dict], error: int) -> dict:
-    return {"error_code": error,
-            "partition_errors": [{"topic_name": s["topic_name"], "partition_index": s["partition_index"],
-                                  "error_code": error} for s in states]}
+    return _answer(error, states, {(s["topic_name"], s["partition_index"]): error for s in states})
+
+
+def _answer(error: int, states: list[dict], errors: dict) -> dict:
+    """The response: errors in one list naming topics (v0-4), or grouped by topic id (v5)."""
+    flat = [{"topic_name": t, "partition_index": p, "error_code": code} for (t, p), code in errors.items()]
+    ids = {s["topic_name"]: s.get("topic_id", ZERO_UUID) for s in states}
+    by_id: dict = {}
+    for e in flat:
+        by_id.setdefault(ids.get(e["topic_name"], ZERO_UUID), []).append(
+            {"partition_index": e["partition_index"], "error_code": e["error_code"]})
+    return {"error_code": error, "partition_errors": flat,
+            "topics": [{"topic_id": i, "partition_errors": errs} for i, errs in by_id.items()]}
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.LEADER_AND_ISR, 0, 4, handle)
+    registry.register(ApiKey.LEADER_AND_ISR, 0, 5, handle)

@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-9 (Apache Kafka 2.7's range).
+"""Metadata (key 3), versions 0-12 (Apache Kafka 3.1's range: v10+ carry topic ids, KIP-516).
 
 Answers from the metadata cache (what the controller last told this broker,
 so every broker of a cluster answers alike): the cluster id (v2+), the
@@ -26,6 +26,12 @@ cache's answer stands: this broker must not hide the new leader from a client
 it bootstraps (librdkafka takes a leader of -1 as final in
 ``get_watermark_offsets``: "Unknown partition").
 
+Topic ids (KIP-516): v10+ answer each topic's id (the zero uuid for one the
+controller has not named yet). v12 may ask for topics by id (name null): an
+unknown id gets UNKNOWN_TOPIC_ID with a null name, and topics asked for by id
+are never auto-created. v10-11 may not (INVALID_REQUEST for every topic asked
+for, as Kafka answers a null name or an id there).
+
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleTopicMetadataRequest``): a topic needs DESCRIBE. Asked for by name,
 one without it gets TOPIC_AUTHORIZATION_FAILED (29, no partitions, whether it
@@ -41,8 +47,11 @@ for, -2^31.
 
 from __future__ import annotations
 
+import uuid
+
 from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.schema import ZERO_UUID
 from broker.server.apis.describe_cluster import (NOT_REQUESTED, TOPIC_OPERATIONS, authorized_operations,
                                                  cluster_authorized_operations)
 from broker.server.context import RequestContext
@@ -95,14 +104,32 @@ def topic_entry(ctx: RequestContext, info: TopicInfo) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
+        "topic_id": ctx.broker.topics.topic_id(info.name),
         "is_internal": info.is_internal,
         "partitions": partitions,
     }
 
 
-def error_entry(name: str, error_code: int, internal: bool | None = None) -> dict:
-    return {"error_code": error_code, "name": name,
+def error_entry(name: str | None, error_code: int, internal: bool | None = None,
+                topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": error_code, "name": name, "topic_id": topic_id,
             "is_internal": name in INTERNAL_TOPICS if internal is None else internal, "partitions": []}
+
+
+def _by_id(ctx: RequestContext, wanted: list[dict]) -> list[dict]:
+    """v12: the topics asked for by id (Kafka's rules, see the module docstring)."""
+    cache = ctx.broker.metadata_cache
+    entries, refused, unknown = [], [], []
+    for topic_id in dict.fromkeys(item["topic_id"] for item in wanted):
+        name = cache.topic_name(topic_id)
+        info = None if name is None else ctx.broker.topics.get(name)
+        if info is None:
+            unknown.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, internal=False, topic_id=topic_id))
+        elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            refused.append(error_entry(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, internal=False, topic_id=topic_id))
+        else:
+            entries.append(topic_entry(ctx, info))
+    return entries + unknown + refused
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -110,6 +137,17 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = broker.topics
     wanted = request["topics"]
     refused = []  # answered after the others, as Kafka orders them
+    if wanted and ctx.api_version >= 10 and any(item["topic_id"] != ZERO_UUID or item["name"] is None
+                                                for item in wanted):
+        if ctx.api_version < 12:  # ids, or null names, are v12's
+            return _response(ctx, request, [error_entry(item["name"] or "", ErrorCode.INVALID_REQUEST, internal=False)
+                                            for item in wanted])
+        if any(item["name"] is not None and item["topic_id"] == ZERO_UUID for item in wanted):
+            return _response(ctx, request, [error_entry(item["name"], ErrorCode.INVALID_REQUEST, internal=False,
+                                                        topic_id=item["topic_id"]) for item in wanted])
+        entries = _by_id(ctx, wanted)
+        _authorized_operations(ctx, request, entries)
+        return _response(ctx, request, entries)
     if wanted is None or (ctx.api_version == 0 and not wanted):
         infos = [info for info in map(topics.get, broker.metadata_cache.topics()) if info is not None]
         if broker.authorizer is not None:  # those without DESCRIBE are left out
@@ -146,11 +184,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     continue
             entries.append(topic_entry(ctx, info))
         refused[:0] = no_create
+    _authorized_operations(ctx, request, entries)
+    return _response(ctx, request, entries + refused)
+
+
+def _authorized_operations(ctx: RequestContext, request: dict, entries: list[dict]) -> None:
     if ctx.api_version >= 8 and request["include_topic_authorized_operations"]:
         for entry in entries:  # those allowed DESCRIBE (Kafka: also when unknown), not the refused
-            entry["topic_authorized_operations"] = authorized_operations(ctx, ResourceType.TOPIC, entry["name"],
-                                                                         TOPIC_OPERATIONS)
-    return _response(ctx, request, entries + refused)
+            if entry["name"] is not None:
+                entry["topic_authorized_operations"] = authorized_operations(ctx, ResourceType.TOPIC, entry["name"],
+                                                                             TOPIC_OPERATIONS)
 
 
 def _response(ctx: RequestContext, request: dict, entries: list[dict]) -> dict:
@@ -169,4 +212,4 @@ def _response(ctx: RequestContext, request: dict, entries: list[dict]) -> dict:
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.METADATA, 0, 9, handle)
+    registry.register(ApiKey.METADATA, 0, 12, handle)

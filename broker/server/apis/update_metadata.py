@@ -1,4 +1,4 @@
-"""UpdateMetadata (key 6), versions 0-6 (Apache Kafka 2.7's range): the controller feeds the metadata cache.
+"""UpdateMetadata (key 6), versions 0-7 (Apache Kafka 2.8's range: v7 names each topic's id, KIP-516): the controller feeds the metadata cache.
 
 Sent by the controller (to its own broker without the socket) with the live
 brokers and the partition states that changed; the broker applies them to its
@@ -39,4 +39,4 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.UPDATE_METADATA, 0, 6, handle)
+    registry.register(ApiKey.UPDATE_METADATA, 0, 7, handle)
