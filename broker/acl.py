@@ -297,6 +297,10 @@ API_CHECKS: dict[str, str] = {
     "RenewDelegationToken": "none (the token's owner or a renewer)",
     "ExpireDelegationToken": "none (the token's owner or a renewer)",
     "DescribeDelegationToken": "DESCRIBE DelegationToken, for tokens the requester neither owns nor renews",
+    "ShareGroupHeartbeat": "READ Group, DESCRIBE Topic (each subscribed)",
+    "ShareGroupDescribe": "DESCRIBE Group",
+    "ShareFetch": "READ Group, READ Topic",
+    "ShareAcknowledge": "READ Group, READ Topic",
 }
 
 

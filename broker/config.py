@@ -489,6 +489,46 @@ _PROPS: list[Prop] = [
     Prop("group.min.session.timeout.ms", _ranged(0, INT_MAX), 6000, "Smallest session timeout a member may ask for."),
     Prop("group.max.session.timeout.ms", _ranged(0, INT_MAX), 1800000, "Largest session timeout a member may ask for."),
     Prop("group.max.size", _ranged(1, INT_MAX), INT_MAX, "Largest number of members in a group."),
+    # share groups (KIP-932), Kafka 4.2's settings and defaults
+    Prop("group.share.enable", _bool, True, "Serve share groups (KIP-932): ShareGroupHeartbeat, ShareFetch, ..."),
+    Prop("group.share.max.size", _ranged(1, 1000), 200, "Largest number of members in a share group."),
+    Prop("group.share.session.timeout.ms", _ranged(1, INT_MAX), 45000,
+         "A share group member's session timeout, unless its group sets share.session.timeout.ms."),
+    Prop("group.share.min.session.timeout.ms", _ranged(1, INT_MAX), 45000, "Smallest share.session.timeout.ms."),
+    Prop("group.share.max.session.timeout.ms", _ranged(1, INT_MAX), 60000, "Largest share.session.timeout.ms."),
+    Prop("group.share.heartbeat.interval.ms", _ranged(1, INT_MAX), 5000,
+         "A share group member's heartbeat interval, unless its group sets share.heartbeat.interval.ms."),
+    Prop("group.share.min.heartbeat.interval.ms", _ranged(1, INT_MAX), 5000, "Smallest share.heartbeat.interval.ms."),
+    Prop("group.share.max.heartbeat.interval.ms", _ranged(1, INT_MAX), 15000, "Largest share.heartbeat.interval.ms."),
+    Prop("group.share.record.lock.duration.ms", _ranged(1000, 3600000), 30000,
+         "How long a share consumer holds the records it fetched, unless its group sets share.record.lock.duration.ms."),
+    Prop("group.share.min.record.lock.duration.ms", _ranged(1000, 30000), 15000,
+         "Smallest share.record.lock.duration.ms."),
+    Prop("group.share.max.record.lock.duration.ms", _ranged(30000, 3600000), 60000,
+         "Largest share.record.lock.duration.ms."),
+    Prop("group.share.delivery.count.limit", _ranged(2, 10), 5,
+         "Deliveries of a record to a share group before it is archived, unless the group sets "
+         "share.delivery.count.limit."),
+    Prop("group.share.min.delivery.count.limit", _ranged(2, 10), 2, "Smallest share.delivery.count.limit."),
+    Prop("group.share.max.delivery.count.limit", _ranged(2, 10), 10, "Largest share.delivery.count.limit."),
+    Prop("group.share.partition.max.record.locks", _ranged(100, 10000), 2000,
+         "Records of one partition a share group may hold at once, unless the group sets "
+         "share.partition.max.record.locks."),
+    Prop("group.share.min.partition.max.record.locks", _ranged(100, 10000), 100,
+         "Smallest share.partition.max.record.locks."),
+    Prop("group.share.max.partition.max.record.locks", _ranged(100, 10000), 4000,
+         "Largest share.partition.max.record.locks."),
+    Prop("group.share.max.share.sessions", _ranged(1, INT_MAX), 2000, "Share sessions one broker keeps."),
+    Prop("group.consumer.session.timeout.ms", _ranged(1, INT_MAX), 45000,
+         "Default of the group config consumer.session.timeout.ms."),
+    Prop("group.consumer.min.session.timeout.ms", _ranged(1, INT_MAX), 45000, "Smallest consumer.session.timeout.ms."),
+    Prop("group.consumer.max.session.timeout.ms", _ranged(1, INT_MAX), 60000, "Largest consumer.session.timeout.ms."),
+    Prop("group.consumer.heartbeat.interval.ms", _ranged(1, INT_MAX), 5000,
+         "Default of the group config consumer.heartbeat.interval.ms."),
+    Prop("group.consumer.min.heartbeat.interval.ms", _ranged(1, INT_MAX), 5000,
+         "Smallest consumer.heartbeat.interval.ms."),
+    Prop("group.consumer.max.heartbeat.interval.ms", _ranged(1, INT_MAX), 15000,
+         "Largest consumer.heartbeat.interval.ms."),
     Prop("transaction.state.log.num.partitions", _ranged(1, INT_MAX), 50, "Partitions of __transaction_state."),
     Prop("transaction.state.log.replication.factor", _ranged(1, 32767), 3,
          "Replication factor of __transaction_state."),
@@ -626,6 +666,14 @@ class BrokerConfig:
     def _check(self) -> None:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        for kind in ("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
+                     "share.delivery.count.limit", "share.partition.max.record.locks",
+                     "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"):
+            group, _, rest = kind.partition(".")
+            low, default, high = (self[f"group.{group}.{m}{rest}"] for m in ("min.", "", "max."))
+            if not low <= default <= high:
+                raise ConfigError(f"group.{kind} ({default}) must lie within group.{group}.min.{rest} ({low}) "
+                                  f"and group.{group}.max.{rest} ({high})", f"group.{kind}")
         if self.metadata_store_kind == "zookeeper" and not self["zookeeper.connect"]:
             raise ConfigError("metadata.store=zookeeper needs zookeeper.connect")
         broker_id, reserved = self["broker.id"], self["reserved.broker.max.id"]

@@ -1,4 +1,4 @@
-"""``kafkactl configs``: read and change topic and broker configs.
+"""``kafkactl configs``: read and change topic, broker and group configs.
 
 - ``get topic NAME`` / ``get broker ID``: the configs that differ from the
   defaults (Kafka's ``kafka-configs --describe`` shows overrides the same way);
@@ -12,6 +12,11 @@
 - ``broker default`` in place of ``broker ID``: the cluster-wide dynamic
   defaults (``/config/brokers/<default>``, Kafka's ``--entity-default``), which
   ``get`` lists when set.
+- ``group NAME``: a group's configs (Kafka 4.1's group configs:
+  ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
+  ``consumer.session.timeout.ms``, ...), whether or not the group exists;
+  ``get`` lists the overrides, ``--all`` every config with the broker's
+  defaults; ``set`` takes SET and ``--delete``.
 
 Sensitive values are never printed (``null`` / ``-``). An unknown topic or
 broker id is bad input: one line, exit 2.
@@ -29,12 +34,13 @@ from kafkactl._common import admin_client, output_format, parse_pairs, require_t
 from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat, emit
 
-app = typer.Typer(help="Read and change topic and broker configs.", no_args_is_help=True)
+app = typer.Typer(help="Read and change topic, broker and group configs.", no_args_is_help=True)
 
 
 class ResourceType(str, enum.Enum):
     topic = "topic"
     broker = "broker"
+    group = "group"
 
 
 DEFAULT_NAMES = ("default", "<default>")
@@ -49,9 +55,13 @@ def _resource(resource_type: ResourceType, name: str) -> ConfigResource:
 
 
 def _require_resource(admin, res: ConfigResource) -> None:
-    """An unknown topic or broker id is bad input (exit 2), not a cluster failure."""
+    """An unknown topic or broker id is bad input (exit 2), not a cluster failure; a group need not exist."""
     if res.type == "topic":
         require_topics(admin, [res.name])
+        return
+    if res.type == "group":
+        if not res.name:
+            raise CliError("a group name is needed (group configs have no cluster-wide default)")
         return
     if res.name == "":
         return
@@ -63,12 +73,12 @@ def _require_resource(admin, res: ConfigResource) -> None:
 @app.command()
 def get(
     ctx: typer.Context,
-    resource_type: ResourceType = typer.Argument(..., help="topic or broker."),
-    name: str = typer.Argument(..., help="Topic name or broker id."),
+    resource_type: ResourceType = typer.Argument(..., help="topic, broker or group."),
+    name: str = typer.Argument(..., help="Topic name, broker id or group id."),
     key: Optional[List[str]] = typer.Option(None, "--key", "-k", help="Only this config (repeatable)."),
     all_configs: bool = typer.Option(False, "--all", help="Show every config, defaults included."),
 ) -> None:
-    """Show the configs of a topic or broker."""
+    """Show the configs of a topic, broker or group."""
     res = _resource(resource_type, name)
     with admin_client(ctx) as admin:
         _require_resource(admin, res)
@@ -90,13 +100,13 @@ def get(
 @app.command("set")
 def set_configs(
     ctx: typer.Context,
-    resource_type: ResourceType = typer.Argument(..., help="topic or broker."),
-    name: str = typer.Argument(..., help="Topic name or broker id."),
+    resource_type: ResourceType = typer.Argument(..., help="topic, broker or group."),
+    name: str = typer.Argument(..., help="Topic name, broker id or group id."),
     pairs: Optional[List[str]] = typer.Argument(None, help="NAME=VALUE pairs to set."),
     delete: Optional[List[str]] = typer.Option(None, "--delete", "-d", help="Remove this override (repeatable)."),
     validate_only: bool = typer.Option(False, "--validate-only", help="Let the broker check, change nothing."),
 ) -> None:
-    """Set or remove configs of a topic or broker."""
+    """Set or remove configs of a topic, broker or group."""
     res = _resource(resource_type, name)
     changes: dict[str, str | None] = dict(parse_pairs(pairs))
     for item in delete or ():

@@ -38,11 +38,12 @@ from .errors import (ConfigError, CoordinatorNotAvailableError, KafkaConnectionE
                      NotCoordinatorError, ProtocolError, UnsupportedApiError, error_for_code)
 
 REPLICA_NOT_AVAILABLE = 9  # AlterReplicaLogDirs: no replica on that broker yet
-RESOURCE_TYPES = {"topic": 2, "group": 3, "broker": 4, "broker_logger": 8}
+#: Config resource types (Kafka's ``ConfigResource.Type``; GROUP is 32 there, unlike the ACL resource type 3)
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                   3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                  6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+                  6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ class NewTopic:
 
 @dataclass(frozen=True)
 class ConfigResource:
-    """A config owner: ``ConfigResource("topic", "orders")`` or ``ConfigResource("broker", "1")``."""
+    """A config owner: ``ConfigResource("topic", "orders")``, ``ConfigResource("broker", "1")`` or
+    ``ConfigResource("group", "billing")`` (Kafka 4.1's group configs)."""
 
     type: str
     name: str

@@ -49,6 +49,7 @@ from broker.cluster.znodes import (
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicZNode,
+    GroupConfigZNode,
     IsrChangeNotificationZNode,
     LogDirEventNotificationZNode,
     PartitionState,
@@ -286,6 +287,35 @@ class ClusterMetadata:
             self.store.set(path, UserConfigZNode.encode(config))
         self.store.create(ConfigChangeNotificationZNode.create_path(), ConfigChangeNotificationZNode.encode_user(sanitized),
                           sequence=True, make_parents=True)
+        self._purge_notifications()
+
+    def groups_with_configs(self) -> list[str]:
+        """The sanitized ids of every group with config overrides (``/config/groups/*``)."""
+        root = GroupConfigZNode.root()
+        return self.store.get_children(root) if self.store.exists(root) is not None else []
+
+    def group_config(self, sanitized: str) -> dict[str, str]:
+        """Config overrides of one group; {} for none (or a name that cannot be a node)."""
+        if sanitized in ("", ".", ".."):
+            return {}
+        found = self.store.get_or_none(GroupConfigZNode.path(sanitized))
+        return {} if found is None else GroupConfigZNode.decode(found[0])
+
+    def set_group_config(self, sanitized: str, config: dict[str, str]) -> None:
+        """Write a group's config overrides and notify every broker (``groups/<group>``). A group left
+        without any loses its node, so groups configured once do not pile up under ``/config/groups``."""
+        path = GroupConfigZNode.path(sanitized)
+        if not config:
+            try:
+                self.store.delete(path)
+            except NoNodeError:
+                pass
+        elif self.store.exists(path) is None:
+            self.store.create(path, GroupConfigZNode.encode(config), make_parents=True)
+        else:
+            self.store.set(path, GroupConfigZNode.encode(config))
+        self.store.create(ConfigChangeNotificationZNode.create_path(),
+                          ConfigChangeNotificationZNode.encode_group(sanitized), sequence=True, make_parents=True)
         self._purge_notifications()
 
     def quota_entity_configs(self) -> list[tuple[str, dict[str, str]]]:

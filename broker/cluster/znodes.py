@@ -26,9 +26,13 @@ tooling reads ours and we read theirs::
     /config/users/<user>                     {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,
                                               server_key=...,iterations=4096"}}  (SCRAM credentials; the
                                               name URL-encoded as Kafka's Sanitizer does)
+    /config/groups/<group>                   {"version":1,"config":{"share.auto.offset.reset":"earliest"}}
+                                             (group configs, Kafka 4.1's GROUP config resource; the
+                                              group id URL-encoded as Kafka's Sanitizer does; the node
+                                              goes when its last override is deleted)
     /config/changes/config_change_<10 digits> {"version":2,"entity_path":"topics/<t>"}  (sequential;
                                               "brokers/<id>" or "brokers/<default>" for broker configs,
-                                              "users/<user>" for users)
+                                              "users/<user>" for users, "groups/<group>" for groups)
     /controller                  (ephemeral) {"version":1,"brokerid":0,"timestamp":"<ms>"}
     /controller_epoch                        "1"  (a bare integer; made as "0", bumped by every election)
     /admin/delete_topics/<t>                 (empty)
@@ -300,6 +304,22 @@ class UserConfigZNode:
     decode = staticmethod(TopicConfigZNode.decode)
 
 
+class GroupConfigZNode:
+    """Configs of one group, ``/config/groups/<sanitized group id>`` (URL-encoded as Kafka's Sanitizer does, as
+    for users), the topic config layout."""
+
+    @staticmethod
+    def root() -> str:
+        return "/config/groups"
+
+    @staticmethod
+    def path(sanitized: str) -> str:
+        return f"/config/groups/{sanitized}"
+
+    encode = staticmethod(TopicConfigZNode.encode)
+    decode = staticmethod(TopicConfigZNode.decode)
+
+
 class ConfigChangeNotificationZNode:
     """A sequential node telling every broker that an entity's config changed."""
 
@@ -324,6 +344,10 @@ class ConfigChangeNotificationZNode:
     @staticmethod
     def encode_user(sanitized: str) -> bytes:
         return _dump({"version": 2, "entity_path": f"users/{sanitized}"})
+
+    @staticmethod
+    def encode_group(sanitized: str) -> bytes:
+        return _dump({"version": 2, "entity_path": f"groups/{sanitized}"})
 
     @staticmethod
     def encode_entity(path: str) -> bytes:

@@ -17,7 +17,7 @@ Start-up order (each step blocking work runs in an executor, never on the loop):
    registered, before anything is written in the log dirs; make or read the
    cluster id, write ``meta.properties`` in every log dir;
 3. open the log manager (recovering every partition; it logs one line saying
-   what it found and cut) and read the topic configs;
+   what it found and cut) and read the topic, dynamic broker and group configs;
 4. bind the listeners (port 0 allowed), remove the clean-shutdown markers
    (nothing could be appended before this point), start accepting, compute the
    advertised endpoints from the ports actually bound, register this broker
@@ -27,8 +27,8 @@ Start-up order (each step blocking work runs in an executor, never on the loop):
    runs the cluster while elected); wait until the controller's LeaderAndIsr
    and UpdateMetadata have reached this broker (its metadata cache names it),
    so what it answers from then on is the cluster's;
-5. follow topic config changes, start the metrics HTTP endpoint and the log's
-   background threads.
+5. follow config changes (topics, brokers, quotas, groups), start the metrics
+   HTTP endpoint and the log's background threads.
 
 The single node runs the same machinery: it registers, is elected controller
 (it is the only broker) and sends itself LeaderAndIsr and UpdateMetadata.
@@ -65,12 +65,14 @@ from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, s
 from broker.cluster.controller import Controller
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator, ReplicaStore
+from broker.share import SHARE_GROUP_APIS, ShareCoordinator, ShareManager
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_usable_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.fetch_sessions import FetchSessionCache
+from broker.server.group_configs import GroupConfigs
 from broker.server.quotas import QuotaManager
 from broker.server.health import consumer_lag_snapshot, health_snapshot
 from broker.server.metadata_cache import MetadataCache
@@ -108,9 +110,13 @@ class Broker:
         self.broker_id: int = config.broker_id if config.broker_id >= 0 else 0
         self.metrics = BrokerMetrics()
         self.registry = registry if registry is not None else load_apis()
+        if not config["group.share.enable"]:  # share groups off: their APIs are neither served nor advertised
+            self.registry.unregister(*SHARE_GROUP_APIS)
         self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.dynamic_config = DynamicBrokerConfig(self)
+        #: Group configs (:mod:`broker.server.group_configs`): loaded at start, followed through config changes
+        self.group_configs = GroupConfigs(self)
         #: Client quotas (:mod:`broker.server.quotas`): loaded at start, followed through config changes
         self.quotas = QuotaManager(config)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
@@ -130,6 +136,9 @@ class Broker:
             create_topic=self._create_internal_topic, alive_brokers=lambda: len(self.live_brokers())),
             self.metrics)
         self.txn_coordinator = TransactionCoordinator(self)
+        #: Share groups (KIP-932): membership where this broker coordinates, records where it leads
+        self.share_coordinator = ShareCoordinator(self)
+        self.share_manager = ShareManager(self)
         self.network: NetworkServer | None = None
         #: TLS contexts of the SSL listeners and for SSL connections to other brokers (:mod:`broker.tls`)
         self.tls = TlsContexts()
@@ -292,6 +301,7 @@ class Broker:
         self.log_manager.startup(keep_clean_markers=True)  # removed just before the listeners accept
         self.topics.load()
         self.dynamic_config.load()
+        self.group_configs.load()
         self.quotas.load(QuotaManager.read_all(self.metadata))  # before any listener accepts
         self.quotas.load_ips(QuotaManager.read_all_ips(self.metadata))
 

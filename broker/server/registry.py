@@ -78,6 +78,11 @@ class ApiRegistry:
             raise ValueError(f"api key {api_key}: versions {min_version}-{max_version} outside schema {schema}")
         self._handlers[api_key] = ApiHandler(api_key, low, high, handler, api_name(api_key))
 
+    def unregister(self, *api_keys: int) -> None:
+        """Stop serving (and advertising) ``api_keys`` (a feature turned off by configuration)."""
+        for api_key in api_keys:
+            self._handlers.pop(int(api_key), None)
+
     def get(self, api_key: int) -> ApiHandler | None:
         return self._handlers.get(api_key)
 

@@ -17,7 +17,9 @@ until the controller has acted and told this broker's cache:
 * a config change writes ``/config/topics/<t>`` with a
   ``/config/changes/config_change_N`` notification; every broker (this one
   too) watches ``/config/changes`` and applies the new config to the logs it
-  holds (:meth:`TopicManager.start`).
+  holds (:meth:`TopicManager.start`), and the notifications of the other
+  entities to their owners (dynamic broker configs, client quotas, group
+  configs).
 
 A wait that times out is REQUEST_TIMED_OUT; what was written stays, and the
 controller completes it when it can, as in Kafka.
@@ -454,7 +456,7 @@ class TopicManager:
             metadata = self.broker.metadata
             watch = lambda _event: loop.call_soon_threadsafe(self._config_changes)  # noqa: E731
             names = metadata.store.get_children(ConfigChangeNotificationZNode.path(), watch)
-            changed, brokers_changed, quotas, ips = [], False, [], []
+            changed, brokers_changed, quotas, ips, groups = [], False, [], [], []
             for child in names:
                 sequence = int(child[len(ConfigChangeNotificationZNode.PREFIX):])
                 if sequence <= self._last_config_change:
@@ -474,14 +476,16 @@ class TopicManager:
                         found = QuotaManager.read_ip(metadata, f"ips/{entity}")
                         if found is not None:
                             ips.append(found)
+                    elif entity_type == "groups":  # group configs (broker.server.group_configs)
+                        groups.append(self.broker.group_configs.read(entity))
                 self._last_config_change = max(self._last_config_change, sequence)
             if brokers_changed:  # dynamic broker configs (broker.server.dynamic_config)
                 self.broker.dynamic_config.load()
-            return changed, brokers_changed, quotas, ips
+            return changed, brokers_changed, quotas, ips, groups
 
         async def apply():
             try:
-                changed, brokers_changed, quotas, ips = await self.broker.run_blocking(read)
+                changed, brokers_changed, quotas, ips, groups = await self.broker.run_blocking(read)
             except Exception as exc:
                 log.warning("cannot read config change notifications (%s); again in 1 s", exc)
                 loop.call_later(1.0, self._config_changes)
@@ -492,6 +496,8 @@ class TopicManager:
                 self.broker.quotas.apply(entity, values)
             for address, value in ips:
                 self.broker.quotas.apply_ip(address, value)
+            for group_id, overrides in groups:
+                self.broker.group_configs.apply(group_id, overrides)
             for name, overrides in changed:
                 try:
                     cfg = self.broker.default_log_config.with_overrides(overrides)

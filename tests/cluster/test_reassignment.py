@@ -187,9 +187,10 @@ def test_cancel_a_throttled_move_restores_the_old_assignment(cluster_factory, tm
     assert res.returncode == 0, res.stderr
     assert "Successfully cancelled partition reassignments for: slow-0" in res.stdout
     # the original replicas, in the order they had during the move (Kafka's: targets first)
-    wait_until(lambda: topic_znode(cluster, topic) == {"version": 2, "partitions": {"0": [2, 3, 1]},
-                                                      "adding_replicas": {}, "removing_replicas": {}},
-               "the old replicas back in ZooKeeper")
+    wait_until(lambda: (z := topic_znode(cluster, topic)) == {"version": 3, "topic_id": z["topic_id"],
+                                                             "partitions": {"0": [2, 3, 1]},
+                                                             "adding_replicas": {}, "removing_replicas": {}},
+               "the old replicas back in ZooKeeper (the topic id kept)")
     meta = wait_until(lambda: (m := cluster.partition_meta(topic, 0)) and m["replica_nodes"] == [2, 3, 1] and m,
                       "metadata to show the old replicas")
     assert 4 not in meta["isr_nodes"]

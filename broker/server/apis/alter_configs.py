@@ -14,14 +14,19 @@ A BROKER (4) resource named by this broker's id (or empty, the cluster-wide
 defaults) changes dynamic broker configs the same way
 (:mod:`broker.server.dynamic_config`: a config that cannot change dynamically
 is INVALID_REQUEST, a bad value INVALID_CONFIG; another broker's id is
-INVALID_REQUEST). Other resource types get INVALID_REQUEST. A resource named twice in one request gets INVALID_REQUEST.
+INVALID_REQUEST). A GROUP (32) resource (Kafka 4.1's group configs,
+:mod:`broker.server.group_configs`) replaces the group's overrides, whether or
+not the group exists: an empty name is INVALID_REQUEST, a null value, an
+unknown name or a value out of its bounds INVALID_CONFIG. Other resource types
+get INVALID_REQUEST. A resource named twice in one request gets INVALID_REQUEST.
 Each resource succeeds or fails on its own.
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleAlterConfigsRequest``, and IncrementalAlterConfigs alike): ALTER_CONFIGS
 on the topic for a TOPIC resource, on the cluster for a BROKER (or
-BROKER_LOGGER) one; without it the resource gets TOPIC_AUTHORIZATION_FAILED
-(29) or CLUSTER_AUTHORIZATION_FAILED (31), no message, and is left unchanged.
+BROKER_LOGGER) one, on the group for a GROUP one; without it the resource gets
+TOPIC_AUTHORIZATION_FAILED (29), CLUSTER_AUTHORIZATION_FAILED (31) or
+GROUP_AUTHORIZATION_FAILED (30), no message, and is left unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from collections import Counter
 
 from broker.acl import AclOperation
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.apis.describe_configs import BROKER, TOPIC, check_broker_resource, config_authorization_error
+from broker.server.apis.describe_configs import BROKER, GROUP, TOPIC, check_broker_resource, config_authorization_error
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError, validate_topic_name
 
@@ -51,6 +56,8 @@ async def alter_resource(ctx: RequestContext, resource: dict, change, validate_o
         elif rtype == BROKER:
             check_broker_resource(ctx, name)
             await ctx.broker.dynamic_config.alter(name, change, validate_only)
+        elif rtype == GROUP:
+            await ctx.broker.group_configs.alter(name, change, validate_only)
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
     except TopicError as exc:
@@ -63,11 +70,13 @@ def resource_error(resource: dict, error_code: int, message: str) -> dict:
             "resource_name": resource["resource_name"]}
 
 
-def _replace_all(configs: list[dict]):
+def _replace_all(resource: dict):
     """The change for one resource: the given configs become the whole set of overrides."""
+    configs = resource["configs"]
+
     def change(_current: dict[str, str]) -> dict[str, str]:
         nulls = sorted(c["name"] for c in configs if c["value"] is None)
-        if nulls:
+        if nulls and resource["resource_type"] != GROUP:  # a group's are INVALID_CONFIG, as Kafka's validator
             raise TopicError(ErrorCode.INVALID_REQUEST, f"null value not supported for configs: {', '.join(nulls)}")
         return {c["name"]: c["value"] for c in configs}
     return change
@@ -92,7 +101,7 @@ async def alter_all(ctx: RequestContext, request: dict, make_change) -> dict:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    return await alter_all(ctx, request, lambda resource: _replace_all(resource["configs"]))
+    return await alter_all(ctx, request, _replace_all)
 
 
 def register(registry) -> None:

@@ -1,7 +1,7 @@
 """DescribeConfigs (key 32), versions 0-4 (Apache Kafka 2.7 serves 0-3; v4 is its flexible form).
 
-Resources: TOPIC (2) and BROKER (4). BROKER_LOGGER (8) and other types get
-INVALID_REQUEST in their result; the other resources carry on.
+Resources: TOPIC (2), BROKER (4) and GROUP (32, Kafka 4.1's group configs). BROKER_LOGGER (8) and
+other types get INVALID_REQUEST in their result; the other resources carry on.
 
 For a topic, every topic-level config is listed with its effective value, the
 overrides read from the store (as Kafka does: an alter made through another
@@ -31,14 +31,22 @@ An empty name describes
 the cluster-wide dynamic defaults that are set. Another broker id gets
 INVALID_REQUEST.
 
+For a group (:mod:`broker.server.group_configs`), whether or not it exists, every group config: its
+override, ``config_source`` GROUP_CONFIG (8), else this broker's default, DEFAULT_CONFIG (5);
+``read_only`` and ``is_sensitive`` false, ``config_type`` INT or STRING, the synonyms the entry
+itself. The overrides are this broker's copy, kept up to date by the change notifications, as a KRaft
+broker answers from its metadata image: an alter made through another broker shows a moment later. An
+empty group name is INVALID_REQUEST.
+
 ``configuration_keys`` null means all configs; otherwise only the named ones
 (unknown names are left out, as Kafka does).
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS (which ALTER_CONFIGS
 implies) on the topic for a TOPIC resource, on the cluster for a BROKER or
-BROKER_LOGGER one; without it the resource gets TOPIC_AUTHORIZATION_FAILED (29)
-or CLUSTER_AUTHORIZATION_FAILED (31) with Kafka's message and no configs.
+BROKER_LOGGER one, on the group for a GROUP one; without it the resource gets
+TOPIC_AUTHORIZATION_FAILED (29), CLUSTER_AUTHORIZATION_FAILED (31) or
+GROUP_AUTHORIZATION_FAILED (30) with Kafka's message and no configs.
 """
 
 from __future__ import annotations
@@ -54,17 +62,20 @@ from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.context import RequestContext
 from broker.server.dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, THROTTLE_RATES, TLS_STORES
+from broker.server.group_configs import GROUP_CONFIGS
 from broker.server.topics import TopicError, validate_topic_name
 
 # ResourceType
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32  # a config resource type (Kafka 4.1), not the ACL resource type GROUP (3)
 
 # ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
 
 # ConfigType (v3+)
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
@@ -215,6 +226,30 @@ def default_broker_entries(ctx: RequestContext, names: Iterable[str] | None = No
              "config_type": STRING, "documentation": None} for name in wanted]
 
 
+def group_config_entries(ctx: RequestContext, group_id: str, names: Iterable[str] | None = None,
+                         include_synonyms: bool = False, include_documentation: bool = False) -> list[dict]:
+    """Every group config (or the named ones) of ``group_id``, which need not exist: its override, else this
+    broker's default."""
+    overrides = ctx.broker.group_configs.get(group_id)
+    defaults = ctx.broker.group_configs.defaults
+    wanted = list(GROUP_CONFIGS) if names is None else [n for n in names if n in GROUP_CONFIGS]
+    entries = []
+    for name in wanted:
+        if name in overrides:
+            value, source = overrides[name], GROUP_CONFIG
+        else:
+            value, source = _text(defaults[name]), DEFAULT_CONFIG
+        key = GROUP_CONFIGS[name]
+        entries.append({
+            "name": name, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG,
+            "config_source": source, "is_sensitive": False,
+            "synonyms": [{"name": name, "value": value, "source": source}] if include_synonyms else [],
+            "config_type": CONFIG_TYPES[key.type],
+            "documentation": key.doc if include_documentation else None,
+        })
+    return entries
+
+
 def _broker_type(default) -> int:
     if isinstance(default, bool):
         return BOOLEAN
@@ -243,20 +278,25 @@ async def _topic_overrides(ctx: RequestContext, name: str, cached: dict) -> dict
 
 def config_authorization_error(ctx: RequestContext, rtype: int, name: str, operation: AclOperation) -> int:
     """NONE if the principal may do ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the configs of the
-    resource (the topic for TOPIC, the cluster for BROKER and BROKER_LOGGER; other types are left to the
-    handler), else TOPIC_ or CLUSTER_AUTHORIZATION_FAILED, as Kafka's config APIs decide."""
+    resource (the topic for TOPIC, the cluster for BROKER and BROKER_LOGGER, the group for GROUP; other types
+    are left to the handler), else TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED, as Kafka's config APIs
+    decide."""
     if rtype == TOPIC:
         allowed = ctx.authorize(operation, ResourceType.TOPIC, name)
         return ErrorCode.NONE if allowed else ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if rtype in (BROKER, BROKER_LOGGER):
         allowed = ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
         return ErrorCode.NONE if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if rtype == GROUP:
+        allowed = ctx.authorize(operation, ResourceType.GROUP, name)
+        return ErrorCode.NONE if allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED
     return ErrorCode.NONE
 
 
-#: Kafka's messages of the two authorization errors (its ``Errors`` enum).
+#: Kafka's messages of the authorization errors (its ``Errors`` enum).
 AUTHORIZATION_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-                          ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
+                          ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+                          ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed."}
 
 
 async def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> dict:
@@ -282,6 +322,10 @@ async def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documen
                 result["configs"] = broker_config_entries(ctx, keys, synonyms, documentation)
             else:
                 result["configs"] = default_broker_entries(ctx, keys)
+        elif rtype == GROUP:
+            if not name:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+            result["configs"] = group_config_entries(ctx, name, keys, synonyms, documentation)
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
     except TopicError as exc:

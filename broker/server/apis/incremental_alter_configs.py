@@ -18,14 +18,19 @@ log rejects is INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 The result is stored and applied to the logs at once, as AlterConfigs does;
 ``validate_only`` changes nothing. A BROKER resource (this broker's id, or
 empty for the cluster-wide defaults) takes SET and DELETE of the dynamic broker
-configs (:mod:`broker.server.dynamic_config`).
+configs (:mod:`broker.server.dynamic_config`). A GROUP (32) resource (Kafka
+4.1's group configs, :mod:`broker.server.group_configs`) takes SET and DELETE,
+whether or not the group exists: APPEND and SUBTRACT are INVALID_REQUEST (no
+group config is a list), an unknown name, a null value for SET or a value out of
+its bounds INVALID_CONFIG, an empty group name INVALID_REQUEST.
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleIncrementalAlterConfigsRequest``), shared with AlterConfigs
 (:func:`~broker.server.apis.alter_configs.alter_all`): ALTER_CONFIGS on the
-topic for a TOPIC resource, on the cluster for a BROKER or BROKER_LOGGER one;
-without it TOPIC_AUTHORIZATION_FAILED (29) or CLUSTER_AUTHORIZATION_FAILED (31),
-and nothing changes.
+topic for a TOPIC resource, on the cluster for a BROKER or BROKER_LOGGER one, on
+the group for a GROUP one; without it TOPIC_AUTHORIZATION_FAILED (29),
+CLUSTER_AUTHORIZATION_FAILED (31) or GROUP_AUTHORIZATION_FAILED (30), and
+nothing changes.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from collections import Counter
 from broker.log.config import TOPIC_CONFIGS
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis.alter_configs import alter_all
-from broker.server.apis.describe_configs import BROKER
+from broker.server.apis.describe_configs import BROKER, GROUP
+from broker.server.group_configs import GROUP_CONFIGS
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
 
@@ -47,7 +53,7 @@ def _items(text: str | None) -> list[str]:
     return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
-def _check(configs: list[dict], broker: bool) -> None:
+def _check(configs: list[dict], rtype: int) -> None:
     """Request-shape checks that need no topic state; raise TopicError."""
     twice = sorted(name for name, n in Counter(c["name"] for c in configs).items() if n > 1)
     if twice:
@@ -56,7 +62,16 @@ def _check(configs: list[dict], broker: bool) -> None:
         name, op = c["name"], c["config_operation"]
         if op not in _OPERATION_NAMES:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for config key {name}")
-        if broker:
+        if rtype == GROUP:
+            if name not in GROUP_CONFIGS:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+            if op in (APPEND, SUBTRACT):
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"config value {_OPERATION_NAMES[op]} is not allowed for config key: {name}")
+            if op == SET and c["value"] is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for group configs: {name}")
+            continue
+        if rtype == BROKER:
             if op in (APPEND, SUBTRACT):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"config value {_OPERATION_NAMES[op]} is not allowed for config key: {name}")
@@ -74,7 +89,7 @@ def _incremental(ctx: RequestContext, resource: dict):
     configs = resource["configs"]
 
     def change(current: dict[str, str]) -> dict[str, str]:
-        _check(configs, resource["resource_type"] == BROKER)
+        _check(configs, resource["resource_type"])
         effective = None
         for c in configs:
             name, op, value = c["name"], c["config_operation"], c["value"]

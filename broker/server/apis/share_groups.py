@@ -1,0 +1,299 @@
+"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1 and ShareAcknowledge (79) v1:
+share groups (KIP-932) as Kafka 4.2 serves them to librdkafka's and the Java client's share consumers.
+Served while ``group.share.enable`` is true (the default); the rules are in :mod:`broker.share`.
+
+Authorization (with an authorizer): the heartbeat needs READ on the group (GROUP_AUTHORIZATION_FAILED) and
+DESCRIBE on each subscribed topic (TOPIC_AUTHORIZATION_FAILED); ShareGroupDescribe DESCRIBE on the group;
+ShareFetch and ShareAcknowledge READ on the group (top-level GROUP_AUTHORIZATION_FAILED) and READ on each
+topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+
+Partition errors, as Kafka answers them: UNKNOWN_TOPIC_ID for an id no topic has, NOT_LEADER_OR_FOLLOWER
+(with the leader and its endpoint) where this broker does not lead, INVALID_REQUEST for malformed
+acknowledgement batches, INVALID_RECORD_STATE for records the member does not hold (any longer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from broker.acl import AclOperation, ResourceType
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.context import RequestContext
+from broker.share.coordinator import HeartbeatError
+from broker.share.manager import next_epoch
+
+log = logging.getLogger("broker.share")
+
+
+# -- ShareGroupHeartbeat ----------------------------------------------------------------------------
+async def heartbeat(ctx: RequestContext, request: dict) -> dict:
+    base = {"throttle_time_ms": 0, "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+            "assignment": None, "error_message": None}
+    group_id = request["group_id"]
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or ""):
+        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    names = request["subscribed_topic_names"] or []
+    if names and ctx.broker.authorizer is not None:
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) != set(names):
+            return {**base, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    if group_id:
+        error = await ctx.broker.coordinator.serving_error(group_id)
+        if error:
+            return {**base, "error_code": error}
+    try:
+        return {**base, **ctx.broker.share_coordinator.heartbeat(ctx, request)}
+    except HeartbeatError as exc:
+        return {**base, "error_code": exc.code, "error_message": exc.message}
+
+
+async def describe(ctx: RequestContext, request: dict) -> dict:
+    groups = []
+    for group_id in request["group_ids"]:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(_no_group(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        error = ctx.broker.coordinator.group_error(group_id)
+        if error:
+            groups.append(_no_group(group_id, error))
+            continue
+        groups.append(ctx.broker.share_coordinator.describe(group_id))
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _no_group(group_id: str, error: int) -> dict:
+    return {"group_id": group_id, "error_code": error, "group_state": "", "group_epoch": -1,
+            "assignment_epoch": -1, "assignor_name": "", "members": []}
+
+
+# -- ShareFetch and ShareAcknowledge ------------------------------------------------------------------
+def _merged(topics: list[dict]) -> dict[tuple[uuid.UUID, int], list[dict]]:
+    """(topic id, partition) -> acknowledgement batches; a topic or partition named twice is merged (librdkafka
+    may name a topic twice in one request)."""
+    out: dict[tuple[uuid.UUID, int], list[dict]] = {}
+    for t in topics:
+        for p in t["partitions"]:
+            out.setdefault((t["topic_id"], p["partition_index"]), []).extend(p["acknowledgement_batches"])
+    return out
+
+
+class _Answer:
+    """Per-partition results, grouped by topic in the response."""
+
+    def __init__(self) -> None:
+        self.parts: dict[tuple[uuid.UUID, int], dict] = {}
+        self.leaders: set[int] = set()
+
+    def entry(self, tip, **defaults) -> dict:
+        entry = self.parts.get(tip)
+        if entry is None:
+            entry = self.parts[tip] = {"partition_index": tip[1], "error_code": ErrorCode.NONE,
+                                       "current_leader": {"leader_id": -1, "leader_epoch": -1}, **defaults}
+        return entry
+
+    def error(self, tip, code: int, ctx: RequestContext, name: str | None, **defaults) -> dict:
+        entry = self.entry(tip, **defaults)
+        entry["error_code"] = code
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None:
+            meta = ctx.broker.metadata_cache.partition(name, tip[1])
+            if meta is not None and meta.leader >= 0:
+                entry["current_leader"] = {"leader_id": meta.leader, "leader_epoch": meta.leader_epoch}
+                self.leaders.add(meta.leader)
+        return entry
+
+    def responses(self) -> list[dict]:
+        by_topic: dict[uuid.UUID, list[dict]] = {}
+        for (topic_id, _p), entry in sorted(self.parts.items(), key=lambda i: (str(i[0][0]), i[0][1])):
+            by_topic.setdefault(topic_id, []).append(entry)
+        return [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
+
+    def node_endpoints(self, ctx: RequestContext) -> list[dict]:
+        out = []
+        for broker_id in sorted(self.leaders):
+            info = ctx.broker.metadata_cache.broker(broker_id)
+            endpoint = info.listener(ctx.listener) if info is not None else None
+            if endpoint is not None:
+                out.append({"node_id": broker_id, "host": endpoint.host, "port": endpoint.port, "rack": info.rack})
+        return out
+
+
+def _locate(ctx: RequestContext, tip, refused: set[str]) -> tuple[int, str | None, object]:
+    """(error, topic name, the replica layer's partition) of a (topic id, partition) this broker should lead."""
+    name = ctx.broker.metadata_cache.topic_name(tip[0])
+    if name is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID, None, None
+    if name in refused:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, None
+    replicas = ctx.broker.replicas
+    partition = replicas.partition(name, tip[1])
+    if partition is None:
+        return replicas.missing_error(name, tip[1]), name, None
+    error = partition.check_leader(-1)
+    return error, name, partition
+
+
+def _refused_topics(ctx: RequestContext, tips) -> set[str]:
+    if ctx.broker.authorizer is None:
+        return set()
+    names = {n for t, _p in tips if (n := ctx.broker.metadata_cache.topic_name(t)) is not None}
+    return names - ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
+
+
+async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str, acks: dict, answer: _Answer,
+                           refused: set[str], field: str, defaults: dict) -> None:
+    """Apply the acknowledgements; each partition's result goes in ``field`` of its entry once stored."""
+    manager = ctx.broker.share_manager
+    stored = []
+    for tip, batches in acks.items():
+        if not batches:
+            continue
+        error, name, partition = _locate(ctx, tip, refused)
+        if error:
+            entry = answer.error(tip, error, ctx, name, **defaults)
+            entry[field] = error
+            continue
+        held = await manager.share_partition(group_id, tip[0], name, tip[1], partition)
+        code = manager.acknowledge(held, member_id, batches)
+        answer.entry(tip, **defaults)[field] = code
+        if code == ErrorCode.NONE:
+            stored.append((tip, held))
+    for tip, held in stored:
+        if not await manager.persist(held):
+            answer.entry(tip, **defaults)[field] = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def _session_check(ctx: RequestContext, request: dict, fetch: bool):
+    """(error, session) for a request's share session epoch; opens a session for epoch 0 of a ShareFetch."""
+    manager = ctx.broker.share_manager
+    group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if epoch == 0:
+        if not fetch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
+        session = manager.open_session(group_id, member_id, ctx.connection)
+        return (ErrorCode.SHARE_SESSION_LIMIT_REACHED, None) if session is None else (ErrorCode.NONE, session)
+    return manager.session_error(group_id, member_id, epoch)
+
+
+FETCH_DEFAULTS = {"error_message": None, "acknowledge_error_code": ErrorCode.NONE,
+                  "acknowledge_error_message": None, "records": b"", "acquired_records": []}
+ACK_DEFAULTS = {"error_message": None}
+
+
+async def share_fetch(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    manager = broker.share_manager
+    group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    base = {"throttle_time_ms": 0, "error_message": None, "acquisition_lock_timeout_ms": 0, "responses": [],
+            "node_endpoints": []}
+    if not group_id or not member_id:
+        return {**base, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "a group id and a member id"}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    wanted = _merged(request["topics"])
+    acks = {tip: b for tip, b in wanted.items() if b}
+    if epoch == 0 and acks:
+        return {**base, "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "acknowledgements in a request that opens a share session"}
+    error, session = _session_check(ctx, request, fetch=True)
+    if error:
+        return {**base, "error_code": error}
+    base["acquisition_lock_timeout_ms"] = manager.lock_duration_ms(group_id)
+    answer = _Answer()
+    refused = _refused_topics(ctx, set(wanted) | session.partitions)
+    if epoch != 0:
+        session.epoch = next_epoch(session.epoch) if epoch != -1 else session.epoch
+    await _acknowledge_all(ctx, group_id, member_id, acks, answer, refused, "acknowledge_error_code", FETCH_DEFAULTS)
+    if epoch == -1:  # acknowledgements only, then the session ends
+        manager.close_session(session)
+        return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
+                "node_endpoints": answer.node_endpoints(ctx)}
+    added = set(wanted) - session.partitions
+    session.partitions |= set(wanted)
+    for t in request["forgotten_topics_data"]:
+        for p in t["partitions"]:
+            tip = (t["topic_id"], p)
+            session.partitions.discard(tip)
+            manager.release(group_id, member_id, tip)
+    for tip in added:
+        answer.entry(tip, **FETCH_DEFAULTS)  # a partition new to the session is answered, records or not
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(request["max_wait_ms"], 0) / 1000
+    while True:
+        acquired, keys = await _fetch_once(ctx, request, session, answer, refused)
+        remaining = deadline - loop.time()
+        if acquired or remaining <= 0 or not keys or any(e["error_code"] for e in answer.parts.values()):
+            break
+        if not await broker.replicas.purgatory.wait(keys, remaining):
+            await _fetch_once(ctx, request, session, answer, refused)
+            break
+    return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
+            "node_endpoints": answer.node_endpoints(ctx)}
+
+
+async def _fetch_once(ctx: RequestContext, request: dict, session, answer: _Answer, refused: set[str]):
+    """One pass over the session's partitions; (records acquired, purgatory keys to wait on)."""
+    manager = ctx.broker.share_manager
+    budget = max(request["max_records"], 1)
+    remaining_bytes = request["max_bytes"]
+    acquired_total = 0
+    keys = []
+    # start where the previous request of the session stopped, so no partition starves
+    tips = sorted(session.partitions, key=lambda tip: (str(tip[0]), tip[1]))
+    if tips:
+        shift = session.epoch % len(tips)
+        tips = tips[shift:] + tips[:shift]
+    for tip in tips:
+        error, name, partition = _locate(ctx, tip, refused)
+        if error:
+            answer.error(tip, error, ctx, name, **FETCH_DEFAULTS)
+            continue
+        keys.append((name, tip[1]))
+        if acquired_total >= budget or (remaining_bytes <= 0 and acquired_total):
+            continue
+        held = await manager.share_partition(session.group_id, tip[0], name, tip[1], partition)
+        try:
+            runs, data, count = await manager.acquire(held, partition, session.member_id, budget - acquired_total,
+                                                      remaining_bytes, min_one=acquired_total == 0)
+        except OSError as exc:
+            ctx.broker.log_manager.report_io_error(partition.log_dir, f"reading {name}-{tip[1]}", exc)
+            answer.error(tip, ErrorCode.KAFKA_STORAGE_ERROR, ctx, name, **FETCH_DEFAULTS)
+            continue
+        if count:
+            entry = answer.entry(tip, **FETCH_DEFAULTS)
+            entry["records"] = data
+            entry["acquired_records"] = runs
+            acquired_total += count
+            remaining_bytes -= len(data)
+    return acquired_total, keys
+
+
+async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
+    manager = ctx.broker.share_manager
+    group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    base = {"throttle_time_ms": 0, "error_message": None, "acquisition_lock_timeout_ms": 0, "responses": [],
+            "node_endpoints": []}
+    if not group_id or not member_id:
+        return {**base, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "a group id and a member id"}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    error, session = _session_check(ctx, request, fetch=False)
+    if error:
+        return {**base, "error_code": error}
+    if epoch != -1:
+        session.epoch = next_epoch(session.epoch)
+    acks = _merged(request["topics"])
+    answer = _Answer()
+    await _acknowledge_all(ctx, group_id, member_id, acks, answer, _refused_topics(ctx, acks), "error_code",
+                           ACK_DEFAULTS)
+    if epoch == -1:
+        manager.close_session(session)
+    return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
+            "node_endpoints": answer.node_endpoints(ctx)}
+
+
+def register(registry) -> None:
+    registry.register(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, heartbeat)
+    registry.register(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, describe)
+    registry.register(ApiKey.SHARE_FETCH, 1, 1, share_fetch)
+    registry.register(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge)

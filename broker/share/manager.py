@@ -1,0 +1,351 @@
+"""Share fetches and acknowledgements on a partition leader (KIP-932): share sessions, share-partitions, their
+locks and their persisted state. Kafka 4.2's ``SharePartitionManager`` and ``ShareSessionCache``.
+
+**Share sessions.** One per (group, member) on each broker, as librdkafka and the Java client keep them::
+
+    ShareFetch epoch 0       a new session with the partitions named (a session of the same member ends first,
+                             its records released); acknowledgements here are INVALID_REQUEST
+    ShareFetch epoch N > 0   N must be the session's epoch (else INVALID_SHARE_SESSION_EPOCH; no session:
+                             SHARE_SESSION_NOT_FOUND); the partitions named join it, ForgottenTopicsData leave it
+                             (their records released); the epoch becomes N + 1 (INT32_MAX wraps to 1)
+    ShareFetch epoch -1      acknowledgements applied, nothing fetched, the session ends
+    ShareAcknowledge         the same rules (epoch 0: INVALID_SHARE_SESSION_EPOCH)
+
+A session ends, its member's records released for redelivery, when it is closed (epoch -1), replaced, or when
+the connection that opened it closes. At most ``group.share.max.share.sessions`` sessions are kept
+(SHARE_SESSION_LIMIT_REACHED beyond).
+
+**Share-partitions** (:class:`~broker.share.partition.SharePartition`) are made on the leader at the first
+fetch of a group: their state is read from the metadata store, or starts at the group's
+``share.auto.offset.reset`` (``latest``: the high watermark, the default; ``earliest``: the log start;
+``by_duration:PnDTnHnMnS``: the first offset of a record no older than that). A share-partition made in
+another leader epoch is made again from the store (the leadership moved and came back).
+
+**Persistence.** After every change (acquisition aside) the state is written to the metadata store at
+``/share_group_state/<group, URL-encoded>/<topic id>-<partition>`` as JSON, version 1::
+
+    {"version":1,"start_offset":42,"state_batches":[[42,45,2,1],[46,46,0,2]]}
+
+(runs of [first offset, last offset, state, delivery count]). An acknowledgement is answered only once the
+state that includes it is stored; writes of one share-partition are coalesced (one at a time, each carrying
+every change made before it started). A new leader reads the state: acknowledged records are never delivered
+again, records in flight are delivered again.
+
+**Fetching.** The records of every partition of the session are acquired in turn (``max_records`` is a budget
+for the whole request, ``max_bytes`` too, at least one batch answered), from the leader's log up to the high
+watermark (``share.isolation.level=read_committed``: the last stable offset). With nothing acquired the request
+waits up to ``max_wait_ms`` for an append, a release or a lock expiry on its partitions.
+
+Loop-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.log import OffsetOutOfRange
+from broker.protocol import ErrorCode
+from broker.server.group_configs import auto_offset_reset_duration_ms
+from broker.records.view import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batch_views
+from broker.share.partition import AckError, LogBatch, SharePartition, check_batches
+from broker.topic_ids import format_topic_id
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger("broker.share")
+
+INT32_MAX = 2**31 - 1
+STATE_ROOT = "/share_group_state"
+
+TopicIdPartition = tuple[uuid.UUID, int]
+
+
+def state_path(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
+    group = urllib.parse.quote(group_id, safe="-_.").replace("~", "%7E")
+    return f"{STATE_ROOT}/{group}/{format_topic_id(topic_id)}-{partition}"
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= INT32_MAX else epoch + 1
+
+
+@dataclass(eq=False)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int
+    partitions: set[TopicIdPartition] = field(default_factory=set)
+    connection: object = None
+
+
+@dataclass(eq=False)
+class _Held:
+    """A share-partition with the bookkeeping of its persistence."""
+
+    sp: SharePartition
+    topic_id: uuid.UUID
+    leader_epoch: int
+    stored_version: int = 0
+    writing: asyncio.Task | None = None
+
+
+class ShareManager:
+    """See the module docstring."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._held: dict[tuple[str, str, int], _Held] = {}
+        self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
+        self._ids = itertools.count(1)
+
+    # -- group settings (group configs over the broker's) -------------------------------------------
+    def _group_value(self, group_id: str, name: str, broker_property: str):
+        configs = getattr(self.broker, "group_configs", None)
+        if configs is not None:
+            try:
+                return configs.value(group_id, name)
+            except KeyError:
+                pass
+        if broker_property is None:
+            return {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}[name]
+        return self.broker.config[broker_property]
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(self._group_value(group_id, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms"))
+
+    def delivery_limit(self, group_id: str) -> int:
+        return int(self._group_value(group_id, "share.delivery.count.limit", "group.share.delivery.count.limit"))
+
+    def max_in_flight(self, group_id: str) -> int:
+        return int(self._group_value(group_id, "share.partition.max.record.locks",
+                                     "group.share.partition.max.record.locks"))
+
+    def read_committed(self, group_id: str) -> bool:
+        return self._group_value(group_id, "share.isolation.level", None) == "read_committed"
+
+    # -- sessions --------------------------------------------------------------------------------
+    def open_session(self, group_id: str, member_id: str, connection) -> ShareSession | None:
+        """A new session (epoch 0): the member's old one ends. None when the cache is full."""
+        key = (group_id, member_id)
+        old = self.sessions.pop(key, None)
+        if old is not None:
+            self._release_session(old)
+        if len(self.sessions) >= self.broker.config["group.share.max.share.sessions"]:
+            return None
+        session = self.sessions[key] = ShareSession(group_id, member_id, 1, connection=connection)
+        closed = getattr(connection, "closed", None)
+        if isinstance(closed, asyncio.Future):
+            closed.add_done_callback(lambda _f, s=session: self.close_session(s))
+        return session
+
+    def session_error(self, group_id: str, member_id: str, epoch: int) -> tuple[int, ShareSession | None]:
+        session = self.sessions.get((group_id, member_id))
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND, None
+        if epoch != -1 and epoch != session.epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
+        return ErrorCode.NONE, session
+
+    def close_session(self, session: ShareSession) -> None:
+        """The session ends (closed, replaced, or its connection closed): its member's records go back."""
+        if self.sessions.get((session.group_id, session.member_id)) is session:
+            del self.sessions[(session.group_id, session.member_id)]
+            self._release_session(session)
+
+    def _release_session(self, session: ShareSession) -> None:
+        for tip in list(session.partitions):
+            self.release(session.group_id, session.member_id, tip)
+
+    def release(self, group_id: str, member_id: str, tip: TopicIdPartition) -> None:
+        name = self.broker.metadata_cache.topic_name(tip[0])
+        held = self._held.get((group_id, name, tip[1])) if name is not None else None
+        if held is not None and held.sp.release_member(member_id, self.delivery_limit(group_id)):
+            self._changed(held)
+
+    # -- share-partitions ------------------------------------------------------------------------
+    async def share_partition(self, group_id: str, topic_id: uuid.UUID, name: str, index: int,
+                              partition) -> _Held:
+        """The group's share-partition of ``name``-``index`` (this broker leads it), made or loaded if need be."""
+        key = (group_id, name, index)
+        held = self._held.get(key)
+        if held is not None and held.leader_epoch == partition.leader_epoch and held.topic_id == topic_id:
+            return held
+        loading = self._loading.get(key)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        future = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            held = await self._load(group_id, topic_id, name, index, partition)
+            self._held[key] = held
+            future.set_result(held)
+            return held
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: the waiters see it raised
+            raise
+        finally:
+            del self._loading[key]
+
+    async def _load(self, group_id: str, topic_id: uuid.UUID, name: str, index: int, partition) -> _Held:
+        path = state_path(group_id, topic_id, index)
+        found = await self.broker.run_blocking(self.broker.metadata.store.get_or_none, path)
+        if found is not None:
+            sp = SharePartition(group_id, name, index, 0)
+            sp.restore(json.loads(found[0]))
+            held = _Held(sp, topic_id, partition.leader_epoch)
+            log.info("share group %s: %s-%d resumed at offset %d", group_id, name, index, sp.start_offset)
+        else:
+            start = self._initial_offset(group_id, partition)
+            held = _Held(SharePartition(group_id, name, index, start), topic_id, partition.leader_epoch)
+            held.sp.version = 1
+            log.info("share group %s: %s-%d starts at offset %d", group_id, name, index, start)
+        held.sp.move_start(partition.log_start_offset)
+        return held
+
+    def _initial_offset(self, group_id: str, partition) -> int:
+        reset = str(self._group_value(group_id, "share.auto.offset.reset", None))
+        if reset == "earliest":
+            return partition.log_start_offset
+        duration_ms = auto_offset_reset_duration_ms(reset)
+        if duration_ms is not None:
+            since = int(time.time() * 1000) - duration_ms
+            found = partition.offset_for_timestamp(since)
+            return found[0] if found is not None else partition.high_watermark
+        return partition.high_watermark
+
+    def _changed(self, held: _Held) -> None:
+        """Persist in the background (lock expiries, releases); wake fetches waiting on the partition."""
+        self.broker.replicas.purgatory.notify((held.sp.topic, held.sp.partition))
+        if held.writing is None and held.stored_version < held.sp.version:
+            held.writing = asyncio.get_running_loop().create_task(self._write(held))
+
+    async def persist(self, held: _Held) -> bool:
+        """Wait until the state as it is now is stored; False when the store refused it."""
+        target = held.sp.version
+        while held.stored_version < target:
+            if held.writing is None:
+                held.writing = asyncio.get_running_loop().create_task(self._write(held))
+            if not await asyncio.shield(held.writing):
+                return False
+        return True
+
+    async def _write(self, held: _Held) -> bool:
+        version = held.sp.version
+        data = json.dumps({"version": 1, **held.sp.snapshot()}, separators=(",", ":")).encode()
+        path = state_path(held.sp.group_id, held.topic_id, held.sp.partition)
+        try:
+            await self.broker.run_blocking(self._store_write, path, data)
+            held.stored_version = max(held.stored_version, version)
+            return True
+        except Exception as exc:  # the store is unreachable: the state stays in memory, written at the next change
+            log.warning("share group %s: state of %s-%d not stored: %s", held.sp.group_id, held.sp.topic,
+                        held.sp.partition, exc)
+            return False
+        finally:
+            held.writing = None
+            if held.stored_version < held.sp.version:
+                self._changed(held)
+
+    def _store_write(self, path: str, data: bytes) -> None:
+        store = self.broker.metadata.store
+        if store.exists(path) is None:
+            try:
+                store.create(path, data, make_parents=True)
+                return
+            except Exception:
+                if store.exists(path) is None:
+                    raise
+        store.set(path, data)
+
+    # -- acquiring -------------------------------------------------------------------------------
+    async def acquire(self, held: _Held, partition, member_id: str, max_records: int, max_bytes: int,
+                      min_one: bool) -> tuple[list, bytes, int]:
+        """Acquire from the log for ``member_id``: (AcquiredRecords, the batches' bytes, records acquired)."""
+        sp = held.sp
+        group_id = sp.group_id
+        if partition.log_start_offset > sp.start_offset:
+            sp.move_start(partition.log_start_offset)
+        start = sp.first_to_read()
+        read_committed = self.read_committed(group_id)
+        try:
+            piece = partition.read(start, max(max_bytes, 0), min_one_batch=min_one, read_committed=read_committed)
+        except OffsetOutOfRange:
+            sp.move_start(partition.log_start_offset)
+            return [], b"", 0
+        if piece.length == 0:
+            return [], b"", 0
+        data = await self.broker.run_blocking(piece.read_bytes)
+        aborted = ([(a.producer_id, a.first_offset) for a in partition.aborted_transactions(start, partition.high_watermark)]
+                   if read_committed else [])
+        batches = list(_log_batches(data, aborted))
+        duration_ms = self.lock_duration_ms(group_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + duration_ms / 1000
+        runs, offsets, span = sp.acquire(member_id, batches, max_records, self.max_in_flight(group_id), deadline)
+        if offsets:
+            loop.call_later(duration_ms / 1000, self._expire, held, member_id, offsets)
+        if held.stored_version < sp.version and not offsets:
+            self._changed(held)  # control batches archived: worth storing
+        if span is None:
+            return [], b"", 0
+        return [{"first_offset": a, "last_offset": b, "delivery_count": c} for a, b, c in runs], \
+            data[span[0]:span[1]], len(offsets)
+
+    def _expire(self, held: _Held, member_id: str, offsets: list[int]) -> None:
+        loop = asyncio.get_running_loop()
+        if held.sp.expire(member_id, offsets, loop.time() + 0.001, self.delivery_limit(held.sp.group_id)):
+            self._changed(held)
+
+    def acknowledge(self, held: _Held, member_id: str, batches: list[dict]) -> int:
+        """Apply one partition's acknowledgements (the caller persists); the partition's error code."""
+        reason = check_batches(batches)
+        if reason is not None:
+            return ErrorCode.INVALID_REQUEST
+        try:
+            held.sp.acknowledge(member_id, batches, self.delivery_limit(held.sp.group_id))
+        except AckError as exc:
+            log.debug("share group %s: acknowledgement of %s-%d refused: %s", held.sp.group_id, held.sp.topic,
+                      held.sp.partition, exc)
+            return exc.code
+        return ErrorCode.NONE
+
+    def forget_group(self, group_id: str) -> None:
+        """The group is gone from this broker's sessions: nothing to keep in memory."""
+        if any(g == group_id for g, _m in self.sessions):
+            return
+        for key in [k for k in self._held if k[0] == group_id]:
+            if self._held[key].writing is None and self._held[key].stored_version >= self._held[key].sp.version:
+                del self._held[key]
+
+
+def _log_batches(data: bytes, aborted: list[tuple[int, int]]):
+    """The batches of ``data`` as :class:`LogBatch`. With ``aborted`` ((producer id, first offset) of the aborted
+    transactions in range, read_committed) the batches of those transactions are marked to skip, by the
+    consumer's rule: a producer's batches are aborted from its transaction's first offset to its marker."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
+    for view in iter_batch_views(data):
+        base = view.base_offset
+        last = base + view.last_offset_delta
+        attributes = view.attributes
+        control = bool(attributes & CONTROL_MASK)
+        while pending and pending[0][1] <= last:
+            active.add(pending.pop(0)[0])
+        skip = control
+        if attributes & TRANSACTIONAL_MASK and view.producer_id in active:
+            if control:
+                active.discard(view.producer_id)  # the transaction's marker ends it
+            else:
+                skip = True
+        yield LogBatch(base, last, skip, view.pos, view.size)
