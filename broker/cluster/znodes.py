@@ -57,7 +57,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.config import Endpoint
-from broker.topic_ids import format_topic_id, new_topic_id, parse_topic_id  # noqa: F401 (re-exported)
+from broker.topic_ids import format_topic_id, parse_topic_id
 
 
 #: Made (empty) at every start when missing, as Kafka's ``ZkData.PersistentZkPaths``.

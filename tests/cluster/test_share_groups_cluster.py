@@ -1,0 +1,68 @@
+"""Share groups (KIP-932) on a ZooKeeper cluster: members on the coordinator, records on each partition's leader,
+and what the group has acknowledged surviving a SIGKILL of the leader (the state is in ZooKeeper).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from .conftest import WAIT_S
+
+
+def poll_until(consumer, count: int, limit: float = WAIT_S, ack=None) -> set:
+    """Poll until ``count`` distinct (partition, offset) arrived; ``ack(msg)`` names each one's acknowledgement."""
+    got = set()
+    deadline = time.monotonic() + limit
+    while len(got) < count and time.monotonic() < deadline:
+        for msg in consumer.poll(timeout=0.2):
+            if msg.error() is None:
+                got.add((msg.partition(), msg.offset()))
+                if ack is not None:
+                    consumer.acknowledge(msg, ack(msg))
+    return got
+
+
+def test_acknowledged_records_stay_acknowledged_across_a_leader_failover(cluster_factory):
+    # the released records come back while the test polls for the rest: a high delivery limit keeps them
+    cluster = cluster_factory(3, props={"group.share.record.lock.duration.ms": 15000,
+                                        "group.share.delivery.count.limit": 10})
+    cluster.create_topic("jobs", partitions=2, replication_factor=3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, "workers", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(WAIT_S)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("jobs", b"job-%d" % i, partition=i % 2)
+    assert producer.flush(WAIT_S) == 0
+
+    conf = {"bootstrap.servers": cluster.bootstrap, "group.id": "workers", "share.acknowledgement.mode": "explicit"}
+    first = ShareConsumer(conf)
+    first.subscribe(["jobs"])
+    # 30 records of each partition accepted; the other 20 released (delivered again, released again)
+    got = poll_until(first, 100, ack=lambda m: AcknowledgeType.ACCEPT if m.offset() < 30 else AcknowledgeType.RELEASE)
+    assert got == {(p, o) for p in (0, 1) for o in range(50)}
+    assert all(err is None for err in first.commit_sync().values())
+    stored = json.loads(cluster.zk.get(f"/share_group_state/workers/{_topic_id(cluster)}-0")[0])
+    assert stored["start_offset"] == 30
+
+    leader = cluster.leader("jobs", 0)
+    cluster.kill(leader)  # the leader of partition 0 dies; the new one reads the state from ZooKeeper
+    cluster.wait_for_leader("jobs", 0, not_in=(leader,))
+    first.close()
+    second = ShareConsumer({**conf, "share.acknowledgement.mode": "implicit"})
+    second.subscribe(["jobs"])
+    try:
+        rest = poll_until(second, 40)
+        assert rest == {(p, o) for p in (0, 1) for o in range(30, 50)}  # never an acknowledged one
+    finally:
+        second.close()
+
+
+def _topic_id(cluster) -> str:
+    return json.loads(cluster.zk.get("/brokers/topics/jobs")[0])["topic_id"]
