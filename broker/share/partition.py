@@ -150,29 +150,22 @@ class SharePartition:
 
     def expire(self, member: str, offsets: Iterable[int], now: float, limit: int) -> int:
         """Locks of ``member`` on ``offsets`` that have expired by ``now`` end; returns how many."""
-        count = 0
-        for offset in offsets:
-            record = self.records.get(offset)
-            if record is not None and record.state == ACQUIRED and record.member == member and record.deadline <= now:
-                self._release(record, limit)
-                count += 1
-        if count:
-            self._advance()
-            self.version += 1
-        return count
+        records = (self.records.get(offset) for offset in offsets)
+        return self._release_all([r for r in records if r is not None and r.deadline <= now], member, limit)
 
     def release_member(self, member: str, limit: int) -> int:
         """Every record ``member`` holds becomes available again (its session ended); returns how many.
         As in Kafka 4.2, the delivery counts: a record at the limit is archived."""
-        count = 0
-        for record in self.records.values():
-            if record.state == ACQUIRED and record.member == member:
-                self._release(record, limit)
-                count += 1
-        if count:
+        return self._release_all(list(self.records.values()), member, limit)
+
+    def _release_all(self, records: list[InFlight], member: str, limit: int) -> int:
+        held = [r for r in records if r.state == ACQUIRED and r.member == member]
+        for record in held:
+            self._release(record, limit)
+        if held:
             self._advance()
             self.version += 1
-        return count
+        return len(held)
 
     def acknowledge(self, member: str, batches: list[dict], limit: int) -> None:
         """Apply one partition's acknowledgement batches (validated by the caller); raises AckError."""

@@ -180,16 +180,29 @@ FETCH_DEFAULTS = {"error_message": None, "acknowledge_error_code": ErrorCode.NON
 ACK_DEFAULTS = {"error_message": None}
 
 
+def _refusal(ctx: RequestContext, request: dict, base: dict) -> dict | None:
+    """The answer to a ShareFetch or ShareAcknowledge without its group and member, or not allowed to READ the
+    group; None when it may go on."""
+    if not request["group_id"] or not request["member_id"]:
+        return {**base, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "a group id and a member id"}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    return None
+
+
+def _base() -> dict:
+    return {"throttle_time_ms": 0, "error_message": None, "acquisition_lock_timeout_ms": 0, "responses": [],
+            "node_endpoints": []}
+
+
 async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     manager = broker.share_manager
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    base = {"throttle_time_ms": 0, "error_message": None, "acquisition_lock_timeout_ms": 0, "responses": [],
-            "node_endpoints": []}
-    if not group_id or not member_id:
-        return {**base, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "a group id and a member id"}
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
-        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    base = _base()
+    denied = _refusal(ctx, request, base)
+    if denied is not None:
+        return denied
     wanted = _merged(request["topics"])
     acks = {tip: b for tip, b in wanted.items() if b}
     if epoch == 0 and acks:
@@ -271,12 +284,10 @@ async def _fetch_once(ctx: RequestContext, request: dict, session, answer: _Answ
 async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     manager = ctx.broker.share_manager
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    base = {"throttle_time_ms": 0, "error_message": None, "acquisition_lock_timeout_ms": 0, "responses": [],
-            "node_endpoints": []}
-    if not group_id or not member_id:
-        return {**base, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "a group id and a member id"}
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
-        return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    base = _base()
+    denied = _refusal(ctx, request, base)
+    if denied is not None:
+        return denied
     error, session = _session_check(ctx, request, fetch=False)
     if error:
         return {**base, "error_code": error}
