@@ -161,6 +161,7 @@ class ShareManager:
         if self.sessions.get((session.group_id, session.member_id)) is session:
             del self.sessions[(session.group_id, session.member_id)]
             self._release_session(session)
+            self.forget_group(session.group_id)
 
     def _release_session(self, session: ShareSession) -> None:
         for tip in list(session.partitions):
@@ -224,8 +225,14 @@ class ShareManager:
             return found[0] if found is not None else partition.high_watermark
         return partition.high_watermark
 
+    def _current(self, held: _Held) -> bool:
+        """Whether ``held`` is the share-partition in use (not one replaced after a leader change, or dropped)."""
+        return self._held.get((held.sp.group_id, held.sp.topic, held.sp.partition)) is held
+
     def _changed(self, held: _Held) -> None:
         """Persist in the background (lock expiries, releases); wake fetches waiting on the partition."""
+        if not self._current(held):
+            return  # a replaced one never writes over the state its successor keeps
         self.broker.replicas.purgatory.notify((held.sp.topic, held.sp.partition))
         if held.writing is None and held.stored_version < held.sp.version:
             held.writing = asyncio.get_running_loop().create_task(self._write(held))
@@ -241,6 +248,9 @@ class ShareManager:
         return True
 
     async def _write(self, held: _Held) -> bool:
+        if not self._current(held):
+            held.writing = None
+            return False
         version = held.sp.version
         data = json.dumps({"version": 1, **held.sp.snapshot()}, separators=(",", ":")).encode()
         path = state_path(held.sp.group_id, held.topic_id, held.sp.partition)
@@ -321,7 +331,8 @@ class ShareManager:
         return ErrorCode.NONE
 
     def forget_group(self, group_id: str) -> None:
-        """The group is gone from this broker's sessions: nothing to keep in memory."""
+        """No session of the group is left on this broker: its share-partitions whose state is stored leave
+        memory (Kafka's ``onGroupEmpty``); the next fetch reads them again."""
         if any(g == group_id for g, _m in self.sessions):
             return
         for key in [k for k in self._held if k[0] == group_id]:
