@@ -45,6 +45,14 @@ kafkapy_log_start_offset                               gauge      topic, partiti
 kafkapy_groups                                         gauge      state  (on scrape)
 kafkapy_offsets_cached                                 gauge      -      (on scrape)
 kafkapy_group_rebalances_total                         counter    -      (rebalances completed)
+kafkapy_share_groups                                   gauge      state  (share groups this broker coordinates;
+                                                                  on scrape)
+kafkapy_share_group_members                            gauge      -      (their members; on scrape)
+kafkapy_share_sessions                                 gauge      -      (share sessions open here; on scrape)
+kafkapy_share_partitions                               gauge      -      (share-partitions held here; on scrape)
+kafkapy_share_records                                  gauge      state  (records of those between the start
+                                                                  offset and the next: acquired, available,
+                                                                  acknowledged, archived; on scrape)
 kafkapy_offset_commits_total                           counter    -      (partition offsets stored)
 kafkapy_coordinator_load_duration_seconds              histogram  -      (per __consumer_offsets partition)
 kafkapy_log_appender_queued                            gauge      log_dir (appends waiting; on scrape)
@@ -356,6 +364,36 @@ class _GroupCollector(Collector):
             groups.add_metric([state], by_state.get(state, 0))
         offsets.add_metric([], cached)
         yield from (groups, offsets)
+
+
+class _ShareCollector(Collector):
+    """Share group gauges from ``snapshot()`` -> (groups by state, members, sessions, share-partitions, records
+    by state) at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], tuple]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self):
+        groups = GaugeMetricFamily(PREFIX + "share_groups", "Share groups this broker coordinates, by state.",
+                                   labels=["state"])
+        members = GaugeMetricFamily(PREFIX + "share_group_members", "Members of the share groups coordinated here.")
+        sessions = GaugeMetricFamily(PREFIX + "share_sessions", "Share sessions open on this broker.")
+        partitions = GaugeMetricFamily(PREFIX + "share_partitions", "Share-partitions this broker holds as leader.")
+        records = GaugeMetricFamily(PREFIX + "share_records", "Records of those share-partitions, by state.",
+                                    labels=["state"])
+        try:
+            by_state, member_count, session_count, partition_count, record_states = self._snapshot()
+        except Exception:  # a scrape must never take anything down
+            log.exception("collecting share group metrics failed")
+            by_state, member_count, session_count, partition_count, record_states = {}, 0, 0, 0, {}
+        for state in ("Empty", "Stable"):
+            groups.add_metric([state], by_state.get(state, 0))
+        members.add_metric([], member_count)
+        sessions.add_metric([], session_count)
+        partitions.add_metric([], partition_count)
+        for state in ("acquired", "available", "acknowledged", "archived"):
+            records.add_metric([state], record_states.get(state, 0))
+        yield from (groups, members, sessions, partitions, records)
 
 
 class Health(NamedTuple):
@@ -739,6 +777,10 @@ class BrokerMetrics:
     def watch_groups(self, snapshot: Callable[[], tuple[dict[str, int], int]]) -> None:
         """Report group gauges from ``snapshot()`` -> ({state name: groups}, offsets cached)."""
         self.registry.register(_GroupCollector(snapshot))
+
+    def watch_share_groups(self, snapshot: Callable[[], tuple]) -> None:
+        """Report the share group gauges from ``snapshot()`` (see :class:`_ShareCollector`)."""
+        self.registry.register(_ShareCollector(snapshot))
 
     def watch_health(self, snapshot: Callable[[], Health]) -> None:
         """Report the health gauges (both naming schemes) from ``snapshot()`` at scrape time."""

@@ -65,7 +65,7 @@ from broker.cluster import BrokerRegistration, BrokerSession, ClusterMetadata, s
 from broker.cluster.controller import Controller
 from broker.config import BrokerConfig, Endpoint
 from broker.coordinator import GroupCoordinator, ReplicaStore
-from broker.share import SHARE_GROUP_APIS, ShareCoordinator, ShareManager
+from broker.share import SHARE_GROUP_APIS, ShareCoordinator, ShareManager, share_metrics_snapshot
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_usable_log_dirs
 from broker.metrics import BrokerMetrics
 from broker.replica import FetcherSettings, ReplicaManager
@@ -139,6 +139,7 @@ class Broker:
         #: Share groups (KIP-932): membership where this broker coordinates, records where it leads
         self.share_coordinator = ShareCoordinator(self)
         self.share_manager = ShareManager(self)
+        self.metrics.watch_share_groups(lambda: share_metrics_snapshot(self.share_coordinator, self.share_manager))
         self.network: NetworkServer | None = None
         #: TLS contexts of the SSL listeners and for SSL connections to other brokers (:mod:`broker.tls`)
         self.tls = TlsContexts()

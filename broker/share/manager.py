@@ -108,6 +108,10 @@ class ShareManager:
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
         self._ids = itertools.count(1)
 
+    def held(self) -> list:
+        """The share-partitions held in memory (for the metrics)."""
+        return list(self._held.values())
+
     # -- group settings (group configs over the broker's) -------------------------------------------
     def _group_value(self, group_id: str, name: str, broker_property: str):
         configs = getattr(self.broker, "group_configs", None)

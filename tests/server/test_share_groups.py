@@ -13,6 +13,7 @@ import pytest
 
 from broker.protocol import ApiKey, ErrorCode
 
+from .test_metrics import scrape
 from .wire import Wire
 
 ck = pytest.importorskip("confluent_kafka")
@@ -253,6 +254,11 @@ def test_the_protocol_rules_on_the_wire(share_broker):
                                                      "topics": acks})["error_code"] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
         left = heartbeat(w, group, "m1", -1)
         assert (left["error_code"], left["member_epoch"]) == (0, -1)
+        metrics = scrape(share_broker)
+        assert metrics[("kafkapy_share_groups", (("state", "Stable"),))] == 1
+        assert metrics[("kafkapy_share_group_members", ())] == 1
+        assert metrics[("kafkapy_share_sessions", ())] == 2  # m1's and m2's, on this connection
+        assert metrics[("kafkapy_share_records", (("state", "acquired"),))] == 3  # held by m1
 
         described = w.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})
         [g] = described["groups"]
