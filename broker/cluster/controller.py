@@ -579,9 +579,11 @@ class Controller(LeaderMoves):
             log.warning("controller: a replica of %s did not stop; deletion retried when brokers change", topic)
             return
 
+        topic_id = ctx.topic_ids.get(topic)
+
         def delete():
             self.metadata.controller_multi([], ctx.epoch_zk_version)
-            self.metadata.complete_topic_deletion(topic)
+            self.metadata.complete_topic_deletion(topic, topic_id)
         await self._blocking(delete)
         self._send_update_metadata(set(ctx.live_brokers), [(topic, p) for p in sorted(ctx.assignments[topic])],
                                    deleting=True)

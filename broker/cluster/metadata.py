@@ -62,7 +62,10 @@ from broker.cluster.znodes import (
     TopicZNode,
     new_cluster_id,
 )
-from broker.topic_ids import new_topic_id
+from broker.topic_ids import format_topic_id, new_topic_id
+
+#: Where share groups keep what they consumed (:mod:`broker.share.manager`)
+SHARE_GROUP_STATE_ROOT = "/share_group_state"
 
 #: How long a config change notification is kept (Kafka's ``changeExpirationMs``).
 NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
@@ -561,9 +564,29 @@ class ClusterMetadata:
     def pending_deletions(self) -> list[str]:
         return self.store.get_children("/admin/delete_topics")
 
-    def complete_topic_deletion(self, topic: str) -> None:
+    def complete_topic_deletion(self, topic: str, topic_id: uuid.UUID | None = None) -> None:
+        """Remove the topic's nodes and its deletion mark; with its id, also what share groups kept of it
+        (``/share_group_state/<group>/<topic id>-<partition>``, :mod:`broker.share.manager`)."""
         for path in (TopicZNode.path(topic), TopicConfigZNode.path(topic), DeleteTopicZNode.path(topic)):
             try:
                 self.store.delete(path, recursive=True)
             except NoNodeError:
                 pass
+        if topic_id is None:
+            return
+        prefix = format_topic_id(topic_id) + "-"
+        try:
+            groups = self.store.get_children(SHARE_GROUP_STATE_ROOT)
+        except NoNodeError:
+            return
+        for group in groups:
+            try:
+                children = self.store.get_children(f"{SHARE_GROUP_STATE_ROOT}/{group}")
+            except NoNodeError:
+                continue
+            for child in children:
+                if child.startswith(prefix):
+                    try:
+                        self.store.delete(f"{SHARE_GROUP_STATE_ROOT}/{group}/{child}")
+                    except NoNodeError:
+                        pass

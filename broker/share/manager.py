@@ -51,6 +51,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.cluster.metadata import SHARE_GROUP_STATE_ROOT
 from broker.log import OffsetOutOfRange
 from broker.protocol import ErrorCode
 from broker.server.group_configs import auto_offset_reset_duration_ms
@@ -64,14 +65,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.share")
 
 INT32_MAX = 2**31 - 1
-STATE_ROOT = "/share_group_state"
 
 TopicIdPartition = tuple[uuid.UUID, int]
 
 
 def state_path(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
     group = urllib.parse.quote(group_id, safe="-_.").replace("~", "%7E")
-    return f"{STATE_ROOT}/{group}/{format_topic_id(topic_id)}-{partition}"
+    return f"{SHARE_GROUP_STATE_ROOT}/{group}/{format_topic_id(topic_id)}-{partition}"
 
 
 def next_epoch(epoch: int) -> int:

@@ -6,6 +6,7 @@ records held at close going to another member, and Kafka's session and membershi
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -279,3 +280,29 @@ def test_share_groups_can_be_turned_off(broker_factory):
     with Wire(broker.bootstrap) as w:
         keys = {e["api_key"] for e in w.call(ApiKey.API_VERSIONS, 0, {})["api_keys"]}
     assert not keys & {76, 77, 78, 79}
+
+
+def test_deleting_a_topic_removes_what_share_groups_kept_of_it(share_broker):
+    bootstrap = share_broker.bootstrap
+    topic, group = make_topic(bootstrap), "cleanup"
+    earliest(bootstrap, group)
+    produce(bootstrap, topic, 3)
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        poll_until([consumer], 3)
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+
+    def state_nodes() -> list[str]:
+        nodes = json.loads((share_broker.data_dir / "metadata-store.json").read_text())["nodes"]
+        return [path for path in nodes if path.startswith(f"/share_group_state/{group}/")]
+    [node] = state_nodes()
+    assert json.loads(json.loads((share_broker.data_dir / "metadata-store.json").read_text())["nodes"][node]["data"]) \
+        == {"version": 1, "start_offset": 3, "state_batches": []}
+    admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(LIMIT_S)
+    deadline = time.monotonic() + LIMIT_S
+    while state_nodes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert state_nodes() == []
