@@ -301,6 +301,7 @@ API_CHECKS: dict[str, str] = {
     "ShareGroupDescribe": "DESCRIBE Group",
     "ShareFetch": "READ Group, READ Topic",
     "ShareAcknowledge": "READ Group, READ Topic",
+    "DescribeShareGroupOffsets": "DESCRIBE Group, DESCRIBE Topic",
 }
 
 

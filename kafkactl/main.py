@@ -43,6 +43,7 @@ from kafkactl import logdirs as logdirs_cmd
 from kafkactl import mirror as mirror_cmd
 from kafkactl import offsets as offsets_cmd
 from kafkactl import partitions as partitions_cmd
+from kafkactl import share_groups as share_groups_cmd
 from kafkactl import perf as perf_cmd
 from kafkactl import produce as produce_cmd
 from kafkactl import quotas as quotas_cmd
@@ -115,6 +116,7 @@ app.add_typer(topics_cmd.app, name="topics")
 app.add_typer(configs_cmd.app, name="configs")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(groups_cmd.app, name="groups")
+app.add_typer(share_groups_cmd.app, name="share-groups")
 app.add_typer(partitions_cmd.app, name="partitions")
 app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(perf_cmd.app, name="perf")

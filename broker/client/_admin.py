@@ -987,6 +987,30 @@ class AsyncAdmin(TransactionsAdmin):
                                     g["protocol_data"], members, node)
         raise ProtocolError(f"DescribeGroups answered without group {gid}")
 
+    async def describe_share_group(self, group_id: str) -> dict:
+        """A share group (KIP-932) as ShareGroupDescribe answers it: state, epochs, members and their
+        assignments (topic names), plus ``coordinator``; GROUP_ID_NOT_FOUND raised for an unknown group."""
+        async def call(node: int) -> dict:
+            resp = await self._cluster.request(node, Api.SHARE_GROUP_DESCRIBE,
+                                               {"group_ids": [group_id], "include_authorized_operations": False})
+            [g] = resp["groups"]
+            if g["error_code"]:
+                raise error_for_code(g["error_code"], context=f"share group {group_id}")
+            return {**g, "coordinator": node}
+        return await self._at_coordinator(group_id, call)
+
+    async def share_group_offsets(self, group_id: str) -> dict[TopicPartition, tuple[int, int]]:
+        """What a share group has consumed: partition -> (start offset, lag; -1 where unknown)."""
+        async def call(node: int) -> dict[TopicPartition, tuple[int, int]]:
+            resp = await self._cluster.request(node, Api.DESCRIBE_SHARE_GROUP_OFFSETS,
+                                               {"groups": [{"group_id": group_id, "topics": None}]})
+            [g] = resp["groups"]
+            if g["error_code"]:
+                raise error_for_code(g["error_code"], context=f"share group {group_id}")
+            return {TopicPartition(t["topic_name"], p["partition_index"]): (p["start_offset"], p["lag"])
+                    for t in g["topics"] for p in t["partitions"] if not p["error_code"]}
+        return await self._at_coordinator(group_id, call)
+
     async def delete_groups(self, group_ids: Iterable[str]) -> None:
         for gid in group_ids:
             await self._at_coordinator(gid, lambda node, gid=gid: self._delete_group(node, gid))

@@ -57,7 +57,7 @@ from broker.protocol import ErrorCode
 from broker.server.group_configs import auto_offset_reset_duration_ms
 from broker.records.view import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batch_views
 from broker.share.partition import AckError, LogBatch, SharePartition, check_batches
-from broker.topic_ids import format_topic_id
+from broker.topic_ids import format_topic_id, parse_topic_id
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -193,6 +193,7 @@ class ShareManager:
         try:
             held = await self._load(group_id, topic_id, name, index, partition)
             self._held[key] = held
+            self._changed(held)  # a new share-partition's start is stored at once (DescribeShareGroupOffsets)
             future.set_result(held)
             return held
         except BaseException as exc:
@@ -333,6 +334,25 @@ class ShareManager:
                       held.sp.partition, exc)
             return exc.code
         return ErrorCode.NONE
+
+    def stored_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], dict]:
+        """Blocking: what the metadata store keeps of the group, (topic id, partition) -> its snapshot."""
+        store = self.broker.metadata.store
+        root = state_path(group_id, uuid.UUID(int=0), 0).rsplit("/", 1)[0]
+        try:
+            children = store.get_children(root)
+        except Exception:  # no node: the group has consumed nothing
+            return {}
+        out = {}
+        for child in children:
+            text, _, index = child.rpartition("-")
+            found = store.get_or_none(f"{root}/{child}")
+            if found is not None:
+                try:
+                    out[(parse_topic_id(text), int(index))] = json.loads(found[0])
+                except ValueError:
+                    log.warning("share group %s: unreadable state node %s", group_id, child)
+        return out
 
     def forget_group(self, group_id: str) -> None:
         """No session of the group is left on this broker: its share-partitions whose state is stored leave

@@ -261,6 +261,14 @@ def test_the_protocol_rules_on_the_wire(share_broker):
         assert metrics[("kafkapy_share_sessions", ())] == 2  # m1's and m2's, on this connection
         assert metrics[("kafkapy_share_records", (("state", "acquired"),))] == 3  # held by m1
 
+        listed = w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["Share"]})["groups"]
+        assert listed == [{"group_id": group, "protocol_type": "share", "group_state": "Stable", "group_type": "share"}]
+        assert w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})["groups"] == []
+        [offsets] = w.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [0, 7]}]}]})["groups"]
+        [(p0, p7)] = [t["partitions"] for t in offsets["topics"]]
+        assert (p0["start_offset"], p0["lag"], p0["error_code"]) == (0, 3, 0)  # all three still in flight
+        assert p7["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         described = w.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})
         [g] = described["groups"]
         assert (g["error_code"], g["group_state"], g["assignor_name"]) == (0, "Stable", "simple")

@@ -1,5 +1,5 @@
-"""Share group APIs (KIP-932, queues for Kafka): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78)
-and ShareAcknowledge (79), at Kafka 4.2's versions (v0 was 4.0's early access and is gone; every version is
+"""Share group APIs (KIP-932, queues for Kafka): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
+ShareAcknowledge (79) and DescribeShareGroupOffsets (90), at Kafka 4.2's versions (v0 was 4.0's early access and is gone; every version is
 flexible; ShareFetch and ShareAcknowledge v2 add the acquire mode and renew acknowledgements, KIP-1206 and
 KIP-1222).
 
@@ -177,4 +177,37 @@ SHARE_ACKNOWLEDGE = Api(
     ],
 )
 
-APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE)
+DESCRIBE_SHARE_GROUP_OFFSETS = Api(
+    key=90, name="DescribeShareGroupOffsets", versions="0-1", flexible="0+",
+    request=[
+        f("groups", "[]", fields=[
+            f("group_id", "string"),
+            f("topics", "[]", nullable="0+", fields=[  # null: every topic the group has consumed
+                f("topic_name", "string"),
+                f("partitions", "[]int32"),
+            ]),
+        ]),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("groups", "[]", fields=[
+            f("group_id", "string"),
+            f("topics", "[]", fields=[
+                f("topic_name", "string"),
+                f("topic_id", "uuid"),
+                f("partitions", "[]", fields=[
+                    f("partition_index", "int32"),
+                    f("start_offset", "int64"),
+                    f("leader_epoch", "int32"),
+                    f("lag", "int64", "1+", default=-1),
+                    f("error_code", "int16"),
+                    f("error_message", "string", nullable="0+", default=None),
+                ]),
+            ]),
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+        ]),
+    ],
+)
+
+APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE, DESCRIBE_SHARE_GROUP_OFFSETS)

@@ -143,14 +143,22 @@ async def describe_groups(ctx: RequestContext, request: dict) -> dict:
 
 
 async def list_groups(ctx: RequestContext, request: dict) -> dict:
+    """Consumer groups and share groups (KIP-932; protocol type and group type ``share``), as Kafka 4.2 lists
+    them at every version. v4+ filter by state, v5+ by type (``classic``, ``share``; case-insensitive, an unknown
+    type matches nothing)."""
     coordinator = ctx.broker.coordinator
-    states = set(request["states_filter"] or []) if ctx.api_version >= 4 else set()
+    states = {s.lower() for s in request["states_filter"] or []} if ctx.api_version >= 4 else set()
+    types = {t.lower() for t in request["types_filter"] or []} if ctx.api_version >= 5 else set()
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
-    listed = [g for g in coordinator.list_groups() if not states or g.state.value in states]
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+               "group_type": "classic"} for g in coordinator.list_groups()]
+    groups += [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state, "group_type": "share"}
+               for g in ctx.broker.share_coordinator.groups.values()
+               if coordinator.group_error(g.group_id) == ErrorCode.NONE]
+    groups = [g for g in groups if (not states or g["group_state"].lower() in states)
+              and (not types or g["group_type"] in types)]
     if ctx.broker.authorizer is not None and not ctx.authorize(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        listed = [g for g in listed if ctx.authorize(DESCRIBE, GROUP, g.group_id)]
-    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
-              for g in listed]
+        groups = [g for g in groups if ctx.authorize(DESCRIBE, GROUP, g["group_id"])]
     return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
 
 
@@ -172,5 +180,5 @@ def register(registry) -> None:
     registry.register(ApiKey.HEARTBEAT, 0, 4, heartbeat)
     registry.register(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
     registry.register(ApiKey.DESCRIBE_GROUPS, 0, 5, describe_groups)
-    registry.register(ApiKey.LIST_GROUPS, 0, 4, list_groups)
+    registry.register(ApiKey.LIST_GROUPS, 0, 5, list_groups)
     registry.register(ApiKey.DELETE_GROUPS, 0, 2, delete_groups)

@@ -1,4 +1,5 @@
-"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1 and ShareAcknowledge (79) v1:
+"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1, ShareAcknowledge (79) v1 and
+DescribeShareGroupOffsets (90) v0-1:
 share groups (KIP-932) as Kafka 4.2 serves them to librdkafka's and the Java client's share consumers.
 Served while ``group.share.enable`` is true (the default); the rules are in :mod:`broker.share`.
 
@@ -303,8 +304,68 @@ async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
             "node_endpoints": answer.node_endpoints(ctx)}
 
 
+# -- DescribeShareGroupOffsets ----------------------------------------------------------------------------
+async def describe_offsets(ctx: RequestContext, request: dict) -> dict:
+    """Each group's start offset per partition (what it has consumed), from the metadata store; v1 adds the lag:
+    the records between the start offset and the high watermark not yet acknowledged or archived (where this
+    broker has the partition; -1 elsewhere). Topics null: every partition the group has consumed; a partition
+    the group never consumed has start offset -1."""
+    broker = ctx.broker
+    groups = []
+    for g in request["groups"]:
+        group_id = g["group_id"]
+        error = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP,
+                                                                             group_id)
+                 else broker.coordinator.group_error(group_id))
+        if error:
+            groups.append({"group_id": group_id, "topics": [], "error_code": error, "error_message": None})
+            continue
+        stored = await broker.run_blocking(broker.share_manager.stored_offsets, group_id)
+        wanted: dict[str, list[int]] = {}
+        if g["topics"] is None:
+            for (topic_id, index) in stored:
+                name = broker.metadata_cache.topic_name(topic_id)
+                if name is not None:
+                    wanted.setdefault(name, []).append(index)
+        else:
+            for t in g["topics"]:
+                wanted.setdefault(t["topic_name"], []).extend(t["partitions"])
+        refused = _refused_describe(ctx, wanted)
+        topics = []
+        for name, indexes in sorted(wanted.items()):
+            topic_id = broker.topics.topic_id(name)
+            parts = []
+            for index in sorted(set(indexes)):
+                entry = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                         "error_code": ErrorCode.NONE, "error_message": None}
+                meta = broker.metadata_cache.partition(name, index)
+                if name in refused:
+                    entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif meta is None:
+                    entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif (snapshot := stored.get((topic_id, index))) is not None:
+                    start = int(snapshot["start_offset"])
+                    entry.update(start_offset=start, leader_epoch=meta.leader_epoch)
+                    local = broker.replicas.partition(name, index)
+                    if local is not None:
+                        done = sum(last - first + 1 for first, last, state, _count in snapshot["state_batches"]
+                                   if state in (2, 4))  # acknowledged, archived
+                        entry["lag"] = max(local.high_watermark - start - done, 0)
+                parts.append(entry)
+            topics.append({"topic_name": name, "topic_id": topic_id, "partitions": parts})
+        groups.append({"group_id": group_id, "topics": topics, "error_code": ErrorCode.NONE, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _refused_describe(ctx: RequestContext, wanted: dict) -> set[str]:
+    if ctx.broker.authorizer is None:
+        return set()
+    return set(wanted) - ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, set(wanted))
+
+
 def register(registry) -> None:
     registry.register(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, heartbeat)
     registry.register(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, describe)
     registry.register(ApiKey.SHARE_FETCH, 1, 1, share_fetch)
     registry.register(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge)
+    registry.register(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, describe_offsets)
