@@ -100,13 +100,8 @@ class ShareCoordinator:
         self.groups: dict[str, ShareGroup] = {}
 
     def _setting(self, group_id: str, name: str) -> int:
-        configs = getattr(self.broker, "group_configs", None)
-        if configs is not None:
-            try:
-                return int(configs.value(group_id, name))
-            except KeyError:
-                pass
-        return int(self.broker.config[f"group.{name}"])
+        """The group's setting: its group config, else the broker's default."""
+        return int(self.broker.group_configs.value(group_id, name))
 
     def _topics(self, names) -> dict[str, tuple[uuid.UUID, int]]:
         topics = self.broker.topics

@@ -113,29 +113,21 @@ class ShareManager:
         return list(self._held.values())
 
     # -- group settings (group configs over the broker's) -------------------------------------------
-    def _group_value(self, group_id: str, name: str, broker_property: str):
-        configs = getattr(self.broker, "group_configs", None)
-        if configs is not None:
-            try:
-                return configs.value(group_id, name)
-            except KeyError:
-                pass
-        if broker_property is None:
-            return {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}[name]
-        return self.broker.config[broker_property]
+    def _group_value(self, group_id: str, name: str):
+        """The group's setting: its group config, else the broker's default (:mod:`broker.server.group_configs`)."""
+        return self.broker.group_configs.value(group_id, name)
 
     def lock_duration_ms(self, group_id: str) -> int:
-        return int(self._group_value(group_id, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms"))
+        return int(self._group_value(group_id, "share.record.lock.duration.ms"))
 
     def delivery_limit(self, group_id: str) -> int:
-        return int(self._group_value(group_id, "share.delivery.count.limit", "group.share.delivery.count.limit"))
+        return int(self._group_value(group_id, "share.delivery.count.limit"))
 
     def max_in_flight(self, group_id: str) -> int:
-        return int(self._group_value(group_id, "share.partition.max.record.locks",
-                                     "group.share.partition.max.record.locks"))
+        return int(self._group_value(group_id, "share.partition.max.record.locks"))
 
     def read_committed(self, group_id: str) -> bool:
-        return self._group_value(group_id, "share.isolation.level", None) == "read_committed"
+        return self._group_value(group_id, "share.isolation.level") == "read_committed"
 
     # -- sessions --------------------------------------------------------------------------------
     def open_session(self, group_id: str, member_id: str, connection) -> ShareSession | None:
@@ -220,7 +212,7 @@ class ShareManager:
         return held
 
     def _initial_offset(self, group_id: str, partition) -> int:
-        reset = str(self._group_value(group_id, "share.auto.offset.reset", None))
+        reset = str(self._group_value(group_id, "share.auto.offset.reset"))
         if reset == "earliest":
             return partition.log_start_offset
         duration_ms = auto_offset_reset_duration_ms(reset)
