@@ -205,6 +205,20 @@ class ShareCoordinator:
                      member.member_id)
             self._rebalance(group)
 
+    async def delete(self, group_id: str) -> int | None:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else the group and what it
+        consumed (its state in the metadata store) are removed. None when ``group_id`` is no share group."""
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        removed = await self.broker.run_blocking(self.broker.share_manager.delete_stored_state, group_id)
+        if group is None and not removed:
+            return None
+        self.groups.pop(group_id, None)
+        self.broker.share_manager.forget_group(group_id, stored_or_not=True)
+        log.info("share group %s deleted", group_id)
+        return ErrorCode.NONE
+
     def describe(self, group_id: str) -> dict:
         group = self.groups.get(group_id)
         if group is None:

@@ -346,14 +346,25 @@ class ShareManager:
                     log.warning("share group %s: unreadable state node %s", group_id, child)
         return out
 
-    def forget_group(self, group_id: str) -> None:
+    def forget_group(self, group_id: str, stored_or_not: bool = False) -> None:
         """No session of the group is left on this broker: its share-partitions whose state is stored leave
-        memory (Kafka's ``onGroupEmpty``); the next fetch reads them again."""
-        if any(g == group_id for g, _m in self.sessions):
+        memory (Kafka's ``onGroupEmpty``); the next fetch reads them again. ``stored_or_not``: all of them
+        (the group was deleted: nothing of it may be written again)."""
+        if not stored_or_not and any(g == group_id for g, _m in self.sessions):
             return
         for key in [k for k in self._held if k[0] == group_id]:
-            if self._held[key].writing is None and self._held[key].stored_version >= self._held[key].sp.version:
+            held = self._held[key]
+            if stored_or_not or (held.writing is None and held.stored_version >= held.sp.version):
                 del self._held[key]
+
+    def delete_stored_state(self, group_id: str) -> bool:
+        """Blocking: remove what the store keeps of the group; whether there was anything."""
+        store = self.broker.metadata.store
+        root = state_path(group_id, uuid.UUID(int=0), 0).rsplit("/", 1)[0]
+        if store.exists(root) is None:
+            return False
+        store.delete(root, recursive=True)
+        return True
 
 
 def _log_batches(data: bytes, aborted: list[tuple[int, int]]):

@@ -314,3 +314,40 @@ def test_deleting_a_topic_removes_what_share_groups_kept_of_it(share_broker):
     while state_nodes() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert state_nodes() == []
+
+
+def test_delete_groups_removes_a_share_group_once_it_has_no_members(share_broker):
+    bootstrap = share_broker.bootstrap
+    topic, group = make_topic(bootstrap), "short-lived-workers"
+    earliest(bootstrap, group)
+    produce(bootstrap, topic, 4)
+    admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
+
+    def delete() -> int:
+        try:
+            admin.delete_consumer_groups([group], request_timeout=LIMIT_S)[group].result(LIMIT_S)
+            return 0
+        except ck.KafkaException as exc:
+            return exc.args[0].code()
+
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        [got] = poll_until([consumer], 4)
+        consumer.commit_sync()
+        assert delete() == ck.KafkaError.NON_EMPTY_GROUP  # a member is there
+    finally:
+        consumer.close()
+    deadline = time.monotonic() + LIMIT_S  # the member's leave heartbeat may still be under way
+    while (code := delete()) == ck.KafkaError.NON_EMPTY_GROUP and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert code == 0
+    nodes = json.loads((share_broker.data_dir / "metadata-store.json").read_text())["nodes"]
+    assert not [p for p in nodes if p.startswith(f"/share_group_state/{group}")]
+    assert delete() == ck.KafkaError.GROUP_ID_NOT_FOUND
+    # the group starts over: with earliest (its group config stays), every record again, delivered once more
+    again = share_consumer(bootstrap, group, topic)
+    try:
+        [second] = poll_until([again], 4)
+        assert sorted(m.offset() for m in second) == [0, 1, 2, 3] and {m.delivery_count() for m in second} == {1}
+    finally:
+        again.close()

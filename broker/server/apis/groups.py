@@ -163,6 +163,8 @@ async def list_groups(ctx: RequestContext, request: dict) -> dict:
 
 
 async def delete_groups(ctx: RequestContext, request: dict) -> dict:
+    """Consumer groups, and share groups (KIP-932: refused NON_EMPTY_GROUP while they have members; what they
+    consumed goes with them)."""
     names = list(request["groups_names"])
     if ctx.broker.authorizer is None:
         results = await ctx.broker.coordinator.delete_groups(names)
@@ -171,6 +173,11 @@ async def delete_groups(ctx: RequestContext, request: dict) -> dict:
         allowed = ctx.authorized(DELETE, GROUP, names)
         deleted = await ctx.broker.coordinator.delete_groups([g for g in names if g in allowed])
         results = {g: deleted[g] if g in allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names}
+    for group_id, code in list(results.items()):
+        if code == ErrorCode.GROUP_ID_NOT_FOUND:
+            share = await ctx.broker.share_coordinator.delete(group_id)
+            if share is not None:
+                results[group_id] = share
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": c} for g, c in results.items()]}
 
 
