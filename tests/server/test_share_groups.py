@@ -351,3 +351,48 @@ def test_delete_groups_removes_a_share_group_once_it_has_no_members(share_broker
         assert sorted(m.offset() for m in second) == [0, 1, 2, 3] and {m.delivery_count() for m in second} == {1}
     finally:
         again.close()
+
+
+def test_acls_on_share_groups(broker_factory):
+    """With the authorizer: READ on the group for the heartbeat and ShareFetch, DESCRIBE on the topics
+    subscribed, READ on the topics fetched; a member without them is refused and gets nothing."""
+    from tests.server.test_authorization_groups import _acl_broker, _allow, _conf, _create_topics
+
+    broker = _acl_broker(broker_factory)
+    admin = admin_mod.AdminClient(_conf(broker, "admin"))
+    _create_topics(admin, "guarded")
+    resource = admin_mod.ConfigResource(admin_mod.ResourceType.GROUP, "guards", incremental_configs=[
+        admin_mod.ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=admin_mod.AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(LIMIT_S)
+    produce(broker.sasl_bootstrap, "guarded", 3, **{k: v for k, v in _conf(broker, "admin").items()
+                                                    if k != "bootstrap.servers"})
+    with Wire(broker.bootstrap) as w:  # User:ANONYMOUS, no ACL
+        assert heartbeat(w, "guards", "m1", 0, ["guarded"])["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert share_fetch(w, "guards", "m1", 0)["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    # alice may read the group, not yet the topic: the consumer is told, and gets no record
+    _allow(admin, "User:alice", admin_mod.ResourceType.GROUP, "guards", admin_mod.AclOperation.READ)
+    _allow(admin, "User:alice", admin_mod.ResourceType.TOPIC, "guarded", admin_mod.AclOperation.DESCRIBE)
+    alice = ck.ShareConsumer({**_conf(broker, "alice"), "group.id": "guards"})
+    alice.subscribe(["guarded"])
+    try:
+        errors, records = set(), []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not errors:
+            try:
+                for msg in alice.poll(timeout=0.2):
+                    (errors.add(msg.error().code()) if msg.error() else records.append(msg))
+            except ck.KafkaException as exc:  # librdkafka raises the partition's error from poll()
+                errors.add(exc.args[0].code())
+        assert records == [] and errors == {ck.KafkaError.TOPIC_AUTHORIZATION_FAILED}
+        _allow(admin, "User:alice", admin_mod.ResourceType.TOPIC, "guarded", admin_mod.AclOperation.READ)
+        got = []
+        deadline = time.monotonic() + LIMIT_S
+        while len(got) < 3 and time.monotonic() < deadline:
+            try:
+                got += [m for m in alice.poll(timeout=0.2) if m.error() is None]
+            except ck.KafkaException as exc:  # errors of fetches made before the ACL reached the broker
+                assert exc.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert sorted(m.offset() for m in got) == [0, 1, 2]
+    finally:
+        alice.close()
