@@ -277,7 +277,7 @@ class ShareManager:
 
     # -- acquiring -------------------------------------------------------------------------------
     async def acquire(self, held: _Held, partition, member_id: str, max_records: int, max_bytes: int,
-                      min_one: bool) -> tuple[list, bytes, int]:
+                      min_one: bool, record_limit: bool = False) -> tuple[list, bytes, int]:
         """Acquire from the log for ``member_id``: (AcquiredRecords, the batches' bytes, records acquired)."""
         sp = held.sp
         group_id = sp.group_id
@@ -299,7 +299,8 @@ class ShareManager:
         duration_ms = self.lock_duration_ms(group_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + duration_ms / 1000
-        runs, offsets, span = sp.acquire(member_id, batches, max_records, self.max_in_flight(group_id), deadline)
+        runs, offsets, span = sp.acquire(member_id, batches, max_records, self.max_in_flight(group_id), deadline,
+                                         record_limit)
         if offsets:
             loop.call_later(duration_ms / 1000, self._expire, held, member_id, offsets)
         if held.stored_version < sp.version and not offsets:
@@ -314,17 +315,23 @@ class ShareManager:
         if held.sp.expire(member_id, offsets, loop.time() + 0.001, self.delivery_limit(held.sp.group_id)):
             self._changed(held)
 
-    def acknowledge(self, held: _Held, member_id: str, batches: list[dict]) -> int:
-        """Apply one partition's acknowledgements (the caller persists); the partition's error code."""
-        reason = check_batches(batches)
+    def acknowledge(self, held: _Held, member_id: str, batches: list[dict], renew: bool = False) -> int:
+        """Apply one partition's acknowledgements (the caller persists); the partition's error code. Renewed
+        records (``renew``, v2) keep their lock for another lock duration."""
+        reason = check_batches(batches, renew)
         if reason is not None:
             return ErrorCode.INVALID_REQUEST
+        group_id = held.sp.group_id
+        loop = asyncio.get_running_loop()
+        duration = self.lock_duration_ms(group_id) / 1000
         try:
-            held.sp.acknowledge(member_id, batches, self.delivery_limit(held.sp.group_id))
+            renewed = held.sp.acknowledge(member_id, batches, self.delivery_limit(group_id), loop.time() + duration)
         except AckError as exc:
-            log.debug("share group %s: acknowledgement of %s-%d refused: %s", held.sp.group_id, held.sp.topic,
+            log.debug("share group %s: acknowledgement of %s-%d refused: %s", group_id, held.sp.topic,
                       held.sp.partition, exc)
             return exc.code
+        if renewed:
+            loop.call_later(duration, self._expire, held, member_id, renewed)
         return ErrorCode.NONE
 
     def stored_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], dict]:

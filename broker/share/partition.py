@@ -38,7 +38,7 @@ from broker.protocol import ErrorCode
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 FINAL = (ACKNOWLEDGED, ARCHIVED)
-GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 _ACK_STATE = {GAP: ARCHIVED, ACCEPT: ACKNOWLEDGED, REJECT: ARCHIVED}  # RELEASE: AVAILABLE, or ARCHIVED at the limit
 
 
@@ -101,8 +101,11 @@ class SharePartition:
 
     # -- acquisition -----------------------------------------------------------------------------
     def acquire(self, member: str, batches: Iterable[LogBatch], max_records: int, max_in_flight: int,
-                deadline: float) -> tuple[list[tuple[int, int, int]], list[int], tuple[int, int] | None]:
-        """Acquire for ``member`` from ``batches`` (the log read from :meth:`first_to_read`, in order).
+                deadline: float, record_limit: bool = False
+                ) -> tuple[list[tuple[int, int, int]], list[int], tuple[int, int] | None]:
+        """Acquire for ``member`` from ``batches`` (the log read from :meth:`first_to_read`, in order). With
+        ``record_limit`` (ShareFetch v2's acquire mode 1, KIP-1206) never more than ``max_records``, a batch
+        taken in part.
 
         Returns (AcquiredRecords as (first, last, delivery count) runs, the offsets acquired, and the byte range
         (start, end) of the batches that hold them, or None when nothing was acquired)."""
@@ -115,6 +118,9 @@ class SharePartition:
                 break
             took = False
             for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
+                if record_limit and len(acquired) >= max_records:
+                    full = True
+                    break
                 record = self.records.get(offset)
                 if record is None:
                     if offset < self.next_offset:
@@ -167,9 +173,11 @@ class SharePartition:
             self.version += 1
         return len(held)
 
-    def acknowledge(self, member: str, batches: list[dict], limit: int) -> None:
-        """Apply one partition's acknowledgement batches (validated by the caller); raises AckError."""
-        plan: list[tuple[InFlight, int]] = []
+    def acknowledge(self, member: str, batches: list[dict], limit: int, renewed_until: float = 0.0) -> list[int]:
+        """Apply one partition's acknowledgement batches (validated by the caller); raises AckError. RENEW
+        (KIP-1222) keeps a record acquired with its lock extended to ``renewed_until``; returns the offsets
+        renewed."""
+        plan: list[tuple[int, InFlight, int]] = []
         last_read = self.next_offset - 1
         for batch in batches:
             first, last, types = batch["first_offset"], batch["last_offset"], batch["acknowledge_types"]
@@ -187,17 +195,22 @@ class SharePartition:
                                    f"offset {offset} is not acquired (its lock may have expired)")
                 if record.member != member:
                     raise AckError(ErrorCode.INVALID_RECORD_STATE, f"member {member} does not hold offset {offset}")
-                plan.append((record, kind))
-        for record, kind in plan:
-            if kind == RELEASE:
+                plan.append((offset, record, kind))
+        renewed = []
+        for offset, record, kind in plan:
+            if kind == RENEW:
+                record.deadline = renewed_until
+                renewed.append(offset)
+            elif kind == RELEASE:
                 self._release(record, limit)
             else:
                 record.state = _ACK_STATE[kind]
                 record.member = ""
                 record.deadline = 0.0
-        if plan:
+        if len(renewed) < len(plan):
             self._advance()
             self.version += 1
+        return renewed
 
     def move_start(self, log_start_offset: int) -> None:
         """The log start moved up (retention, DeleteRecords): what is below it is gone for the group too."""
@@ -256,8 +269,9 @@ def _runs(acquired: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in runs]
 
 
-def check_batches(batches: list[dict]) -> str | None:
-    """Kafka's checks of one partition's acknowledgement batches (v1): the reason they are invalid, or None."""
+def check_batches(batches: list[dict], renew: bool = False) -> str | None:
+    """Kafka's checks of one partition's acknowledgement batches: the reason they are invalid, or None. RENEW (4)
+    only in a v2 request that says it renews (``renew``)."""
     previous = None
     for batch in batches:
         first, last, types = batch["first_offset"], batch["last_offset"], batch["acknowledge_types"]
@@ -269,7 +283,7 @@ def check_batches(batches: list[dict]) -> str | None:
             return "an acknowledgement batch without types"
         if len(types) != 1 and len(types) != last - first + 1:
             return f"{len(types)} acknowledge types for {last - first + 1} offsets"
-        if any(t not in (GAP, ACCEPT, RELEASE, REJECT) for t in types):
+        if any(t not in (GAP, ACCEPT, RELEASE, REJECT) and not (renew and t == RENEW) for t in types):
             return f"unknown acknowledge type in {list(types)}"
         previous = last
     return None

@@ -396,3 +396,43 @@ def test_acls_on_share_groups(broker_factory):
         assert sorted(m.offset() for m in got) == [0, 1, 2]
     finally:
         alice.close()
+
+
+def test_v2_renews_locks_and_acquires_at_most_max_records(share_broker):
+    """ShareFetch and ShareAcknowledge v2 (Kafka 4.2's Java client): RENEW keeps records with a fresh lock
+    (KIP-1222); the record_limit acquire mode splits a batch at MaxRecords (KIP-1206)."""
+    bootstrap = share_broker.bootstrap
+    topic, group = make_topic(bootstrap), "renewing"
+    earliest(bootstrap, group)
+    produce(bootstrap, topic, 6, **{"linger.ms": 100})  # one batch
+    with Wire(bootstrap) as w:
+        topic_id = heartbeat(w, group, "m1", 0, [topic])["assignment"]["topic_partitions"][0]["topic_id"]
+        wanted = [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]
+        body = {"group_id": group, "member_id": "m1", "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1,
+                "max_bytes": 1 << 20, "max_records": 4, "batch_size": 4, "share_acquire_mode": 1,
+                "is_renew_ack": False, "topics": wanted, "forgotten_topics_data": []}
+        [part] = w.call(ApiKey.SHARE_FETCH, 2, body)["responses"][0]["partitions"]
+        assert part["acquired_records"] == [{"first_offset": 0, "last_offset": 3, "delivery_count": 1}]
+
+        def acks(types, first=0, last=3):
+            return [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": first, "last_offset": last, "acknowledge_types": types}]}]}]
+        # RENEW needs a request that says so, and one that fetches nothing
+        refused = w.call(ApiKey.SHARE_ACKNOWLEDGE, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 1,
+                                                        "is_renew_ack": False, "topics": acks([4])})
+        assert refused["responses"][0]["partitions"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+        assert w.call(ApiKey.SHARE_FETCH, 2, {**body, "share_session_epoch": 2, "is_renew_ack": True,
+                                              "topics": acks([4])})["error_code"] == ErrorCode.INVALID_REQUEST
+        for epoch in (2, 3, 4):  # renewed every half lock, three times: held for twice the lock duration
+            time.sleep(LOCK_MS / 2000)
+            renewed = w.call(ApiKey.SHARE_ACKNOWLEDGE, 2, {"group_id": group, "member_id": "m1",
+                                                            "share_session_epoch": epoch, "is_renew_ack": True,
+                                                            "topics": acks([4])})
+            assert renewed["responses"][0]["partitions"][0]["error_code"] == 0
+            assert renewed["acquisition_lock_timeout_ms"] == LOCK_MS
+        accepted = w.call(ApiKey.SHARE_ACKNOWLEDGE, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 5,
+                                                         "is_renew_ack": False, "topics": acks([1])})
+        assert accepted["responses"][0]["partitions"][0]["error_code"] == 0  # still held: accepted
+        [rest] = w.call(ApiKey.SHARE_FETCH, 2, {**body, "share_session_epoch": 6, "topics": []})["responses"][0][
+            "partitions"]
+        assert rest["acquired_records"] == [{"first_offset": 4, "last_offset": 5, "delivery_count": 1}]

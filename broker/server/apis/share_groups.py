@@ -1,5 +1,7 @@
-"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1, ShareAcknowledge (79) v1 and
-DescribeShareGroupOffsets (90) v0-1:
+"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1-2, ShareAcknowledge (79) v1-2 and
+DescribeShareGroupOffsets (90) v0-1 (v2 of ShareFetch and ShareAcknowledge: RENEW acknowledgements, KIP-1222, which
+keep records acquired with a fresh lock, in requests that say ``IsRenewAck`` and fetch nothing; and ShareFetch's
+``record_limit`` acquire mode, KIP-1206, which acquires at most MaxRecords, splitting a batch):
 share groups (KIP-932) as Kafka 4.2 serves them to librdkafka's and the Java client's share consumers.
 Served while ``group.share.enable`` is true (the default); the rules are in :mod:`broker.share`.
 
@@ -142,8 +144,9 @@ def _refused_topics(ctx: RequestContext, tips) -> set[str]:
 
 
 async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str, acks: dict, answer: _Answer,
-                           refused: set[str], field: str, defaults: dict) -> None:
-    """Apply the acknowledgements; each partition's result goes in ``field`` of its entry once stored."""
+                           refused: set[str], field: str, defaults: dict, renew: bool = False) -> None:
+    """Apply the acknowledgements (RENEW among them with ``renew``, v2); each partition's result goes in
+    ``field`` of its entry once stored."""
     manager = ctx.broker.share_manager
     stored = []
     for tip, batches in acks.items():
@@ -155,7 +158,7 @@ async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str, a
             entry[field] = error
             continue
         held = await manager.share_partition(group_id, tip[0], name, tip[1], partition)
-        code = manager.acknowledge(held, member_id, batches)
+        code = manager.acknowledge(held, member_id, batches, renew)
         answer.entry(tip, **defaults)[field] = code
         if code == ErrorCode.NONE:
             stored.append((tip, held))
@@ -176,6 +179,7 @@ def _session_check(ctx: RequestContext, request: dict, fetch: bool):
     return manager.session_error(group_id, member_id, epoch)
 
 
+RECORD_LIMIT = 1  # ShareFetch v2's ShareAcquireMode: 0 batch_optimized (whole batches), 1 record_limit
 FETCH_DEFAULTS = {"error_message": None, "acknowledge_error_code": ErrorCode.NONE,
                   "acknowledge_error_message": None, "records": b"", "acquired_records": []}
 ACK_DEFAULTS = {"error_message": None}
@@ -209,6 +213,11 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     if epoch == 0 and acks:
         return {**base, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "acknowledgements in a request that opens a share session"}
+    renew = ctx.api_version >= 2 and request["is_renew_ack"]
+    if renew and any(request[k] for k in ("max_wait_ms", "min_bytes", "max_bytes", "max_records")):
+        return {**base, "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "a renewing ShareFetch fetches nothing: MaxWaitMs, MinBytes, MaxBytes and "
+                                 "MaxRecords must be 0"}
     error, session = _session_check(ctx, request, fetch=True)
     if error:
         return {**base, "error_code": error}
@@ -217,9 +226,11 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     refused = _refused_topics(ctx, set(wanted) | session.partitions)
     if epoch != 0:
         session.epoch = next_epoch(session.epoch) if epoch != -1 else session.epoch
-    await _acknowledge_all(ctx, group_id, member_id, acks, answer, refused, "acknowledge_error_code", FETCH_DEFAULTS)
-    if epoch == -1:  # acknowledgements only, then the session ends
-        manager.close_session(session)
+    await _acknowledge_all(ctx, group_id, member_id, acks, answer, refused, "acknowledge_error_code", FETCH_DEFAULTS,
+                           renew)
+    if epoch == -1 or renew:  # acknowledgements only (and with -1 the session ends)
+        if epoch == -1:
+            manager.close_session(session)
         return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
                 "node_endpoints": answer.node_endpoints(ctx)}
     added = set(wanted) - session.partitions
@@ -268,7 +279,9 @@ async def _fetch_once(ctx: RequestContext, request: dict, session, answer: _Answ
         held = await manager.share_partition(session.group_id, tip[0], name, tip[1], partition)
         try:
             runs, data, count = await manager.acquire(held, partition, session.member_id, budget - acquired_total,
-                                                      remaining_bytes, min_one=acquired_total == 0)
+                                                      remaining_bytes, min_one=acquired_total == 0,
+                                                      record_limit=ctx.api_version >= 2
+                                                      and request["share_acquire_mode"] == RECORD_LIMIT)
         except OSError as exc:
             ctx.broker.log_manager.report_io_error(partition.log_dir, f"reading {name}-{tip[1]}", exc)
             answer.error(tip, ErrorCode.KAFKA_STORAGE_ERROR, ctx, name, **FETCH_DEFAULTS)
@@ -297,11 +310,12 @@ async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     acks = _merged(request["topics"])
     answer = _Answer()
     await _acknowledge_all(ctx, group_id, member_id, acks, answer, _refused_topics(ctx, acks), "error_code",
-                           ACK_DEFAULTS)
+                           ACK_DEFAULTS, ctx.api_version >= 2 and request["is_renew_ack"])
     if epoch == -1:
         manager.close_session(session)
     return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
-            "node_endpoints": answer.node_endpoints(ctx)}
+            "node_endpoints": answer.node_endpoints(ctx),
+            "acquisition_lock_timeout_ms": manager.lock_duration_ms(group_id)}  # v2
 
 
 # -- DescribeShareGroupOffsets ----------------------------------------------------------------------------
@@ -366,6 +380,6 @@ def _refused_describe(ctx: RequestContext, wanted: dict) -> set[str]:
 def register(registry) -> None:
     registry.register(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, heartbeat)
     registry.register(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, describe)
-    registry.register(ApiKey.SHARE_FETCH, 1, 1, share_fetch)
-    registry.register(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share_acknowledge)
+    registry.register(ApiKey.SHARE_FETCH, 1, 2, share_fetch)
+    registry.register(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, share_acknowledge)
     registry.register(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, describe_offsets)
