@@ -16,7 +16,7 @@ import sys
 
 MODULES = ("log_bench", "client_bench", "group_bench", "broker_bench", "mirror_bench", "pipeline_bench",
            "idempotence_bench", "cluster_bench", "shutdown_bench", "reassign_bench", "produce_floor", "tls_bench",
-           "security_bench", "quota_bench", "fetch_session_bench", "auth_bench")
+           "security_bench", "quota_bench", "fetch_session_bench", "auth_bench", "share_bench")
 
 
 def main(argv: list[str] | None = None) -> int:
