@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.share")
 
 INT32_MAX = 2**31 - 1
+#: The most a share fetch reads of one partition at a time (unless ``max_records`` needs more, at 4 KiB a record)
+READ_WINDOW_BYTES = 1 << 20
 
 TopicIdPartition = tuple[uuid.UUID, int]
 
@@ -286,7 +288,10 @@ class ShareManager:
         start = sp.first_to_read()
         read_committed = self.read_committed(group_id)
         try:
-            piece = partition.read(start, max(max_bytes, 0), min_one_batch=min_one, read_committed=read_committed)
+            # the bytes are copied to find the batches' offsets: read what ``max_records`` may need, not MaxBytes
+            # (50 MB by default): a first batch larger than that still comes whole (``min_one``)
+            window = min(max(max_bytes, 0), max(READ_WINDOW_BYTES, max_records * 4096))
+            piece = partition.read(start, window, min_one_batch=min_one, read_committed=read_committed)
         except OffsetOutOfRange:
             sp.move_start(partition.log_start_offset)
             return [], b"", 0
