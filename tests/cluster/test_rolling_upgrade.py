@@ -22,7 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def release_before_topic_ids(dest: Path) -> Path:
-    """The source tree of the commit before the one that added ``broker/topic_ids.py``, unpacked in ``dest``."""
+    """The source tree of the commit before the one that added ``broker/topic_ids.py``, unpacked in ``dest``.
+    A shallow clone gets its history from its origin first."""
+    shallow = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"], capture_output=True,
+                             text=True, timeout=60)
+    if shallow.stdout.strip() == "true":
+        subprocess.run(["git", "-C", str(REPO), "fetch", "--quiet", "--unshallow"], capture_output=True, timeout=300)
     found = subprocess.run(["git", "-C", str(REPO), "log", "--diff-filter=A", "--format=%H", "--",
                             "broker/topic_ids.py"], capture_output=True, text=True, timeout=60)
     assert found.returncode == 0 and found.stdout.split(), (
