@@ -109,6 +109,10 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"^\| delegation token \| {NUM} \| {NUM} \| {NUM}x \|",
         rf"^\| PLAIN \| {NUM} \| {NUM} \| {NUM}x \|",
     ]),
+    "share_bench": ([], "file", [
+        rf"^consumer\s+{NUM}\s+{NUM}x\s+{NUM}\s+{NUM}x$",
+        rf"^share\s+{NUM}\s+{NUM}x\s+{NUM}\s+{NUM}x$",
+    ]),
     "produce_floor": ([], None, [
         rf"^\| ours \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
         rf"^\| tansu \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM} ms \| {NUM}x \|",
