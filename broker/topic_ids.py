@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import uuid
 
-ZERO_UUID = uuid.UUID(int=0)
-
 
 def new_topic_id() -> uuid.UUID:
     """A random topic id (KIP-516) as Kafka's ``Uuid.randomUuid`` makes one: never the zero uuid, nor

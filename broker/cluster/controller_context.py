@@ -34,8 +34,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from broker.cluster.znodes import BrokerRegistration, PartitionState
+from broker.protocol.schema import ZERO_UUID
 
-ZERO_UUID = uuid.UUID(int=0)
 NO_LEADER = -1
 TopicPartition = tuple[str, int]
 

@@ -50,7 +50,6 @@ ignore unknown fields.
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 import uuid
@@ -74,7 +73,7 @@ def _dump(obj) -> bytes:
 
 def new_cluster_id() -> str:
     """22-character URL-safe base64 (no padding) of a random UUID, as Kafka makes it."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    return format_topic_id(uuid.uuid4())
 
 
 class ClusterIdZNode:

@@ -33,7 +33,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-ZERO_UUID = uuid.UUID(int=0)
+from broker.protocol.schema import ZERO_UUID
+
 #: The leader a partition of a topic being deleted is announced with (Kafka's ``LeaderDuringDelete``).
 LEADER_DURING_DELETE = -2
 #: No leader (every replica of the ISR is down).

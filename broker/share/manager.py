@@ -42,11 +42,9 @@ Loop-only.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import time
-import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -54,7 +52,7 @@ from typing import TYPE_CHECKING
 from broker.cluster.metadata import SHARE_GROUP_STATE_ROOT
 from broker.log import OffsetOutOfRange
 from broker.protocol import ErrorCode
-from broker.server.group_configs import auto_offset_reset_duration_ms
+from broker.server.group_configs import auto_offset_reset_duration_ms, sanitize_group
 from broker.records.view import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batch_views
 from broker.share.partition import AckError, LogBatch, SharePartition, check_batches
 from broker.topic_ids import format_topic_id, parse_topic_id
@@ -71,9 +69,13 @@ READ_WINDOW_BYTES = 1 << 20
 TopicIdPartition = tuple[uuid.UUID, int]
 
 
+def group_state_root(group_id: str) -> str:
+    """Where the store keeps what a share group consumed (the group id URL-encoded as Kafka's Sanitizer does)."""
+    return f"{SHARE_GROUP_STATE_ROOT}/{sanitize_group(group_id)}"
+
+
 def state_path(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
-    group = urllib.parse.quote(group_id, safe="-_.").replace("~", "%7E")
-    return f"{SHARE_GROUP_STATE_ROOT}/{group}/{format_topic_id(topic_id)}-{partition}"
+    return f"{group_state_root(group_id)}/{format_topic_id(topic_id)}-{partition}"
 
 
 def next_epoch(epoch: int) -> int:
@@ -108,7 +110,6 @@ class ShareManager:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._held: dict[tuple[str, str, int], _Held] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
-        self._ids = itertools.count(1)
 
     def held(self) -> list:
         """The share-partitions held in memory (for the metrics)."""
@@ -342,7 +343,7 @@ class ShareManager:
     def stored_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], dict]:
         """Blocking: what the metadata store keeps of the group, (topic id, partition) -> its snapshot."""
         store = self.broker.metadata.store
-        root = state_path(group_id, uuid.UUID(int=0), 0).rsplit("/", 1)[0]
+        root = group_state_root(group_id)
         try:
             children = store.get_children(root)
         except Exception:  # no node: the group has consumed nothing
@@ -372,7 +373,7 @@ class ShareManager:
     def delete_stored_state(self, group_id: str) -> bool:
         """Blocking: remove what the store keeps of the group; whether there was anything."""
         store = self.broker.metadata.store
-        root = state_path(group_id, uuid.UUID(int=0), 0).rsplit("/", 1)[0]
+        root = group_state_root(group_id)
         if store.exists(root) is None:
             return False
         store.delete(root, recursive=True)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from broker.protocol import ApiKey
 from broker.protocol.schema import ZERO_UUID
 
 from .conftest import WAIT_S, wait_until
+from .workload import read_all
 from tests.server.wire import Wire
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,21 +40,6 @@ def release_before_topic_ids(dest: Path) -> Path:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True, timeout=120)
     assert not (dest / "broker" / "topic_ids.py").exists()
     return dest
-
-
-def read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    got = []
-    try:
-        while len(got) < count:
-            msg = consumer.poll(WAIT_S)
-            assert msg is not None, f"read {len(got)} of {count}"
-            if msg.error() is None:
-                got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -105,4 +91,4 @@ def test_a_cluster_with_a_broker_of_the_release_before_topic_ids(cluster_factory
     cluster.kill(3)
     cluster.start(2)
     wait_until(lambda: cluster.leader("ledger", 0, via=2) in (1, 2), "a leader")
-    assert read_all(cluster.bootstrap, "ledger", 200) == first + second
+    assert [v for _p, _o, v in read_all(cluster.bootstrap, "ledger")] == first + second

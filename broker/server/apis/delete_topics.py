@@ -50,11 +50,10 @@ import uuid
 from broker.acl import AclOperation, ResourceType
 from broker.topic_ids import format_topic_id
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.schema import ZERO_UUID
 from broker.server.context import RequestContext
 from broker.server.quotas import THROTTLED_MUTATION, mutation_refused, record_mutations
 from broker.server.topics import TopicError
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def _wanted(ctx: RequestContext, request: dict) -> list[tuple[str | None, uuid.UUID]]:

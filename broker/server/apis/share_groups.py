@@ -168,7 +168,8 @@ async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str, a
 
 
 def _session_check(ctx: RequestContext, request: dict, fetch: bool):
-    """(error, session) for a request's share session epoch; opens a session for epoch 0 of a ShareFetch."""
+    """(error, session) for a request's share session epoch: a ShareFetch at epoch 0 opens a session, an epoch
+    N > 0 that matches moves the session to N + 1 (ShareFetch and ShareAcknowledge share the count)."""
     manager = ctx.broker.share_manager
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     if epoch == 0:
@@ -176,7 +177,10 @@ def _session_check(ctx: RequestContext, request: dict, fetch: bool):
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
         session = manager.open_session(group_id, member_id, ctx.connection)
         return (ErrorCode.SHARE_SESSION_LIMIT_REACHED, None) if session is None else (ErrorCode.NONE, session)
-    return manager.session_error(group_id, member_id, epoch)
+    error, session = manager.session_error(group_id, member_id, epoch)
+    if session is not None and epoch != -1:
+        session.epoch = next_epoch(session.epoch)
+    return error, session
 
 
 RECORD_LIMIT = 1  # ShareFetch v2's ShareAcquireMode: 0 batch_optimized (whole batches), 1 record_limit
@@ -224,8 +228,6 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     base["acquisition_lock_timeout_ms"] = manager.lock_duration_ms(group_id)
     answer = _Answer()
     refused = _refused_topics(ctx, set(wanted) | session.partitions)
-    if epoch != 0:
-        session.epoch = next_epoch(session.epoch) if epoch != -1 else session.epoch
     await _acknowledge_all(ctx, group_id, member_id, acks, answer, refused, "acknowledge_error_code", FETCH_DEFAULTS,
                            renew)
     if epoch == -1 or renew:  # acknowledgements only (and with -1 the session ends)
@@ -305,8 +307,6 @@ async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     error, session = _session_check(ctx, request, fetch=False)
     if error:
         return {**base, "error_code": error}
-    if epoch != -1:
-        session.epoch = next_epoch(session.epoch)
     acks = _merged(request["topics"])
     answer = _Answer()
     await _acknowledge_all(ctx, group_id, member_id, acks, answer, _refused_topics(ctx, acks), "error_code",
