@@ -161,6 +161,16 @@ def _choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def _subset_of(*choices: str) -> Callable[[Any], list[str]]:
+    def parse(value: Any) -> list[str]:
+        items = _list(value)
+        if not items or any(item not in choices for item in items):
+            raise ValueError(f"{value!r} is not a list of {', '.join(choices)}")
+        return items
+
+    return parse
+
+
 def _cleanup_policy(value: Any) -> list[str]:
     # Kafka accepts an empty list: logs neither deleted by retention nor compacted.
     items = _list(value)
@@ -489,6 +499,10 @@ _PROPS: list[Prop] = [
     Prop("group.min.session.timeout.ms", _ranged(0, INT_MAX), 6000, "Smallest session timeout a member may ask for."),
     Prop("group.max.session.timeout.ms", _ranged(0, INT_MAX), 1800000, "Largest session timeout a member may ask for."),
     Prop("group.max.size", _ranged(1, INT_MAX), INT_MAX, "Largest number of members in a group."),
+    # the consumer rebalance protocol (KIP-848), Kafka 4.x's settings and defaults
+    Prop("group.coordinator.rebalance.protocols", _subset_of("classic", "consumer"), "classic,consumer",
+         "Group protocols served: classic (JoinGroup/SyncGroup), consumer (ConsumerGroupHeartbeat, KIP-848)."),
+    Prop("group.consumer.max.size", _ranged(1, INT_MAX), INT_MAX, "Largest number of members in a consumer group."),
     # share groups (KIP-932), Kafka 4.2's settings and defaults
     Prop("group.share.enable", _bool, True, "Serve share groups (KIP-932): ShareGroupHeartbeat, ShareFetch, ..."),
     Prop("group.share.max.size", _ranged(1, 1000), 200, "Largest number of members in a share group."),
@@ -664,6 +678,9 @@ class BrokerConfig:
         self._check()
 
     def _check(self) -> None:
+        if "classic" not in self["group.coordinator.rebalance.protocols"]:
+            raise ConfigError("group.coordinator.rebalance.protocols must contain classic",
+                              "group.coordinator.rebalance.protocols")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
         for kind in ("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",

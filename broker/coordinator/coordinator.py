@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING
 
 from broker.coordinator import storage
 from broker.coordinator.group import Event, Group, GroupState, Member
+from broker.coordinator.modern import ConsumerGroupsMixin
 from broker.coordinator.offsets import OffsetsMixin, now_ms
 from broker.coordinator.records import (OffsetAndMetadata, group_metadata_key, group_metadata_value, offset_commit_key,
                                         offset_commit_value, partition_for)
@@ -102,7 +103,7 @@ class JoinRequest:
     reason: str
 
 
-class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
+class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin):
     """See the module docstring. ``await start()`` once the loop runs; ``await shutdown()``."""
 
     def __init__(self, config: "BrokerConfig", store: "OffsetsStore", metrics: "BrokerMetrics") -> None:
@@ -117,6 +118,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
         self.retention_check_interval_ms: int = cfg.offsets_retention_check_interval_ms
         self.offset_metadata_max_bytes: int = cfg.offset_metadata_max_bytes
         self.new_member_join_timeout_ms: int = cfg.group_new_member_join_timeout_ms
+        self.consumer_group_max_size: int = cfg["group.consumer.max.size"]
         self.metrics = metrics
         self.groups: dict[str, Group] = {}
         #: TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets
@@ -206,6 +208,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
                 del by_group[group_id]
 
     def _drop_group(self, group: Group, error: int) -> None:
+        self.drop_consumer_members(group)
         self._cancel_join_timer(group)
         for member in group.members.values():
             self._cancel_heartbeat(member)
@@ -341,7 +344,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
         by_state: dict[str, int] = {}
         cached = 0
         for group in list(self.groups.values()):
-            by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
+            by_state[group.state_name] = by_state.get(group.state_name, 0) + 1
             cached += len(group.offsets)
         return by_state, cached
 
@@ -488,6 +491,11 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
             if not unknown:
                 return join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
+        if group.modern is not None:
+            if group.modern.members:  # members of the consumer protocol: no classic member may join
+                return join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            log.info("group %s: the empty consumer group becomes a classic group, its offsets kept", group_id)
+            group.modern = None
         if unknown and len(group.members) >= self.group_max_size:
             return join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED)
         req = JoinRequest(self._loop().create_future(), group_instance_id, client_id, client_host,
@@ -842,7 +850,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin):
                 out[group_id] = error
             elif group is None or group.is_(S.DEAD):
                 out[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_(S.EMPTY):
+            elif not group.is_(S.EMPTY) or group.has_consumer_members:
                 out[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 out[group_id] = await self._remove_group(group)

@@ -188,6 +188,24 @@ class Group:
     #: generation (Kafka's ``subscribedTopics``); None when unknown (another protocol
     #: type, or a subscription that does not parse), so no topic counts as unsubscribed
     subscribed_topics: set[str] | None = None
+    #: a group of the consumer rebalance protocol (KIP-848): its members, epochs and assignment
+    #: (:class:`broker.coordinator.consumer_group.ConsumerGroupState`); None for a classic group. Such a group
+    #: has no classic members and stays Empty in the classic state machine.
+    modern: Any = None
+
+    @property
+    def type_name(self) -> str:
+        """ListGroups' group type: ``consumer`` (KIP-848) or ``classic``."""
+        return "consumer" if self.modern is not None else "classic"
+
+    @property
+    def state_name(self) -> str:
+        """The state as ListGroups names it: the consumer protocol's states for such a group."""
+        return self.modern.state if self.modern is not None and not self.is_(GroupState.DEAD) else self.state.value
+
+    @property
+    def has_consumer_members(self) -> bool:
+        return self.modern is not None and bool(self.modern.members)
 
     # -- the state machine ----------------------------------------------------------------------
     def transition(self, event: Event, now_ms: int) -> GroupState:

@@ -26,6 +26,8 @@ every ``offsets.retention.check.interval.ms``; :func:`expired_partitions` decide
   ``offsets.retention.minutes`` (still never while a member subscribes to its topic);
 * Empty group with a protocol type: retention counts from when the group became
   Empty (``current_state_timestamp``; the commit timestamp if unknown);
+* a group of the consumer rebalance protocol (KIP-848) with members: as below, with the topics its members
+  subscribe to (by name or regex);
 * consumer-protocol group with members whose subscriptions are known: offsets of
   topics no member subscribes to expire ``offsets.retention.minutes`` after their
   commit; offsets of subscribed topics never expire while the group has members;
@@ -58,12 +60,37 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def modern_commit_error(group: Group, member_id: str, member_epoch: int, version: int) -> int:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit`` for a group of the consumer protocol: a commit without a
+    member (epoch < 0) only while the group has no members; otherwise the member must be known
+    (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ (UNSUPPORTED_VERSION), and at its epoch (a greater one
+    is FENCED_MEMBER_EPOCH, a smaller one STALE_MEMBER_EPOCH)."""
+    state = group.modern
+    if member_epoch < 0 and not state.members:
+        return ErrorCode.NONE
+    member = state.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if member_epoch > member.epoch:
+        return ErrorCode.FENCED_MEMBER_EPOCH
+    if member_epoch < member.epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
+
+
 def expired_partitions(group: Group, now: int, retention_ms: int) -> list[TopicPartition]:
     """The partitions whose committed offsets are past retention (see the module docstring)."""
     if group.is_(S.DEAD):
         return []
     subscribed: set[str] = set()
-    if group.protocol_type is not None and group.is_(S.EMPTY):
+    if group.has_consumer_members:
+        subscribed = group.subscribed_topics or set()
+
+        def base(om: OffsetAndMetadata) -> int:
+            return om.commit_timestamp
+    elif group.protocol_type is not None and group.is_(S.EMPTY):
         def base(om: OffsetAndMetadata) -> int:
             return group.current_state_timestamp if group.current_state_timestamp >= 0 else om.commit_timestamp
     elif group.protocol_type == "consumer" and group.subscribed_topics is not None:
@@ -99,8 +126,10 @@ class OffsetsMixin:
     """
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                             offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
-        """Kafka's handleCommitOffsets: per-partition error codes, after the append."""
+                             offsets: dict[TopicPartition, OffsetAndMetadata], version: int = 9
+                             ) -> dict[TopicPartition, int]:
+        """Kafka's handleCommitOffsets: per-partition error codes, after the append. In a group of the consumer
+        protocol ``generation_id`` is the member epoch (:func:`modern_commit_error`)."""
         def every(code: int) -> dict[TopicPartition, int]:
             return {tp: int(code) for tp in offsets}
 
@@ -114,7 +143,11 @@ class OffsetsMixin:
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
         if group.is_(S.DEAD):
             return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not (generation_id < 0 and group.is_(S.EMPTY)):
+        if group.modern is not None:
+            error = modern_commit_error(group, member_id, generation_id, version)
+            if error:
+                return every(error)
+        elif not (generation_id < 0 and group.is_(S.EMPTY)):
             if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
                 return every(ErrorCode.FENCED_INSTANCE_ID)
             if group.is_(S.COMPLETING_REBALANCE):
@@ -152,13 +185,20 @@ class OffsetsMixin:
                 accepted.append((tp, om))
         return result, accepted
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
-                      ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """(error, offsets); ``partitions`` None means every partition the group has offsets for."""
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """(error, offsets); ``partitions`` None means every partition the group has offsets for. A member of a
+        consumer-protocol group that names itself (OffsetFetch v9) must be known, at its current epoch."""
         error = self.group_error(group_id)
         if error:
             return error, {}
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and member_id is not None:
+            member = group.modern.members.get(member_id)
+            if member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID, {}
+            if member_epoch != member.epoch:
+                return ErrorCode.STALE_MEMBER_EPOCH, {}
         stored = group.offsets if group is not None else {}
         if partitions is None:
             return ErrorCode.NONE, dict(stored)
@@ -179,7 +219,7 @@ class OffsetsMixin:
         if group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         result: dict[TopicPartition, int] = {}
-        if group.is_(S.EMPTY) or group.protocol_type is None:
+        if (group.is_(S.EMPTY) and not group.has_consumer_members) or group.protocol_type is None:
             doomed = list(partitions)
         elif group.protocol_type == "consumer":
             doomed = []
@@ -233,6 +273,6 @@ class OffsetsMixin:
                 expired_total += len(expired)
                 log.info("group %s: %d offset(s) expired", group.group_id, len(expired))
             if (self._is_current(group) and group.is_(S.EMPTY) and not group.offsets and not group.members
-                    and not group.pending_members):
+                    and not group.pending_members and not group.has_consumer_members):
                 await self._remove_group(group)
         return expired_total

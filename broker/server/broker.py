@@ -68,6 +68,7 @@ from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.share import SHARE_GROUP_APIS, ShareCoordinator, ShareManager, share_metrics_snapshot
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_usable_log_dirs
 from broker.metrics import BrokerMetrics
+from broker.protocol import ApiKey
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.dynamic_config import DynamicBrokerConfig
@@ -112,6 +113,8 @@ class Broker:
         self.registry = registry if registry is not None else load_apis()
         if not config["group.share.enable"]:  # share groups off: their APIs are neither served nor advertised
             self.registry.unregister(*SHARE_GROUP_APIS)
+        if "consumer" not in config["group.coordinator.rebalance.protocols"]:  # KIP-848's APIs, likewise
+            self.registry.unregister(ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
         self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.dynamic_config = DynamicBrokerConfig(self)
@@ -135,6 +138,10 @@ class Broker:
             self.replicas, config, partition_count=self._offsets_partition_count,
             create_topic=self._create_internal_topic, alive_brokers=lambda: len(self.live_brokers())),
             self.metrics)
+        self.coordinator.topic_source = self.metadata_cache.partition_counts
+        self.coordinator.group_setting = lambda group_id, name: int(self.group_configs.value(group_id, name))
+        self.coordinator.other_group_type = lambda group_id: (
+            "share" if group_id in self.share_coordinator.groups else None)
         self.txn_coordinator = TransactionCoordinator(self)
         #: Share groups (KIP-932): membership where this broker coordinates, records where it leads
         self.share_coordinator = ShareCoordinator(self)

@@ -113,6 +113,9 @@ class MetadataCache:
         self._names: dict[uuid.UUID, str] = {}  # topic id -> name
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
         self._stopped = False
+        #: goes up with every update (what was derived from the cache before it may be stale)
+        self.version = 0
+        self._partition_counts: tuple[int, dict[str, tuple[uuid.UUID, int]]] = (-1, {})
 
     # -- reads ----------------------------------------------------------------------------
     def alive_brokers(self) -> list[BrokerInfo]:
@@ -127,6 +130,15 @@ class MetadataCache:
 
     def topic(self, name: str) -> TopicMeta | None:
         return self._topics.get(name)
+
+    def partition_counts(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Every topic with an id: name -> (topic id, partition count); kept until the next update (read only)."""
+        version, counts = self._partition_counts
+        if version != self.version:
+            counts = {name: (meta.topic_id, len(meta.partitions)) for name, meta in self._topics.items()
+                      if meta.topic_id is not None and meta.topic_id.int != 0 and meta.partitions}
+            self._partition_counts = (self.version, counts)
+        return counts
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with this id, or None (unknown, or the zero uuid)."""
@@ -203,6 +215,7 @@ class MetadataCache:
                 self._waiters.remove(entry)
 
     def _wake(self) -> None:
+        self.version += 1
         for predicate, future in list(self._waiters):
             if not future.done() and predicate():
                 future.set_result(True)

@@ -125,5 +125,6 @@ def test_heartbeat_errors(wire):
 def test_api_versions_advertise_the_group_apis(wire):
     r = wire.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     got = {k["api_key"]: (k["min_version"], k["max_version"]) for k in r["api_keys"]}
-    for key, high in ((8, 8), (9, 8), (10, 4), (11, 9), (12, 4), (13, 5), (14, 5), (15, 5), (16, 5), (42, 2), (47, 0)):
+    for key, high in ((8, 9), (9, 9), (10, 4), (11, 9), (12, 4), (13, 5), (14, 5), (15, 5), (16, 5), (42, 2), (47, 0),
+                      (68, 1), (69, 1)):
         assert got[key] == (0, high)

@@ -1,5 +1,6 @@
 """Consumer group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
-SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42); and the consumer rebalance
+protocol's (KIP-848, Kafka 4.x): ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69).
 
 Schemas in the compact form of :mod:`broker.protocol.schema`; field facts follow Apache
 Kafka's message definitions (3.8).
@@ -182,4 +183,71 @@ DELETE_GROUPS = Api(
     ],
 )
 
-APIS = (FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS,)
+
+def _topic_partitions(named: bool = False) -> list:
+    return [f("topic_id", "uuid"), *([f("topic_name", "string")] if named else []), f("partitions", "[]int32")]
+
+
+CONSUMER_GROUP_HEARTBEAT = Api(
+    key=68, name="ConsumerGroupHeartbeat", versions="0-1", flexible="0+",
+    request=[
+        f("group_id", "string"),
+        f("member_id", "string"),  # v1: made by the client
+        f("member_epoch", "int32"),  # 0 joins, -1 leaves, -2 a static member leaves for now
+        f("instance_id", "string", nullable="0+", default=None),
+        f("rack_id", "string", nullable="0+", default=None),
+        f("rebalance_timeout_ms", "int32", default=-1),  # -1: unchanged
+        f("subscribed_topic_names", "[]string", nullable="0+", default=None),  # null: unchanged
+        f("subscribed_topic_regex", "string", "1+", nullable="1+", default=None),
+        f("server_assignor", "string", nullable="0+", default=None),
+        f("topic_partitions", "[]", nullable="0+", default=None, fields=_topic_partitions()),  # owned; null: unchanged
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", nullable="0+", default=None),
+        f("member_id", "string", nullable="0+", default=None),
+        f("member_epoch", "int32"),
+        f("heartbeat_interval_ms", "int32"),
+        f("assignment", "{}", nullable="0+", default=None, fields=[  # null: unchanged
+            f("topic_partitions", "[]", fields=_topic_partitions()),
+        ]),
+    ],
+)
+
+CONSUMER_GROUP_DESCRIBE = Api(
+    key=69, name="ConsumerGroupDescribe", versions="0-1", flexible="0+",
+    request=[
+        f("group_ids", "[]string"),
+        f("include_authorized_operations", "bool"),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("groups", "[]", fields=[
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+            f("group_id", "string"),
+            f("group_state", "string"),
+            f("group_epoch", "int32"),
+            f("assignment_epoch", "int32"),
+            f("assignor_name", "string"),
+            f("members", "[]", fields=[
+                f("member_id", "string"),
+                f("instance_id", "string", nullable="0+", default=None),
+                f("rack_id", "string", nullable="0+", default=None),
+                f("member_epoch", "int32"),
+                f("client_id", "string"),
+                f("client_host", "string"),
+                f("subscribed_topic_names", "[]string"),
+                f("subscribed_topic_regex", "string", nullable="0+", default=None),
+                f("assignment", "{}", fields=[f("topic_partitions", "[]", fields=_topic_partitions(named=True))]),
+                f("target_assignment", "{}", fields=[f("topic_partitions", "[]", fields=_topic_partitions(named=True))]),
+                f("member_type", "int8", "1+", default=-1),  # 1: a member of the consumer protocol
+            ]),
+            f("authorized_operations", "int32", default=-2147483648),
+        ]),
+    ],
+)
+
+APIS = (FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS,
+        CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)

@@ -14,7 +14,8 @@
 * LeaveGroup (13) v0-5: v0-2 one member id, v3+ a batch of members (by member id
   or group.instance.id) with an error per member; v5 a reason per member, logged
   (KIP-800, Kafka 3.2).
-* DescribeGroups (15) v0-5, ListGroups (16) v0-4 (v4 filters by state),
+* DescribeGroups (15) v0-5 (a group of the consumer protocol is Dead to it, as to Kafka 4.x:
+  ConsumerGroupDescribe describes those), ListGroups (16) v0-5 (v4 filters by state, v5 by type),
   DeleteGroups (42) v0-2 (NON_EMPTY_GROUP unless the group is Empty).
 
 Authorization (with an authorizer, :mod:`broker.acl`; as Kafka 2.7's KafkaApis):
@@ -132,7 +133,7 @@ async def describe_groups(ctx: RequestContext, request: dict) -> dict:
         code, group = coordinator.describe(group_id)
         entry = {"error_code": code, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
                  "protocol_data": "", "members": []}
-        if code == ErrorCode.NONE and group is not None:
+        if code == ErrorCode.NONE and group is not None and group.modern is None:  # not a consumer group's
             entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
                          protocol_data=(group.protocol_name or "") if group.state.value == "Stable" else "",
                          members=group.describe_members())
@@ -143,15 +144,16 @@ async def describe_groups(ctx: RequestContext, request: dict) -> dict:
 
 
 async def list_groups(ctx: RequestContext, request: dict) -> dict:
-    """Consumer groups and share groups (KIP-932; protocol type and group type ``share``), as Kafka 4.2 lists
-    them at every version. v4+ filter by state, v5+ by type (``classic``, ``share``; case-insensitive, an unknown
+    """Classic groups, consumer groups (KIP-848: group type ``consumer``, states Empty, Assigning, Reconciling,
+    Stable) and share groups (KIP-932; protocol type and group type ``share``), as Kafka 4.2 lists them at every
+    version. v4+ filter by state, v5+ by type (``classic``, ``consumer``, ``share``; case-insensitive, an unknown
     type matches nothing)."""
     coordinator = ctx.broker.coordinator
     states = {s.lower() for s in request["states_filter"] or []} if ctx.api_version >= 4 else set()
     types = {t.lower() for t in request["types_filter"] or []} if ctx.api_version >= 5 else set()
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
-    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
-               "group_type": "classic"} for g in coordinator.list_groups()]
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
+               "group_type": g.type_name} for g in coordinator.list_groups()]
     groups += [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state, "group_type": "share"}
                for g in ctx.broker.share_coordinator.groups.values()
                if coordinator.group_error(g.group_id) == ErrorCode.NONE]

@@ -1,6 +1,6 @@
 """Committed offsets, served by :class:`broker.coordinator.GroupCoordinator`:
 
-* OffsetCommit (8) v0-8: acknowledged only after the records are in
+* OffsetCommit (8) v0-9: acknowledged only after the records are in
   ``__consumer_offsets`` and replicated to its ISR (the high watermark passed them;
   not within ``offsets.commit.timeout.ms``: COORDINATOR_NOT_AVAILABLE, as Kafka). v1 carries a per-partition commit timestamp (-1: now) and
   the generation/member; v2-v4 a retention time (-1: the broker's
@@ -8,11 +8,16 @@
   v6+ the leader epoch; v7+ group.instance.id. Partitions of unknown topics get
   UNKNOWN_TOPIC_OR_PARTITION; metadata above ``offset.metadata.max.bytes`` (4096)
   OFFSET_METADATA_TOO_LARGE.
-* OffsetFetch (9) v0-8: null topics (v2+) means every partition the group has
+* OffsetCommit v9 (KIP-848): in a group of the consumer protocol the generation is the member epoch
+  (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH; a member of that protocol must commit with
+  v9+, UNSUPPORTED_VERSION below it); a commit without a member only while the group has no members.
+* OffsetFetch (9) v0-9: null topics (v2+) means every partition the group has
   offsets for; missing offsets are -1 with empty metadata. Group-level errors are
   per partition at v0-1 and top-level from v2; v8 batches groups. v7+ with
   ``require_stable`` (KIP-447): a partition with a transactional offset commit
-  still waiting for its marker gets UNSTABLE_OFFSET_COMMIT (the client retries).
+  still waiting for its marker gets UNSTABLE_OFFSET_COMMIT (the client retries). v9 (KIP-848) names the
+  member and its epoch; in a group of the consumer protocol a named member must be known at that epoch
+  (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); a null member id is an admin's fetch.
 * OffsetDelete (47) v0: GROUP_SUBSCRIBED_TO_TOPIC for topics a non-empty
   consumer group is subscribed to, NON_EMPTY_GROUP for a non-empty group of
   another protocol type, GROUP_ID_NOT_FOUND for an unknown group.
@@ -80,7 +85,7 @@ async def offset_commit(ctx: RequestContext, request: dict) -> dict:
         results.update(await ctx.broker.coordinator.commit_offsets(
             request["group_id"], request["member_id"] if v >= 1 else "",
             request["group_instance_id"] if v >= 7 else None,
-            request["generation_id_or_member_epoch"] if v >= 1 else -1, offsets))
+            request["generation_id_or_member_epoch"] if v >= 1 else -1, offsets, version=v))
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic["name"], "partitions": [
             {"partition_index": p["partition_index"], "error_code": results[(topic["name"], p["partition_index"])]}
@@ -97,7 +102,8 @@ def _every_partition(request: dict, error: int) -> dict:
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None, version: int,
-                 require_stable: bool = False) -> tuple[int, list[dict]]:
+                 require_stable: bool = False, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
     denied: set[str] = set()
     error = ErrorCode.NONE
@@ -113,7 +119,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None, 
         found: dict = {}
     else:
         asked = wanted if not denied else [tp for tp in wanted if tp[0] not in denied]
-        error, found = coordinator.fetch_offsets(group_id, asked)
+        error, found = coordinator.fetch_offsets(group_id, asked, member_id, member_epoch)
     if error and (version >= 2 or wanted is None):
         return error, []
     if checked and wanted is None and found:
@@ -141,7 +147,8 @@ async def offset_fetch(ctx: RequestContext, request: dict) -> dict:
     if v >= 8:
         groups = []
         for g in request["groups"]:
-            error, topics = _fetch_group(ctx, g["group_id"], g["topics"], v, request["require_stable"])
+            error, topics = _fetch_group(ctx, g["group_id"], g["topics"], v, request["require_stable"],
+                                         g["member_id"] if v >= 9 else None, g["member_epoch"] if v >= 9 else -1)
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     topics = request["topics"]
@@ -175,6 +182,6 @@ async def offset_delete(ctx: RequestContext, request: dict) -> dict:
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.OFFSET_COMMIT, 0, 8, offset_commit)
-    registry.register(ApiKey.OFFSET_FETCH, 0, 8, offset_fetch)
+    registry.register(ApiKey.OFFSET_COMMIT, 0, 9, offset_commit)
+    registry.register(ApiKey.OFFSET_FETCH, 0, 9, offset_fetch)
     registry.register(ApiKey.OFFSET_DELETE, 0, 0, offset_delete)

@@ -1,0 +1,302 @@
+"""Consumer groups of the consumer rebalance protocol (KIP-848): members, the target assignment and each
+member's way towards it. Sans-I/O and without timers, as :mod:`broker.coordinator.group` is for classic
+groups; the async layer is :mod:`broker.coordinator.modern`.
+
+Epochs, as Kafka 4.x keeps them:
+
+* the **group epoch** goes up whenever what the assignment depends on changes: a member joins, leaves or
+  changes its subscription or assignor, or a subscribed topic is created, deleted or gains partitions;
+* the **assignment epoch** is the group epoch the **target assignment** was computed at (here always at
+  once, by the server-side assignor: ``uniform`` or ``range``);
+* a **member epoch** is the assignment epoch the member has reached. A member reaches a new target only
+  after it has given up (revoked) what the target takes away from it; a partition it is to get that
+  another member still holds is kept from it until that member has revoked it (Kafka's
+  ``CurrentAssignmentBuilder``, in :func:`reconcile`). So no partition is ever held by two members.
+
+A member's states: ``STABLE`` (at the target), ``UNREVOKED_PARTITIONS`` (told to give partitions up, still at
+its old epoch), ``UNRELEASED_PARTITIONS`` (at the target epoch, waiting for partitions others still hold).
+
+Partitions are named by topic id (:class:`uuid.UUID`) and index; topics by name in subscriptions. Not
+thread-safe: the event loop owns every group.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+STABLE = "stable"
+UNREVOKED_PARTITIONS = "unrevoked_partitions"
+UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+#: The server-side assignors, the first the default (Kafka's ``group.consumer.assignors``).
+ASSIGNORS = ("uniform", "range")
+
+#: Member epochs with a meaning of their own in a heartbeat.
+JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+#: topic name -> (topic id, partition count): what the assignment was computed from
+TopicMetadata = dict[str, tuple[uuid.UUID, int]]
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: str = STABLE
+    #: what the member has been given and holds
+    assigned: Assignment = field(default_factory=dict)
+    #: what it was told to give up and has not yet
+    pending_revocation: Assignment = field(default_factory=dict)
+    #: the assignment last sent to it (a heartbeat answer carries the assignment only when this changes)
+    last_sent: Assignment | None = None
+    #: the async layer's timer handles
+    session_timer: Any = None
+    revocation_timer: Any = None
+
+
+@dataclass(eq=False)
+class ConsumerGroupState:
+    """What a group of the consumer protocol adds to :class:`broker.coordinator.group.Group` (its ``modern``)."""
+
+    epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = ASSIGNORS[0]
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    #: group.instance.id -> member id
+    static_members: dict[str, str] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    #: (topic id, partition) -> member id holding it (assigned or pending revocation)
+    owners: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
+    #: the subscribed topics as they were when the group epoch last moved
+    metadata: TopicMetadata = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """The group state as ListGroups and ConsumerGroupDescribe name it."""
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch != self.epoch:
+            return "Assigning"
+        if any(m.epoch != self.assignment_epoch or m.state != STABLE for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    # -- ownership ------------------------------------------------------------------------------------
+    def release(self, member: ConsumerMember) -> None:
+        """Forget every partition ``member`` holds."""
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    if self.owners.get((topic_id, p)) == member.member_id:
+                        del self.owners[(topic_id, p)]
+
+    def take(self, member: ConsumerMember) -> None:
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    self.owners[(topic_id, p)] = member.member_id
+
+    def remove(self, member_id: str) -> ConsumerMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self.release(member)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        self.target.pop(member_id, None)
+        self.epoch += 1
+        return member
+
+    def subscribed_topics(self, all_topics: TopicMetadata) -> set[str]:
+        """Every topic some member subscribes to, by name or by regex, that exists."""
+        out: set[str] = set()
+        for m in self.members.values():
+            out.update(resolve(m, all_topics))
+        return out
+
+    def select_assignor(self) -> str:
+        """The assignor most members ask for (ties: in :data:`ASSIGNORS` order), else the default."""
+        asked = [m.server_assignor for m in self.members.values() if m.server_assignor]
+        if not asked:
+            return ASSIGNORS[0]
+        return max(ASSIGNORS, key=lambda name: (asked.count(name), -ASSIGNORS.index(name)))
+
+
+def compile_regex(pattern: str) -> re.Pattern:
+    """A subscription regex as the broker matches it (whole topic names); raises :class:`re.error`."""
+    return re.compile(pattern)
+
+
+def resolve(member: ConsumerMember, all_topics: TopicMetadata) -> set[str]:
+    """The existing topics ``member`` subscribes to, by name and by regex (matching whole names, internal topics
+    too, as Kafka's)."""
+    names = {n for n in member.subscribed_topic_names if n in all_topics}
+    if member.subscribed_topic_regex:
+        try:
+            rx = compile_regex(member.subscribed_topic_regex)
+        except re.error:
+            return names
+        names.update(n for n in all_topics if rx.fullmatch(n))
+    return names
+
+
+# -- assignors ----------------------------------------------------------------------------------------
+def assign(assignor: str, subscriptions: dict[str, set[str]], topics: TopicMetadata,
+           previous: dict[str, Assignment]) -> dict[str, Assignment]:
+    """The target assignment: member id -> topic id -> partitions. ``subscriptions`` maps each member to the
+    existing topic names it subscribes to; ``previous`` is the last target (``uniform`` keeps what it can)."""
+    if assignor == "range":
+        out = _range(subscriptions, topics)
+    else:
+        out = _uniform(subscriptions, topics, previous)
+    return {m: {t: frozenset(ps) for t, ps in a.items() if ps} for m, a in out.items()}
+
+
+def _range(subscriptions: dict[str, set[str]], topics: TopicMetadata) -> dict[str, dict[uuid.UUID, set[int]]]:
+    """Per topic, its subscribers in member id order get contiguous ranges, the first ones one more."""
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    for name, (topic_id, count) in sorted(topics.items()):
+        members = sorted(m for m, subs in subscriptions.items() if name in subs)
+        if not members:
+            continue
+        per, extra = divmod(count, len(members))
+        start = 0
+        for i, m in enumerate(members):
+            n = per + (1 if i < extra else 0)
+            if n:
+                out[m][topic_id] = set(range(start, start + n))
+            start += n
+    return out
+
+
+def _uniform(subscriptions: dict[str, set[str]], topics: TopicMetadata,
+             previous: dict[str, Assignment]) -> dict[str, dict[uuid.UUID, set[int]]]:
+    """Balanced and sticky: every member keeps what it had where it still subscribes, partitions nobody has go
+    to the eligible member with the fewest, and partitions move from the fullest eligible member to the
+    emptiest while they differ by more than one."""
+    by_id = {topic_id: (name, count) for name, (topic_id, count) in topics.items()}
+    owner: dict[tuple[uuid.UUID, int], str] = {}
+    held: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in subscriptions}
+    for m, assignment in sorted(previous.items()):
+        if m not in subscriptions:
+            continue
+        for topic_id, partitions in assignment.items():
+            name, count = by_id.get(topic_id, (None, 0))
+            if name is None or name not in subscriptions[m]:
+                continue
+            for p in partitions:
+                if p < count and (topic_id, p) not in owner:
+                    owner[(topic_id, p)] = m
+                    held[m].add((topic_id, p))
+    eligible = {topic_id: sorted(m for m, subs in subscriptions.items() if name in subs)
+                for name, (topic_id, _count) in topics.items()}
+    free = [(topic_id, p) for name, (topic_id, count) in sorted(topics.items()) for p in range(count)
+            if (topic_id, p) not in owner and eligible[topic_id]]
+    free.sort(key=lambda tp: len(eligible[tp[0]]))  # the most constrained first
+    for tp in free:
+        m = min(eligible[tp[0]], key=lambda m: (len(held[m]), m))
+        owner[tp] = m
+        held[m].add(tp)
+    # moves: from the member with the most to an eligible one with at least two fewer
+    moved = True
+    while moved:
+        moved = False
+        for m in sorted(held, key=lambda m: (-len(held[m]), m)):
+            for tp in sorted(held[m], key=lambda tp: (str(tp[0]), -tp[1])):
+                best = min(eligible[tp[0]], key=lambda o: (len(held[o]), o))
+                if len(held[best]) + 1 < len(held[m]):
+                    held[m].discard(tp)
+                    held[best].add(tp)
+                    owner[tp] = best
+                    moved = True
+                    break
+            if moved:
+                break
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    for (topic_id, p), m in owner.items():
+        out[m].setdefault(topic_id, set()).add(p)
+    return out
+
+
+# -- reconciliation -----------------------------------------------------------------------------------
+def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
+    """Does the member, by what it says it owns (None: it did not say, so assume it does), still hold any of
+    ``partitions``?"""
+    if owned is None:
+        return True
+    return any(owned.get(t, frozenset()) & ps for t, ps in partitions.items())
+
+
+def reconcile(group: ConsumerGroupState, member: ConsumerMember, owned: Assignment | None) -> None:
+    """Move ``member`` towards its target (Kafka's ``CurrentAssignmentBuilder``); ``owned`` is what the member
+    reported holding in this heartbeat, None when it did not say. Updates the member and the group's owners."""
+    if member.state == UNREVOKED_PARTITIONS:
+        if _owns_any(owned, member.pending_revocation):
+            return
+        _next(group, member, min(member.epoch + 1, group.assignment_epoch), owned)
+    elif member.state == UNRELEASED_PARTITIONS:
+        _next(group, member, member.epoch, owned)
+    elif member.epoch != group.assignment_epoch:
+        _next(group, member, member.epoch, owned)
+
+
+def _next(group: ConsumerGroupState, member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
+    target = group.target.get(member.member_id, {})
+    assigned: dict[uuid.UUID, set[int]] = {}
+    revoke: dict[uuid.UUID, set[int]] = {}
+    pending: dict[uuid.UUID, set[int]] = {}
+    unreleased = False
+    for topic_id in set(target) | set(member.assigned):
+        want = target.get(topic_id, frozenset())
+        have = member.assigned.get(topic_id, frozenset())
+        keep = have & want
+        if keep:
+            assigned[topic_id] = set(keep)
+        if have - keep:
+            revoke[topic_id] = set(have - keep)
+        for p in want - keep:
+            holder = group.owners.get((topic_id, p))
+            if holder is not None and holder != member.member_id:
+                unreleased = True
+            else:
+                pending.setdefault(topic_id, set()).add(p)
+    group.release(member)
+    frozen = {t: frozenset(ps) for t, ps in revoke.items()}
+    if frozen and _owns_any(owned, frozen):
+        member.state = UNREVOKED_PARTITIONS
+        _set_epoch(member, epoch)
+        member.assigned = {t: frozenset(ps) for t, ps in assigned.items()}
+        member.pending_revocation = frozen
+    else:
+        for t, ps in pending.items():
+            assigned.setdefault(t, set()).update(ps)
+        member.state = UNRELEASED_PARTITIONS if unreleased else STABLE
+        _set_epoch(member, group.assignment_epoch)
+        member.assigned = {t: frozenset(ps) for t, ps in assigned.items()}
+        member.pending_revocation = {}
+    group.take(member)
+
+
+def _set_epoch(member: ConsumerMember, epoch: int) -> None:
+    if epoch != member.epoch:
+        member.previous_epoch, member.epoch = member.epoch, epoch
+
+
+def is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
+    """Is every partition the member reports holding among those it was given? (None: it did not say.)"""
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())

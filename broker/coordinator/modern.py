@@ -1,0 +1,385 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe: the consumer rebalance protocol (KIP-848) on the group
+coordinator, as Kafka 4.x serves it (``GroupMetadataManager.consumerGroupHeartbeat``). A mixin of
+:class:`broker.coordinator.GroupCoordinator`; the rules of epochs, assignment and reconciliation are in
+:mod:`broker.coordinator.consumer_group`.
+
+* **Joining.** Epoch 0 with the member's id (made by the client from v1; v0 may leave it to the coordinator)
+  and its subscription (topic names, or from v1 a regex). The group is made if need be. An Empty classic
+  group (committed offsets, no members) becomes a consumer group and keeps its offsets; a classic group with
+  members, or a share group, is refused: GROUP_ID_NOT_FOUND, "not a consumer group". ``group.consumer.max.size``
+  members at most (GROUP_MAX_SIZE_REACHED).
+* **Heartbeats** carry only what changed (null fields: unchanged). Every heartbeat moves the member towards
+  its target; the answer carries its assignment when that changed or the request was a full one. An epoch
+  above the member's, or below it other than its previous epoch with a subset of what it was given (a lost
+  answer), is FENCED_MEMBER_EPOCH: the member gives up its partitions and joins again. An unknown member gets
+  UNKNOWN_MEMBER_ID.
+* **Leaving.** Epoch -1 leaves; -2 is a static member leaving for now: it keeps its place and its partitions
+  until its session ends, and joining again with its ``group.instance.id`` (epoch 0, a new member id) takes
+  them back without a rebalance. An instance id held by a member that has not left is UNRELEASED_INSTANCE_ID.
+* **Timeouts.** A member without a heartbeat for the group's ``consumer.session.timeout.ms`` is removed; one
+  that does not revoke what it was told to within its rebalance timeout is removed too.
+* **Topics.** The subscribed topics are looked at on every heartbeat; a topic created, deleted or given more
+  partitions moves the group epoch and a new target is computed.
+
+Unlike Kafka, a consumer group's members and epochs are kept in memory only (Kafka writes them to
+``__consumer_offsets``); its committed offsets are written as always. After the coordinator moves, members
+are told UNKNOWN_MEMBER_ID and join again at once (epoch 0), which costs their assignment one rebalance.
+
+Loop-only, like the rest of the coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+import time
+from typing import Callable
+
+from broker.coordinator import consumer_group as cg
+from broker.coordinator.consumer_group import ConsumerGroupState, ConsumerMember
+from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from broker.protocol import ErrorCode
+
+log = logging.getLogger("broker.coordinator")
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _assignment(topic_partitions: list[dict] | None) -> cg.Assignment | None:
+    if topic_partitions is None:
+        return None
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for tp in topic_partitions:
+        out[tp["topic_id"]] = out.get(tp["topic_id"], frozenset()) | frozenset(tp["partitions"])
+    return out
+
+
+def _wire(assignment: cg.Assignment) -> list[dict]:
+    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))
+            if ps]
+
+
+class ConsumerGroupsMixin:
+    """See the module docstring. Expects the coordinator's ``groups``, ``group_error``, ``_loop`` and the three
+    providers the broker sets: ``topic_source`` (every topic: name -> (id, partition count)), ``group_setting``
+    (a group config's value for a group) and ``other_group_type`` (the type of a group of that id that the
+    coordinator does not keep, e.g. ``"share"``, or None)."""
+
+    topic_source: Callable[[], cg.TopicMetadata] = staticmethod(lambda: {})
+    group_setting: Callable[[str, str], int] = staticmethod(
+        lambda group_id, name: {"consumer.session.timeout.ms": 45000, "consumer.heartbeat.interval.ms": 5000}[name])
+    other_group_type: Callable[[str], str | None] = staticmethod(lambda group_id: None)
+    consumer_group_max_size: int = 0x7FFFFFFF
+
+    # -- ConsumerGroupHeartbeat -----------------------------------------------------------------------------
+    def consumer_group_heartbeat(self, request: dict, version: int, client_id: str, client_host: str) -> dict:
+        """The heartbeat's answer (without throttle time); raises :class:`HeartbeatError`."""
+        self._validate(request, version)
+        group_id, epoch = request["group_id"], request["member_epoch"]
+        member_id = request["member_id"] or (str(uuid.uuid4()) if version == 0 and epoch == 0 else "")
+        group = self.groups.get(group_id)
+        if epoch in (cg.LEAVE_EPOCH, cg.STATIC_LEAVE_EPOCH):
+            return self._consumer_leave(group, member_id, request["instance_id"], epoch)
+        state = self._consumer_group(group_id, group, create=epoch == cg.JOIN_EPOCH)
+        group = self.groups[group_id]
+        member = self._consumer_member(group, state, member_id, epoch, request)
+        changed = self._update_member(state, member, request, client_id, client_host)
+        if changed:
+            state.epoch += 1
+        all_topics = self.topic_source()
+        metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
+        if metadata != state.metadata:
+            state.metadata = metadata
+            state.epoch += 1
+        group.subscribed_topics = set(metadata)
+        if state.assignment_epoch != state.epoch:
+            self._compute_target(group, state, all_topics)
+        owned = _assignment(request["topic_partitions"])
+        before = member.state
+        cg.reconcile(state, member, owned)
+        self._schedule_session(group, member)
+        if member.state == cg.UNREVOKED_PARTITIONS and before != cg.UNREVOKED_PARTITIONS:
+            self._schedule_revocation(group, member)
+        elif member.state != cg.UNREVOKED_PARTITIONS:
+            self._cancel(member, "revocation_timer")
+        full = epoch == cg.JOIN_EPOCH or (
+            request["rebalance_timeout_ms"] != -1 and request["topic_partitions"] is not None
+            and (request["subscribed_topic_names"] is not None or request.get("subscribed_topic_regex") is not None))
+        send = full or member.last_sent != member.assigned
+        member.last_sent = dict(member.assigned)
+        return {
+            "error_code": ErrorCode.NONE, "error_message": None, "member_id": member.member_id,
+            "member_epoch": member.epoch,
+            "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
+            "assignment": {"topic_partitions": _wire(member.assigned)} if send else None,
+        }
+
+    @staticmethod
+    def _validate(request: dict, version: int) -> None:
+        def invalid(message: str) -> HeartbeatError:
+            return HeartbeatError(ErrorCode.INVALID_REQUEST, message)
+
+        group_id, member_id, epoch = request["group_id"], request["member_id"], request["member_epoch"]
+        regex = request.get("subscribed_topic_regex")
+        if not group_id or not group_id.strip():
+            raise invalid("GroupId can't be empty.")
+        if request["instance_id"] is not None and not request["instance_id"].strip():
+            raise invalid("InstanceId can't be empty.")
+        if request["rack_id"] is not None and not request["rack_id"].strip():
+            raise invalid("RackId can't be empty.")
+        if (version >= 1 or epoch > 0 or epoch == cg.LEAVE_EPOCH) and (not member_id or not member_id.strip()):
+            raise invalid("MemberId can't be empty.")
+        if epoch == cg.JOIN_EPOCH:
+            if request["rebalance_timeout_ms"] == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request["topic_partitions"] is None or any(tp["partitions"] for tp in request["topic_partitions"]):
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if request["subscribed_topic_names"] is None and regex is None:
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+        elif epoch == cg.STATIC_LEAVE_EPOCH:
+            if request["instance_id"] is None:
+                raise invalid("InstanceId can't be null.")
+        elif epoch < cg.STATIC_LEAVE_EPOCH:
+            raise invalid("MemberEpoch is invalid.")
+        if regex:
+            try:
+                cg.compile_regex(regex)
+            except re.error as exc:
+                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.")
+        assignor = request["server_assignor"]
+        if assignor is not None and assignor not in cg.ASSIGNORS:
+            raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                                 f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                                 f"{', '.join(cg.ASSIGNORS)}.")
+
+    def _consumer_group(self, group_id: str, group: Group | None, create: bool) -> ConsumerGroupState:
+        """The group's consumer-protocol state, making the group (or turning an Empty classic one) if ``create``."""
+        if group is not None and group.modern is not None:
+            return group.modern
+        if group is None:
+            if not create:
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            if self.other_group_type(group_id) is not None:
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=_now())
+        elif group.members or group.pending_members or not group.is_(GroupState.EMPTY) or not create:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        else:
+            log.info("group %s: the empty classic group becomes a consumer group, its offsets kept", group_id)
+        group.modern = ConsumerGroupState()
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        return group.modern
+
+    def _consumer_member(self, group: Group, state: ConsumerGroupState, member_id: str, epoch: int,
+                         request: dict) -> ConsumerMember:
+        instance_id = request["instance_id"]
+        member = state.members.get(member_id)
+        if epoch == cg.JOIN_EPOCH:
+            if instance_id is not None:
+                old_id = state.static_members.get(instance_id)
+                if old_id is not None and old_id != member_id:
+                    old = state.members[old_id]
+                    if old.epoch != cg.STATIC_LEAVE_EPOCH:
+                        raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                             f"Static member {member_id} with instance id {instance_id} cannot join "
+                                             f"the group because the instance id is owned by {old_id} member.")
+                    return self._replace_static(group, state, old, member_id)
+            if member is None:
+                if len(state.members) >= self.consumer_group_max_size:
+                    raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                         f"The consumer group has reached its maximum capacity of "
+                                         f"{self.consumer_group_max_size} members.")
+                member = state.members[member_id] = ConsumerMember(member_id, instance_id=instance_id)
+                if instance_id is not None:
+                    state.static_members[instance_id] = member_id
+                log.info("group %s: member %s joined (consumer protocol)", group.group_id, member_id)
+                return member
+            # a member joining again under its id keeps its place; the empty list of what it owns it sends
+            # acknowledges any revocation, and the answer carries its assignment
+            return member
+        if instance_id is not None:
+            current = state.static_members.get(instance_id)
+            if current is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if current != member_id:
+                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
+                                     f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                                     f"{current}.")
+        if member is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {group.group_id}.")
+        if epoch > member.epoch:
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a greater member epoch ({epoch}) than the one known "
+                                 f"by the group coordinator ({member.epoch}). The member must abandon all its "
+                                 f"partitions and rejoin.")
+        if epoch < member.epoch and (epoch != member.previous_epoch
+                                     or not cg.is_subset(_assignment(request["topic_partitions"]), member.assigned)):
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
+                                 f"by the group coordinator ({member.epoch}). The member must abandon all its "
+                                 f"partitions and rejoin.")
+        return member
+
+    def _replace_static(self, group: Group, state: ConsumerGroupState, old: ConsumerMember,
+                        member_id: str) -> ConsumerMember:
+        """A static member back under a new id takes the old one's place, partitions and epoch."""
+        self._cancel(old, "session_timer")
+        self._cancel(old, "revocation_timer")
+        state.release(old)
+        old_id = old.member_id
+        del state.members[old_id]
+        old.member_id = member_id
+        old.epoch = old.previous_epoch = 0
+        old.last_sent = None
+        state.members[member_id] = old
+        state.static_members[old.instance_id] = member_id
+        if old_id in state.target:
+            state.target[member_id] = state.target.pop(old_id)
+        state.take(old)
+        log.info("group %s: static member %s is back as %s", group.group_id, old.instance_id, member_id)
+        return old
+
+    def _update_member(self, state: ConsumerGroupState, member: ConsumerMember, request: dict, client_id: str,
+                       client_host: str) -> bool:
+        """Take what the heartbeat changed; True when the group epoch must move (subscription or assignor)."""
+        member.client_id, member.client_host = client_id, client_host
+        if request["rack_id"] is not None:
+            member.rack_id = request["rack_id"]
+        if request["rebalance_timeout_ms"] != -1:
+            member.rebalance_timeout_ms = request["rebalance_timeout_ms"]
+        changed = member.epoch == cg.JOIN_EPOCH and member.member_id not in state.target
+        names, regex = request["subscribed_topic_names"], request.get("subscribed_topic_regex")
+        if names is not None:
+            new = tuple(sorted(set(names)))
+            if new != member.subscribed_topic_names:
+                member.subscribed_topic_names = new
+                changed = True
+        if regex is not None and (regex or None) != member.subscribed_topic_regex:  # "": no regex
+            member.subscribed_topic_regex = regex or None
+            changed = True
+        if request["server_assignor"] is not None and request["server_assignor"] != member.server_assignor:
+            member.server_assignor = request["server_assignor"]
+            changed = True
+        return changed
+
+    def _compute_target(self, group: Group, state: ConsumerGroupState, all_topics: cg.TopicMetadata) -> None:
+        state.assignor = state.select_assignor()
+        subscriptions = {m.member_id: cg.resolve(m, all_topics) for m in state.members.values()}
+        state.target = cg.assign(state.assignor, subscriptions, state.metadata, state.target)
+        state.assignment_epoch = state.epoch
+        log.info("group %s: target assignment of epoch %d computed (%s assignor, %d members)", group.group_id,
+                 state.epoch, state.assignor, len(state.members))
+
+    # -- leaving, timeouts --------------------------------------------------------------------------------------
+    def _consumer_leave(self, group: Group | None, member_id: str, instance_id: str | None, epoch: int) -> dict:
+        state = group.modern if group is not None else None
+        if state is None:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, "the group is not known")
+        if instance_id is not None:
+            current = state.static_members.get(instance_id)
+            if current is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Instance id {instance_id} is unknown in group {group.group_id}.")
+            if current != member_id:
+                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
+                                     f"Static member {member_id} with instance id {instance_id} was fenced by "
+                                     f"member {current}.")
+        member = state.members.get(member_id)
+        if member is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {group.group_id}.")
+        if epoch == cg.STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            member.previous_epoch, member.epoch = member.epoch, cg.STATIC_LEAVE_EPOCH
+            log.info("group %s: static member %s (instance %s) left for now", group.group_id, member_id,
+                     member.instance_id)
+        else:
+            self._remove_consumer_member(group, member, "left")
+        return {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id, "member_epoch": epoch,
+                "heartbeat_interval_ms": 0, "assignment": None}
+
+    def _remove_consumer_member(self, group: Group, member: ConsumerMember, why: str) -> None:
+        self._cancel(member, "session_timer")
+        self._cancel(member, "revocation_timer")
+        if group.modern is not None and group.modern.remove(member.member_id) is not None:
+            log.info("group %s: member %s %s", group.group_id, member.member_id, why)
+            if not group.modern.members:
+                group.current_state_timestamp = _now()
+
+    @staticmethod
+    def _cancel(member: ConsumerMember, timer: str) -> None:
+        handle = getattr(member, timer)
+        if handle is not None:
+            handle.cancel()
+            setattr(member, timer, None)
+
+    def _schedule_session(self, group: Group, member: ConsumerMember) -> None:
+        self._cancel(member, "session_timer")
+        timeout = self.group_setting(group.group_id, "consumer.session.timeout.ms") / 1000
+        member.session_timer = self._loop().call_later(timeout, self._consumer_expired, group, member, "session")
+
+    def _schedule_revocation(self, group: Group, member: ConsumerMember) -> None:
+        self._cancel(member, "revocation_timer")
+        timeout = max(member.rebalance_timeout_ms, 0) / 1000
+        member.revocation_timer = self._loop().call_later(timeout, self._consumer_expired, group, member, "revocation")
+
+    def _consumer_expired(self, group: Group, member: ConsumerMember, which: str) -> None:
+        setattr(member, f"{which}_timer", None)
+        if group.modern is None or group.modern.members.get(member.member_id) is not member:
+            return
+        if which == "revocation" and member.state != cg.UNREVOKED_PARTITIONS:
+            return
+        self._remove_consumer_member(
+            group, member, "removed: no heartbeat within its session timeout" if which == "session" else
+            f"removed: it did not revoke its partitions within its rebalance timeout ({member.rebalance_timeout_ms} ms)")
+
+    def drop_consumer_members(self, group: Group) -> None:
+        """The group is unloaded or deleted: stop its members' timers."""
+        if group.modern is not None:
+            for member in group.modern.members.values():
+                self._cancel(member, "session_timer")
+                self._cancel(member, "revocation_timer")
+
+    # -- ConsumerGroupDescribe ------------------------------------------------------------------------------------
+    def consumer_group_describe(self, group_id: str, version: int) -> dict:
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        state = group.modern
+        if state is None:
+            return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                                    f"Group {group_id} is not a consumer group.")
+        names = {topic_id: name for name, (topic_id, _count) in self.topic_source().items()}
+
+        def named(assignment: cg.Assignment) -> dict:
+            return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(ps)}
+                                         for t, ps in sorted(assignment.items(), key=lambda i: str(i[0])) if ps]}
+
+        return {
+            "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": state.state,
+            "group_epoch": state.epoch, "assignment_epoch": state.assignment_epoch, "assignor_name": state.assignor,
+            "members": [{
+                "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.epoch, "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": named(m.assigned), "target_assignment": named(state.target.get(m.member_id, {})),
+                "member_type": 1,
+            } for m in sorted(state.members.values(), key=lambda m: m.member_id)],
+        }
+
+
+def _described_error(group_id: str, code: int, message: str) -> dict:
+    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
