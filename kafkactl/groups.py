@@ -1,13 +1,23 @@
 """``kafkactl groups``: list, describe, delete consumer groups and reset their offsets.
 
-- ``list``: group id, protocol type and state of every group on every broker.
-- ``describe GROUP...``: state, protocol, coordinator and members; one row per
-  partition the group has a committed offset for or a member is assigned:
+Groups of both rebalance protocols: ``classic`` ones (JoinGroup/SyncGroup, and groups that only commit
+offsets) and ``consumer`` ones (KIP-848, ``group.protocol=consumer``), as Kafka 4.x's
+``kafka-consumer-groups.sh`` shows them.
+
+- ``list [--type classic|consumer|share]``: group id, protocol type, state and group type of every group on
+  every broker (a consumer group's states: Empty, Assigning, Reconciling, Stable); ``--type`` (repeatable,
+  or comma-separated) keeps the groups of those types.
+- ``describe GROUP... [--members]``: state, protocol (a consumer group's server assignor), coordinator and
+  members; one row per partition the group has a committed offset for or a member is assigned:
   committed offset (``current_offset``), ``log_end_offset`` (the high
   watermark) and ``lag`` (end minus committed; ``-`` without a commit), and
-  the member that owns it. An unknown group is bad input (GROUP_ID_NOT_FOUND, exit 2).
+  the member that owns it. A consumer group also shows its group and assignment epochs, and each member its
+  epoch and target assignment (``--members``). An unknown group is bad input (GROUP_ID_NOT_FOUND, exit 2).
 - ``delete GROUP...``: only groups with no members (the broker answers
   NON_EMPTY_GROUP otherwise: refused, exit 1).
+- ``delete-offsets GROUP --topic T[:P,...]``: the group's committed offsets of those partitions (Kafka's
+  ``--delete-offsets``); refused (exit 1) for topics the group's members subscribe to
+  (GROUP_SUBSCRIBED_TO_TOPIC), and for a classic group with members (NON_EMPTY_GROUP).
 - ``reset-offsets GROUP``: computes new committed offsets for ``--topic T``
   (every partition) or ``--topic T:0,2`` (repeatable), or ``--all-topics`` (the
   topics the group has committed offsets for), with exactly one of
@@ -25,7 +35,7 @@ from typing import List, Optional
 
 import typer
 
-from broker.client import Admin, TopicPartition
+from broker.client import GROUP_TYPES, Admin, TopicPartition
 from kafkactl._common import (admin_client, now_ms, output_format, parse_datetime_ms, parse_duration_ms,
                               parse_topic_partitions, require_topics, tp_key)
 from kafkactl.errors import EXIT_PROBLEM, CliError
@@ -36,17 +46,37 @@ app = typer.Typer(help="List, describe and delete consumer groups; reset their o
 INACTIVE_STATES = ("Empty", "Dead")
 
 
+def _group_types(values: list[str]) -> list[str]:
+    """``--type`` values (repeatable, comma-separated, any case) checked against the group types."""
+    types = [t.strip().lower() for v in values for t in v.split(",") if t.strip()]
+    unknown = [t for t in types if t not in GROUP_TYPES]
+    if unknown or not types:
+        raise CliError(f"unknown group type {', '.join(unknown) or repr('')} (one of {', '.join(GROUP_TYPES)})")
+    return types
+
+
 @app.command("list")
-def list_groups(ctx: typer.Context) -> None:
-    """Every group the brokers know, with its protocol type and state."""
+def list_groups(
+    ctx: typer.Context,
+    types: Optional[List[str]] = typer.Option(None, "--type", metavar="TYPE",
+                                              help="Only groups of this type: classic, consumer or share "
+                                                   "(repeatable, or comma-separated)."),
+) -> None:
+    """Every group the brokers know, with its protocol type, state and group type."""
+    wanted = _group_types(types) if types else None
     with admin_client(ctx) as admin:
-        groups = admin.list_groups()
-    rows = [{"group_id": g.group_id, "protocol_type": g.protocol_type, "state": g.state} for g in groups]
+        groups = admin.list_groups(types=wanted)
+    rows = [{"group_id": g.group_id, "protocol_type": g.protocol_type, "state": g.state, "type": g.group_type}
+            for g in groups]
     fmt = output_format(ctx)
     if fmt is OutputFormat.table and not rows:
         print("no groups")
         return
-    emit(rows, fmt, ["group_id", "protocol_type", "state"])
+    emit(rows, fmt, ["group_id", "protocol_type", "state", "type"])
+
+
+def _partition_list(tps) -> list[dict]:
+    return [{"topic": tp[0], "partition": tp[1]} for tp in sorted(tps, key=tuple)]
 
 
 def describe_group(admin: Admin, group_id: str) -> dict:
@@ -72,16 +102,35 @@ def describe_group(admin: Admin, group_id: str) -> dict:
             "member_id": m.member_id if m else None, "client_id": m.client_id if m else None,
             "host": m.client_host if m else None,
         })
+    consumer = desc.group_type == "consumer"
     return {
-        "group_id": group_id, "state": desc.state, "protocol_type": desc.protocol_type,
-        "protocol": desc.protocol, "coordinator": desc.coordinator,
+        "group_id": group_id, "state": desc.state, "type": desc.group_type or None,
+        "protocol_type": desc.protocol_type, "protocol": desc.protocol, "coordinator": desc.coordinator,
+        "group_epoch": desc.group_epoch if consumer else None,
+        "assignment_epoch": desc.assignment_epoch if consumer else None,
         "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
                      "group_instance_id": m.group_instance_id,
-                     "assignment": [{"topic": tp[0], "partition": tp[1]} for tp in sorted(m.assignment, key=tuple)]}
+                     "member_epoch": m.member_epoch if consumer else None,
+                     "assignment": _partition_list(m.assignment),
+                     "target_assignment": _partition_list(m.target_assignment or []) if consumer else None}
                     for m in desc.members],
         "offsets": offsets,
         "total_lag": sum(o["lag"] or 0 for o in offsets),
     }
+
+
+def _header(g: dict) -> str:
+    """The first line of a group in ``describe``'s table; a consumer group's names its type and epochs."""
+    if g["type"] != "consumer":
+        return (f"group {g['group_id']}: state {g['state']}, protocol {g['protocol'] or '-'}, "
+                f"coordinator {g['coordinator']}, {len(g['members'])} member(s), total lag {g['total_lag']}")
+    return (f"group {g['group_id']}: state {g['state']}, type consumer, assignor {g['protocol'] or '-'}, "
+            f"group epoch {g['group_epoch']}, assignment epoch {g['assignment_epoch']}, "
+            f"coordinator {g['coordinator']}, {len(g['members'])} member(s), total lag {g['total_lag']}")
+
+
+def _partition_names(parts: list[dict] | None) -> list[str] | None:
+    return None if parts is None else [f"{a['topic']}-{a['partition']}" for a in parts]
 
 
 @app.command()
@@ -100,17 +149,19 @@ def describe(
     for i, g in enumerate(data):
         if i:
             print()
-        print(f"group {g['group_id']}: state {g['state']}, protocol {g['protocol'] or '-'}, "
-              f"coordinator {g['coordinator']}, {len(g['members'])} member(s), total lag {g['total_lag']}")
+        print(_header(g))
         rows = [{"group": g["group_id"], **o} for o in g["offsets"]]
         if rows:
             emit(rows, fmt, ["group", "topic", "partition", "current_offset", "log_end_offset", "lag",
                              "member_id", "host", "client_id"])
         if members and g["members"]:
             print()
-            emit([{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
-                   "assignment": [f"{a['topic']}-{a['partition']}" for a in m["assignment"]]}
-                  for m in g["members"]], fmt, ["member_id", "client_id", "host", "assignment"])
+            columns = ["member_id", "client_id", "host", "assignment"]
+            if g["type"] == "consumer":  # as kafka-consumer-groups.sh --members --verbose shows them
+                columns = ["member_id", "client_id", "host", "member_epoch", "assignment", "target_assignment"]
+            emit([{**m, "assignment": _partition_names(m["assignment"]),
+                   "target_assignment": _partition_names(m["target_assignment"])}
+                  for m in g["members"]], fmt, columns)
 
 
 @app.command()
@@ -127,6 +178,24 @@ def delete(
     else:
         for g in groups:
             print(f"deleted group {g}")
+
+
+@app.command("delete-offsets")
+def delete_offsets(
+    ctx: typer.Context,
+    group_id: str = typer.Argument(..., help="Group whose committed offsets to delete."),
+    topic: List[str] = typer.Option(..., "--topic", help="TOPIC (every partition) or TOPIC:P[,P...] (repeatable)."),
+) -> None:
+    """Delete committed offsets of a group (not of topics its members consume)."""
+    with admin_client(ctx) as admin:
+        tps = _partitions(admin, group_id, list(topic), False)
+        admin.delete_group_offsets(group_id, tps)
+    rows = [{"group": group_id, "topic": tp.topic, "partition": tp.partition} for tp in tps]
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit({"group": group_id, "deleted": [{"topic": tp.topic, "partition": tp.partition} for tp in tps]}, fmt)
+        return
+    emit(rows, fmt, ["group", "topic", "partition"])
 
 
 def _partitions(admin: Admin, group_id: str, topics: list[str], all_topics: bool) -> list[TopicPartition]:

@@ -38,6 +38,8 @@ from .errors import (ConfigError, CoordinatorNotAvailableError, KafkaConnectionE
                      NotCoordinatorError, ProtocolError, UnsupportedApiError, error_for_code)
 
 REPLICA_NOT_AVAILABLE = 9  # AlterReplicaLogDirs: no replica on that broker yet
+UNSUPPORTED_VERSION = 35
+GROUP_ID_NOT_FOUND = 69
 #: Config resource types (Kafka's ``ConfigResource.Type``; GROUP is 32 there, unlike the ACL resource type 3)
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
@@ -118,30 +120,71 @@ class PartitionReassignment:
     removing_replicas: list[int]
 
 
+#: Group types (ListGroups v5's ``group_type``, KIP-848): ``classic`` (JoinGroup/SyncGroup, and groups that
+#: only commit offsets), ``consumer`` (the consumer rebalance protocol) and ``share`` (KIP-932)
+GROUP_TYPES = ("classic", "consumer", "share")
+
+
 @dataclass(frozen=True)
 class GroupListing:
+    """One group as ListGroups lists it. ``state``: the classic group states (Empty, Stable, ...), those of
+    a consumer-protocol group (Empty, Assigning, Reconciling, Stable) or of a share group; "" from a broker
+    answering ListGroups < v4. ``group_type``: one of :data:`GROUP_TYPES`; from a broker answering
+    ListGroups < v5, which has no consumer-protocol groups, ``share`` for protocol type ``share``, else
+    ``classic``."""
+
     group_id: str
     protocol_type: str
     state: str = ""
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True)
 class MemberDescription:
+    """A member of a group. ``assignment``: the partitions it owns, by topic name (for a classic group the
+    assignment its leader made, decoded when the protocol type is ``consumer``). A member of a
+    consumer-protocol group (KIP-848) also has its ``member_epoch``, ``target_assignment`` (the partitions
+    the coordinator means it to own once it has reconciled), ``rack_id`` and subscription; for a classic
+    member those are -1, None and empty."""
+
     member_id: str
     client_id: str
     client_host: str
     group_instance_id: str | None
     assignment: list[TopicPartition]
+    member_epoch: int = -1
+    target_assignment: list[TopicPartition] | None = None
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+
+    def partitions_by_topic(self, target: bool = False) -> dict[str, list[int]]:
+        """The (target) assignment as ``{topic name: [partition, ...]}``, topics and partitions sorted."""
+        out: dict[str, list[int]] = {}
+        for tp in sorted((self.target_assignment or []) if target else self.assignment):
+            out.setdefault(tp[0], []).append(tp[1])
+        return out
 
 
 @dataclass(frozen=True)
 class GroupDescription:
+    """A group as :meth:`AsyncAdmin.describe_groups` finds it. ``group_type`` ``consumer`` (KIP-848, from
+    ConsumerGroupDescribe): ``state`` is Empty, Assigning, Reconciling or Stable, ``protocol_type``
+    ``consumer``, ``protocol`` and ``assignor_name`` the server assignor (``uniform``, ``range``), with the
+    group and target assignment epochs. ``classic`` (from DescribeGroups): ``protocol`` is the protocol the
+    group chose (the assignment strategy; "" unless Stable), the epochs -1 and ``assignor_name`` None. An
+    unknown group is answered as DescribeGroups does, state ``Dead`` with no members, ``group_type`` ""."""
+
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
     coordinator: int
+    group_type: str = "classic"
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -950,22 +993,68 @@ class AsyncAdmin(TransactionsAdmin):
                     raise
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
 
-    async def list_groups(self) -> list[GroupListing]:
+    async def list_groups(self, *, types: Iterable[str] | None = None) -> list[GroupListing]:
+        """Every group of every broker, sorted by id; with ``types`` only groups of those types (of
+        :data:`GROUP_TYPES`, case-insensitive), as ``kafka-consumer-groups.sh --list --type`` filters."""
+        wanted = None if types is None else {t.lower() for t in types}
         await self._cluster.refresh_metadata()
         out: dict[str, GroupListing] = {}
         for node in list(self._cluster.brokers):
-            resp = await self._cluster.request(node, Api.LIST_GROUPS, {"states_filter": []})
+            resp = await self._cluster.request(node, Api.LIST_GROUPS, {"states_filter": [], "types_filter": []})
             if resp["error_code"]:
                 raise error_for_code(resp["error_code"], context=f"ListGroups on broker {node}")
             for g in resp["groups"]:
-                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], g.get("group_state", ""))
+                kind = g.get("group_type") or ("share" if g["protocol_type"] == "share" else "classic")
+                if wanted is None or kind.lower() in wanted:
+                    out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], g.get("group_state", ""),
+                                                      kind.lower())
         return sorted(out.values(), key=lambda g: g.group_id)
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """Each group as its coordinator describes it, as librdkafka and Kafka's admin client do:
+        ConsumerGroupDescribe first (a group of the consumer rebalance protocol, KIP-848), and DescribeGroups
+        when that answers GROUP_ID_NOT_FOUND (a classic group, or none) or the coordinator does not serve
+        ConsumerGroupDescribe (see :class:`GroupDescription`)."""
         out = {}
         for gid in group_ids:
-            out[gid] = await self._at_coordinator(gid, lambda node, gid=gid: self._describe_group(node, gid))
+            out[gid] = await self._at_coordinator(gid, lambda node, gid=gid: self._describe_any_group(node, gid))
         return out
+
+    async def _describe_any_group(self, node: int, gid: str) -> GroupDescription:
+        described = await self._describe_consumer_group(node, gid)
+        return described if described is not None else await self._describe_group(node, gid)
+
+    async def _describe_consumer_group(self, node: int, gid: str) -> GroupDescription | None:
+        """``gid`` described by ConsumerGroupDescribe; None when that is no answer (see describe_groups)."""
+        try:
+            resp = await self._cluster.request(node, Api.CONSUMER_GROUP_DESCRIBE,
+                                               {"group_ids": [gid], "include_authorized_operations": False})
+        except UnsupportedApiError:
+            return None
+        for g in resp["groups"]:
+            if g["group_id"] != gid:
+                continue
+            if g["error_code"] in (GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION):
+                return None
+            if g["error_code"]:
+                raise error_for_code(g["error_code"], g.get("error_message"), context=f"group {gid}")
+            members = [MemberDescription(
+                m["member_id"], m["client_id"], m["client_host"], m.get("instance_id"),
+                self._named_partitions(m["assignment"]), m["member_epoch"],
+                self._named_partitions(m["target_assignment"]), m.get("rack_id"),
+                tuple(m.get("subscribed_topic_names") or ()), m.get("subscribed_topic_regex")) for m in g["members"]]
+            return GroupDescription(gid, g["group_state"], "consumer", g["assignor_name"], members, node,
+                                    "consumer", g["group_epoch"], g["assignment_epoch"], g["assignor_name"])
+        raise ProtocolError(f"ConsumerGroupDescribe answered without group {gid}")
+
+    def _named_partitions(self, assignment: dict | None) -> list[TopicPartition]:
+        """A ConsumerGroupDescribe assignment as sorted partitions by topic name (the id's name in our metadata,
+        or the id itself, when the broker named no topic: one deleted since)."""
+        if not assignment:
+            return []
+        by_id = {str(tm.topic_id): name for name, tm in self._cluster.topics.items() if tm.topic_id is not None}
+        return sorted(TopicPartition(t.get("topic_name") or by_id.get(str(t["topic_id"]), str(t["topic_id"])), p)
+                      for t in assignment["topic_partitions"] for p in t["partitions"])
 
     async def _describe_group(self, node: int, gid: str) -> GroupDescription:
         resp = await self._cluster.request(node, Api.DESCRIBE_GROUPS,
@@ -984,7 +1073,7 @@ class AsyncAdmin(TransactionsAdmin):
                 members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"],
                                                  m.get("group_instance_id"), assignment))
             return GroupDescription(g["group_id"], g["group_state"], g["protocol_type"],
-                                    g["protocol_data"], members, node)
+                                    g["protocol_data"], members, node, "" if g["group_state"] == "Dead" else "classic")
         raise ProtocolError(f"DescribeGroups answered without group {gid}")
 
     async def describe_share_group(self, group_id: str) -> dict:
@@ -1091,6 +1180,28 @@ class AsyncAdmin(TransactionsAdmin):
                         raise error_for_code(p["error_code"],
                                              context=f"group {group_id} {t['name']}-{p['partition_index']}")
         await self._at_coordinator(group_id, commit)
+
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Delete a group's committed offsets of ``partitions`` (OffsetDelete, as ``kafka-consumer-groups.sh
+        --delete-offsets`` does). The coordinator refuses (raised, naming the partition) those of topics the
+        group's members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and, for a group that has members and is not a
+        consumer group, all of them (NON_EMPTY_GROUP); an unknown group is GROUP_ID_NOT_FOUND. A partition
+        without a committed offset is no error."""
+        by_topic: dict[str, list] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp[0], []).append({"partition_index": tp[1]})
+        body = {"group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def delete(node: int) -> None:
+            resp = await self._cluster.request(node, Api.OFFSET_DELETE, body)
+            if resp["error_code"]:
+                raise error_for_code(resp["error_code"], context=f"group {group_id}")
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        raise error_for_code(p["error_code"],
+                                             context=f"group {group_id} {t['name']}-{p['partition_index']}")
+        await self._at_coordinator(group_id, delete)
 
 
 class Admin:

@@ -67,7 +67,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.LEAVE_GROUP: (0, 4),
     Api.SYNC_GROUP: (0, 5),
     Api.DESCRIBE_GROUPS: (0, 5),
-    Api.LIST_GROUPS: (0, 4),
+    Api.LIST_GROUPS: (0, 5),
     Api.API_VERSIONS: (0, 3),
     Api.CREATE_TOPICS: (2, 6),
     Api.DELETE_TOPICS: (1, 5),
@@ -102,6 +102,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     Api.DESCRIBE_DELEGATION_TOKEN: (0, 2),
     Api.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     Api.ALTER_CLIENT_QUOTAS: (0, 1),
+    Api.CONSUMER_GROUP_DESCRIBE: (0, 1),
     Api.SHARE_GROUP_DESCRIBE: (1, 1),
     Api.DESCRIBE_SHARE_GROUP_OFFSETS: (1, 1),
 }

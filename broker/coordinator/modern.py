@@ -89,13 +89,13 @@ class ConsumerGroupsMixin:
         state = self._consumer_group(group_id, group, create=epoch == cg.JOIN_EPOCH)
         group = self.groups[group_id]
         member = self._consumer_member(group, state, member_id, epoch, request)
-        changed = self._update_member(state, member, request, client_id, client_host)
-        if changed:
-            state.epoch += 1
+        bump = self._update_member(state, member, request, client_id, client_host)
         all_topics = self.topic_source()
         metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
         if metadata != state.metadata:
             state.metadata = metadata
+            bump = True
+        if bump:
             state.epoch += 1
         group.subscribed_topics = set(metadata)
         if state.assignment_epoch != state.epoch:

@@ -17,7 +17,8 @@
   still open at the end are pending again.
 
 With a generation (TxnOffsetCommit v3+, KIP-447) the member and generation are
-checked as for OffsetCommit. Loop-only, like the rest of the coordinator.
+checked as for OffsetCommit; in a group of the consumer protocol (KIP-848) the generation is the
+member's epoch, and another epoch is ILLEGAL_GENERATION, as Kafka answers it. Loop-only, like the rest of the coordinator.
 """
 
 from __future__ import annotations
@@ -59,7 +60,15 @@ class TxnOffsetsMixin:
             group = self.groups[group_id] = Group(group_id)
         if group.is_(S.DEAD):
             return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if generation_id >= 0 or member_id:
+        if group.modern is not None and (generation_id >= 0 or member_id):
+            # a group of the consumer protocol: the generation is the member's epoch (Kafka answers a stale
+            # one ILLEGAL_GENERATION here, not STALE_MEMBER_EPOCH)
+            consumer = group.modern.members.get(member_id)
+            if consumer is None:
+                return every(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation_id != consumer.epoch:
+                return every(ErrorCode.ILLEGAL_GENERATION)
+        elif generation_id >= 0 or member_id:
             if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
                 return every(ErrorCode.FENCED_INSTANCE_ID)
             member = group.members.get(member_id)

@@ -2,7 +2,8 @@
 
     python member_proc.py LIB BOOTSTRAP GROUP TOPIC [ASSIGNOR]
 
-LIB is confluent, kafka-python or aiokafka. The member subscribes, consumes, and
+LIB is confluent, kafka-python or aiokafka; ASSIGNOR ``consumer-protocol`` (confluent only) makes it a member
+of the consumer rebalance protocol (KIP-848, ``group.protocol=consumer``). The member subscribes, consumes, and
 prints one JSON line per assignment change ({"assigned": [...]} with the full
 current assignment). SIGTERM closes the consumer cleanly (LeaveGroup, which static
 members do not send); SIGKILL is the crash the tests want.
@@ -46,12 +47,16 @@ def run_confluent(bootstrap, group, topic, assignor):
             "fetch.queue.backoff.ms": 10, "max.poll.interval.ms": MAX_POLL_MS}
     if INSTANCE_ID:
         conf["group.instance.id"] = INSTANCE_ID
-    if assignor:
+    incremental = assignor in ("cooperative-sticky", "consumer-protocol")
+    if assignor == "consumer-protocol":  # KIP-848: the coordinator assigns and times the session
+        conf["group.protocol"] = "consumer"
+        del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
+    elif assignor:
         conf["partition.assignment.strategy"] = assignor
     consumer = Consumer(conf)
 
     def on_assign(c, parts):
-        if assignor == "cooperative-sticky":
+        if incremental:
             c.incremental_assign(parts)
             owned.update(p.partition for p in parts)
         else:
@@ -60,7 +65,7 @@ def run_confluent(bootstrap, group, topic, assignor):
         report(owned)
 
     def on_revoke(c, parts):
-        if assignor == "cooperative-sticky":
+        if incremental:
             c.incremental_unassign(parts)
             owned.difference_update(p.partition for p in parts)
         else:

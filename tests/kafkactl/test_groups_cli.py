@@ -45,7 +45,7 @@ def committed(ctl: Ctl, group: str = "app") -> dict[int, int | None]:
 
 def test_list_and_describe(ctl: Ctl, loaded: str) -> None:
     # offsets committed without a member: a "simple" group with no protocol type, as in Kafka
-    assert ctl.json("groups", "list") == [{"group_id": "app", "protocol_type": "", "state": "Empty"}]
+    assert ctl.json("groups", "list") == [{"group_id": "app", "protocol_type": "", "state": "Empty", "type": "classic"}]
     [g] = ctl.json("groups", "describe", "app")
     assert g["state"] == "Empty" and g["members"] == [] and g["total_lag"] == 10
     assert [(o["topic"], o["partition"], o["current_offset"], o["log_end_offset"], o["lag"]) for o in g["offsets"]] \
