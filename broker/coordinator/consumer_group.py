@@ -42,6 +42,15 @@ Assignment = dict[uuid.UUID, frozenset[int]]
 TopicMetadata = dict[str, tuple[uuid.UUID, int]]
 
 
+class HeartbeatError(Exception):
+    """A ConsumerGroupHeartbeat (or a conversion it asks for) refused: the error code and Kafka's message."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 @dataclass(eq=False)
 class ConsumerMember:
     member_id: str
@@ -62,9 +71,14 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     #: the assignment last sent to it (a heartbeat answer carries the assignment only when this changes)
     last_sent: Assignment | None = None
+    #: a member speaking the classic protocol (JoinGroup/SyncGroup) in this group: its session timeout and
+    #: protocols (:class:`broker.coordinator.mixed.ClassicMetadata`); None for a member of the consumer protocol
+    classic: Any = None
     #: the async layer's timer handles
     session_timer: Any = None
     revocation_timer: Any = None
+    join_timer: Any = None
+    sync_timer: Any = None
 
 
 @dataclass(eq=False)

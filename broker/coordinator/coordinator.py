@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING
 
 from broker.coordinator import storage
 from broker.coordinator.group import Event, Group, GroupState, Member
+from broker.coordinator.mixed import ClassicMembersMixin
 from broker.coordinator.modern import ConsumerGroupsMixin
 from broker.coordinator.offsets import OffsetsMixin, now_ms
 from broker.coordinator.records import (OffsetAndMetadata, group_metadata_key, group_metadata_value, offset_commit_key,
@@ -103,7 +104,7 @@ class JoinRequest:
     reason: str
 
 
-class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin):
+class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, ClassicMembersMixin):
     """See the module docstring. ``await start()`` once the loop runs; ``await shutdown()``."""
 
     def __init__(self, config: "BrokerConfig", store: "OffsetsStore", metrics: "BrokerMetrics") -> None:
@@ -492,8 +493,10 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin):
                 return join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
         if group.modern is not None:
-            if group.modern.members:  # members of the consumer protocol: no classic member may join
-                return join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            if group.modern.members:  # a classic member of a consumer group (KIP-848's migration)
+                return self.classic_join_consumer_group(
+                    group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                    session_timeout_ms, protocol_type, protocols, require_known_member_id)
             log.info("group %s: the empty consumer group becomes a classic group, its offsets kept", group_id)
             group.modern = None
         if unknown and len(group.members) >= self.group_max_size:
@@ -721,6 +724,10 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin):
             return ErrorCode.UNKNOWN_MEMBER_ID, b"", None
         if group.is_(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, b"", group
+        if group.has_consumer_members:
+            code, assignment = self.classic_sync_consumer_group(group, generation_id, member_id, group_instance_id,
+                                                                protocol_type, protocol_name)
+            return code, assignment, group
         if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
             return ErrorCode.FENCED_INSTANCE_ID, b"", group
         member = group.members.get(member_id)
@@ -778,6 +785,8 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.has_consumer_members:
+            return self.classic_heartbeat_consumer_group(group, generation_id, member_id, group_instance_id)
         if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
             return ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
@@ -804,6 +813,9 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin):
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(members)
+        if group.has_consumer_members:
+            return ErrorCode.NONE, self.classic_leave_consumer_group(group, members,
+                                                                     reasons or [None] * len(members))
         out = []
         for (member_id, instance_id), reason in zip(members, reasons or [None] * len(members)):
             if instance_id is not None:

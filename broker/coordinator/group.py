@@ -6,6 +6,7 @@ Kafka's group states and the only transitions allowed between them::
       ▲                 │   ▲                                  │                             │
       └──nobody joined──┘   └──── member joins/leaves/fails ───┴─────────────────────────────┘
     any state ──group deleted / offsets expired / partition unloaded──▶ Dead
+    any live state ──members moved to the consumer protocol (KIP-848)──▶ Empty ──back to classic──▶ Stable
 
 :data:`TRANSITIONS` holds every allowed ``(state, event) -> state``; :meth:`Group.transition`
 is the only way to change ``Group.state`` and raises :class:`IllegalTransition` for
@@ -49,6 +50,10 @@ class Event(enum.Enum):
     ASSIGNMENT_RECEIVED = "assignment_received"
     #: the group was deleted, its offsets expired, or its partition was unloaded
     REMOVE = "remove"
+    #: its members moved to the consumer protocol (KIP-848): the classic side of the group is left Empty
+    MIGRATE = "migrate"
+    #: a consumer group of classic members only became a classic group again (a rebalance follows)
+    DOWNGRADED = "downgraded"
 
 
 S, E = GroupState, Event
@@ -67,6 +72,11 @@ TRANSITIONS: dict[tuple[GroupState, Event], GroupState] = {
     (S.COMPLETING_REBALANCE, E.REMOVE): S.DEAD,
     (S.STABLE, E.REMOVE): S.DEAD,
     (S.DEAD, E.REMOVE): S.DEAD,
+    (S.EMPTY, E.MIGRATE): S.EMPTY,
+    (S.PREPARING_REBALANCE, E.MIGRATE): S.EMPTY,
+    (S.COMPLETING_REBALANCE, E.MIGRATE): S.EMPTY,
+    (S.STABLE, E.MIGRATE): S.EMPTY,
+    (S.EMPTY, E.DOWNGRADED): S.STABLE,
 }
 
 #: States in which a member change starts a rebalance (Kafka's ``canRebalance``).

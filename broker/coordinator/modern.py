@@ -32,23 +32,16 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 import time
+import uuid
 from typing import Callable
 
 from broker.coordinator import consumer_group as cg
-from broker.coordinator.consumer_group import ConsumerGroupState, ConsumerMember
+from broker.coordinator.consumer_group import ConsumerGroupState, ConsumerMember, HeartbeatError
 from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from broker.protocol import ErrorCode
 
 log = logging.getLogger("broker.coordinator")
-
-
-class HeartbeatError(Exception):
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _assignment(topic_partitions: list[dict] | None) -> cg.Assignment | None:
@@ -90,24 +83,9 @@ class ConsumerGroupsMixin:
         group = self.groups[group_id]
         member = self._consumer_member(group, state, member_id, epoch, request)
         bump = self._update_member(state, member, request, client_id, client_host)
-        all_topics = self.topic_source()
-        metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
-        if metadata != state.metadata:
-            state.metadata = metadata
-            bump = True
-        if bump:
-            state.epoch += 1
-        group.subscribed_topics = set(metadata)
-        if state.assignment_epoch != state.epoch:
-            self._compute_target(group, state, all_topics)
-        owned = _assignment(request["topic_partitions"])
-        before = member.state
-        cg.reconcile(state, member, owned)
+        self._advance(group, state, bump)
+        self._reconcile(group, member, _assignment(request["topic_partitions"]))
         self._schedule_session(group, member)
-        if member.state == cg.UNREVOKED_PARTITIONS and before != cg.UNREVOKED_PARTITIONS:
-            self._schedule_revocation(group, member)
-        elif member.state != cg.UNREVOKED_PARTITIONS:
-            self._cancel(member, "revocation_timer")
         full = epoch == cg.JOIN_EPOCH or (
             request["rebalance_timeout_ms"] != -1 and request["topic_partitions"] is not None
             and (request["subscribed_topic_names"] is not None or request.get("subscribed_topic_regex") is not None))
@@ -119,6 +97,27 @@ class ConsumerGroupsMixin:
             "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
             "assignment": {"topic_partitions": _wire(member.assigned)} if send else None,
         }
+
+    def _advance(self, group: Group, state: ConsumerGroupState, bump: bool) -> None:
+        """Move the group epoch when ``bump`` or when the subscribed topics changed, and compute the new target."""
+        all_topics = self.topic_source()
+        metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
+        if metadata != state.metadata:
+            state.metadata = metadata
+            bump = True
+        if bump:
+            state.epoch += 1
+        group.subscribed_topics = set(metadata)
+        if state.assignment_epoch != state.epoch:
+            self._compute_target(group, state, all_topics)
+
+    def _reconcile(self, group: Group, member: ConsumerMember, owned: cg.Assignment | None) -> None:
+        before = member.state
+        cg.reconcile(group.modern, member, owned)
+        if member.state == cg.UNREVOKED_PARTITIONS and before != cg.UNREVOKED_PARTITIONS:
+            self._schedule_revocation(group, member)
+        elif member.state != cg.UNREVOKED_PARTITIONS:
+            self._cancel(member, "revocation_timer")
 
     @staticmethod
     def _validate(request: dict, version: int) -> None:
@@ -169,6 +168,8 @@ class ConsumerGroupsMixin:
             if self.other_group_type(group_id) is not None:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=_now())
+        elif group.members and create:
+            return self._upgrade(group)
         elif group.members or group.pending_members or not group.is_(GroupState.EMPTY) or not create:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         else:
@@ -215,6 +216,8 @@ class ConsumerGroupsMixin:
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group.group_id}.")
+        if member.classic is not None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} uses the classic protocol.")
         if epoch > member.epoch:
             raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a greater member epoch ({epoch}) than the one known "
@@ -231,8 +234,8 @@ class ConsumerGroupsMixin:
     def _replace_static(self, group: Group, state: ConsumerGroupState, old: ConsumerMember,
                         member_id: str) -> ConsumerMember:
         """A static member back under a new id takes the old one's place, partitions and epoch."""
-        self._cancel(old, "session_timer")
-        self._cancel(old, "revocation_timer")
+        self._cancel_consumer_timers(old)
+        old.classic = None
         state.release(old)
         old_id = old.member_id
         del state.members[old_id]
@@ -306,12 +309,17 @@ class ConsumerGroupsMixin:
                 "heartbeat_interval_ms": 0, "assignment": None}
 
     def _remove_consumer_member(self, group: Group, member: ConsumerMember, why: str) -> None:
-        self._cancel(member, "session_timer")
-        self._cancel(member, "revocation_timer")
+        self._cancel_consumer_timers(member)
         if group.modern is not None and group.modern.remove(member.member_id) is not None:
             log.info("group %s: member %s %s", group.group_id, member.member_id, why)
             if not group.modern.members:
                 group.current_state_timestamp = _now()
+            else:
+                self._maybe_downgrade(group)
+
+    def _cancel_consumer_timers(self, member: ConsumerMember) -> None:
+        for timer in ("session_timer", "revocation_timer", "join_timer", "sync_timer"):
+            self._cancel(member, timer)
 
     @staticmethod
     def _cancel(member: ConsumerMember, timer: str) -> None:
@@ -322,7 +330,8 @@ class ConsumerGroupsMixin:
 
     def _schedule_session(self, group: Group, member: ConsumerMember) -> None:
         self._cancel(member, "session_timer")
-        timeout = self.group_setting(group.group_id, "consumer.session.timeout.ms") / 1000
+        timeout = (member.classic.session_timeout_ms if member.classic is not None else
+                   self.group_setting(group.group_id, "consumer.session.timeout.ms")) / 1000
         member.session_timer = self._loop().call_later(timeout, self._consumer_expired, group, member, "session")
 
     def _schedule_revocation(self, group: Group, member: ConsumerMember) -> None:
@@ -336,16 +345,18 @@ class ConsumerGroupsMixin:
             return
         if which == "revocation" and member.state != cg.UNREVOKED_PARTITIONS:
             return
-        self._remove_consumer_member(
-            group, member, "removed: no heartbeat within its session timeout" if which == "session" else
-            f"removed: it did not revoke its partitions within its rebalance timeout ({member.rebalance_timeout_ms} ms)")
+        why = {"session": "no heartbeat within its session timeout",
+               "revocation": f"it did not revoke its partitions within its rebalance timeout "
+                             f"({member.rebalance_timeout_ms} ms)",
+               "join": "the classic member failed to join within the rebalance timeout",
+               "sync": "the member failed to sync within timeout"}[which]
+        self._remove_consumer_member(group, member, f"removed: {why}")
 
     def drop_consumer_members(self, group: Group) -> None:
         """The group is unloaded or deleted: stop its members' timers."""
         if group.modern is not None:
             for member in group.modern.members.values():
-                self._cancel(member, "session_timer")
-                self._cancel(member, "revocation_timer")
+                self._cancel_consumer_timers(member)
 
     # -- ConsumerGroupDescribe ------------------------------------------------------------------------------------
     def consumer_group_describe(self, group_id: str, version: int) -> dict:
@@ -371,7 +382,7 @@ class ConsumerGroupsMixin:
                 "subscribed_topic_names": list(m.subscribed_topic_names),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "assignment": named(m.assigned), "target_assignment": named(state.target.get(m.member_id, {})),
-                "member_type": 1,
+                "member_type": 0 if m.classic is not None else 1,
             } for m in sorted(state.members.values(), key=lambda m: m.member_id)],
         }
 

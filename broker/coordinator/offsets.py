@@ -71,6 +71,8 @@ def modern_commit_error(group: Group, member_id: str, member_epoch: int, version
     member = state.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
+    if member.classic is not None:  # a classic member of the group: its generation is its epoch
+        return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
     if version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
     if member_epoch > member.epoch:

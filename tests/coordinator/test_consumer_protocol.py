@@ -179,7 +179,7 @@ def test_a_regex_subscription_follows_new_topics(fast_broker):
         c.close()
 
 
-def test_a_group_keeps_its_offsets_when_it_changes_protocol(fast_broker):
+def test_an_empty_group_keeps_its_offsets_when_it_changes_protocol(fast_broker):
     bootstrap = fast_broker.bootstrap
     topic = create_topic(bootstrap, 2)
     produce(bootstrap, topic, 40, 2)
@@ -190,10 +190,6 @@ def test_a_group_keeps_its_offsets_when_it_changes_protocol(fast_broker):
     got = poll_until([classic], lambda g: len(g[0]) >= 40)
     assert len(got[0]) == 40
     classic.commit(asynchronous=False)
-    # a consumer-protocol member may not join while the classic member is in the group
-    with Wire(bootstrap) as w:
-        r = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat_body(group, "x", 0, [topic]))
-        assert r["error_code"] == E.GROUP_ID_NOT_FOUND and "not a consumer group" in r["error_message"]
     classic.close()
     later = produce(bootstrap, topic, 10, 2)
     modern = consumer(bootstrap, group)
@@ -202,12 +198,6 @@ def test_a_group_keeps_its_offsets_when_it_changes_protocol(fast_broker):
         got = poll_until([modern], lambda g: len(g[0]) >= 10, limit=15)
         assert {m.value() for m in got[0]} == later  # from the committed offsets, not the beginning
         modern.commit(asynchronous=False)
-        with Wire(bootstrap) as w:  # and a classic member may not join it now
-            r = w.call(ApiKey.JOIN_GROUP, 5, {
-                "group_id": group, "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": "",
-                "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"}]})
-            assert r["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
     finally:
         modern.close()
     last = produce(bootstrap, topic, 6, 2)
@@ -465,3 +455,63 @@ def test_a_transaction_commits_the_offsets_of_a_consumer_protocol_member(fast_br
         assert [tp.offset for tp in committed] == [25]
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_running_group_moves_to_the_consumer_protocol_and_back(fast_broker, strategy):
+    """Kafka 4.x's online migration: a classic group gains a consumer-protocol member (it becomes a consumer
+    group whose classic member keeps using JoinGroup/SyncGroup), loses its classic member, gains another, and
+    becomes classic again when the consumer-protocol member leaves. At every step the members split the
+    partitions and every record produced meanwhile is consumed; offsets committed along the way are kept."""
+    bootstrap = fast_broker.bootstrap
+    topic = create_topic(bootstrap, 4)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def classic_member() -> Consumer:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "partition.assignment.strategy": strategy, "heartbeat.interval.ms": 500,
+                      "session.timeout.ms": SESSION_MS, "enable.auto.commit": False})
+        c.subscribe([topic])
+        return c
+
+    def step(members, expected_type):
+        wait_split(members, 4)
+        if len(members) == 2:
+            assert sorted(map(len, assignments(members))) == [2, 2]
+        values = produce(bootstrap, topic, 40, 4)
+        got = poll_until(members, lambda g: {m.value() for ms in g.values() for m in ms} >= values)
+        assert {m.value() for ms in got.values() for m in ms} >= values
+        for c in members:
+            c.commit(asynchronous=False)
+        assert admin.describe_consumer_groups([group])[group].result(LIMIT_S).type == expected_type
+
+    members = [classic_member()]
+    step(members, ConsumerGroupType.CLASSIC)
+    members.append(consumer(bootstrap, group))
+    members[-1].subscribe([topic])
+    step(members, ConsumerGroupType.CONSUMER)
+    members.pop(0).close()
+    step(members, ConsumerGroupType.CONSUMER)
+    members.append(classic_member())
+    step(members, ConsumerGroupType.CONSUMER)
+    members.pop(0).close()
+    step(members, ConsumerGroupType.CLASSIC)
+    committed = members[0].committed([TopicPartition(topic, p) for p in range(4)], timeout=LIMIT_S)
+    assert sum(tp.offset for tp in committed) == 200  # every step's records, whoever committed them
+    members[0].close()
+
+
+def test_upgrading_a_group_of_another_protocol_type_is_refused(fast_broker):
+    bootstrap = fast_broker.bootstrap
+    topic = create_topic(bootstrap, 1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with Wire(bootstrap) as w:
+        r = w.call(ApiKey.JOIN_GROUP, 3, {"group_id": group, "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000,
+                                         "member_id": "", "protocol_type": "connect",
+                                         "protocols": [{"name": "default", "metadata": b"x"}]})
+        assert r["error_code"] == E.NONE
+        r = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat_body(group, "m", 0, [topic]))
+        assert r["error_code"] == E.GROUP_ID_NOT_FOUND
+        assert r["error_message"] == (f"Cannot upgrade classic group {group} to consumer group because the group "
+                                      f"does not use the consumer embedded protocol.")

@@ -26,9 +26,15 @@ def member(mid: str, protocols=(("range", b"r"), ("roundrobin", b"rr")), instanc
 
 
 def test_table_allows_exactly_kafkas_transitions():
-    allowed = {(src, dst) for (src, _e), dst in TRANSITIONS.items()}
+    """Kafka 2.7's table, and the two conversions of Kafka 4.x's online migration (KIP-848), where Kafka
+    replaces the group object: a group whose members move to the consumer protocol leaves the classic side
+    Empty from any live state, and a consumer group of classic members only comes back Stable (then rebalances)."""
+    classic = {(src, dst) for (src, e), dst in TRANSITIONS.items() if e not in (E.MIGRATE, E.DOWNGRADED)}
     expected = {(src, dst) for dst, srcs in KAFKA_VALID_PREVIOUS.items() for src in srcs}
-    assert allowed == expected
+    assert classic == expected
+    conversions = {(src, e, dst) for (src, e), dst in TRANSITIONS.items() if e in (E.MIGRATE, E.DOWNGRADED)}
+    assert conversions == {(src, E.MIGRATE, S.EMPTY) for src in GroupState if src is not S.DEAD} | {
+        (S.EMPTY, E.DOWNGRADED, S.STABLE)}
 
 
 @pytest.mark.parametrize("state,event", list(itertools.product(GroupState, Event)))

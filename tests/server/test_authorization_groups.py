@@ -265,6 +265,11 @@ def test_a_transactional_producer_needs_write_on_its_id_and_topics_and_read_on_t
     p.send_offsets_to_transaction([TopicPartition("txin", 0, 5)], group.consumer_group_metadata(), WAIT_S)
     p.commit_transaction(WAIT_S)
     group.close()
+    # the offsets take effect when the coordinator has the transaction's marker, which EndTxn's answer does not
+    # wait for (as in Kafka): look until they are there
+    deadline = time.monotonic() + WAIT_S
+    while _group_offsets(admin, "txg") == [] and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _group_offsets(admin, "txg") == [("txin", 0, 5)]
     reader, got = _consume(_conf(broker, "admin", **{"isolation.level": "read_committed"}), "reader", "txout", 1)
     reader.close()
