@@ -503,6 +503,9 @@ _PROPS: list[Prop] = [
     Prop("group.coordinator.rebalance.protocols", _subset_of("classic", "consumer"), "classic,consumer",
          "Group protocols served: classic (JoinGroup/SyncGroup), consumer (ConsumerGroupHeartbeat, KIP-848)."),
     Prop("group.consumer.max.size", _ranged(1, INT_MAX), INT_MAX, "Largest number of members in a consumer group."),
+    Prop("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
+         "bidirectional", "Which online conversions between a classic group with members and a consumer group "
+         "are allowed (empty groups convert either way always)."),
     # share groups (KIP-932), Kafka 4.2's settings and defaults
     Prop("group.share.enable", _bool, True, "Serve share groups (KIP-932): ShareGroupHeartbeat, ShareFetch, ..."),
     Prop("group.share.max.size", _ranged(1, 1000), 200, "Largest number of members in a share group."),

@@ -120,6 +120,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
         self.offset_metadata_max_bytes: int = cfg.offset_metadata_max_bytes
         self.new_member_join_timeout_ms: int = cfg.group_new_member_join_timeout_ms
         self.consumer_group_max_size: int = cfg["group.consumer.max.size"]
+        self.migration_policy: str = cfg["group.consumer.migration.policy"]
         self.metrics = metrics
         self.groups: dict[str, Group] = {}
         #: TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets

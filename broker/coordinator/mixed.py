@@ -1,6 +1,7 @@
 """Consumer groups with members of both protocols: how a running group moves between the classic protocol and
-the consumer protocol (KIP-848) without stopping, as Kafka 4.x's default ``group.consumer.migration.policy``
-(bidirectional) allows. A mixin of :class:`broker.coordinator.GroupCoordinator`.
+the consumer protocol (KIP-848) without stopping, as Kafka 4.x's ``group.consumer.migration.policy`` allows:
+``bidirectional`` (the default) both ways, ``upgrade`` or ``downgrade`` one way, ``disabled`` neither (a classic
+member joining a consumer group is then INCONSISTENT_GROUP_PROTOCOL). A mixin of :class:`broker.coordinator.GroupCoordinator`.
 
 * **Upgrade.** A ConsumerGroupHeartbeat joining a classic group that has members (of the ``consumer``
   protocol type) turns it into a consumer group. Each classic member becomes a member of it that still speaks
@@ -87,6 +88,8 @@ class ClassicMembersMixin:
             return HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
                                   f"Cannot upgrade classic group {group.group_id} to consumer group because {why}.")
 
+        if self.migration_policy not in ("bidirectional", "upgrade"):
+            raise refuse("online upgrade is disabled")
         if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise refuse("the group does not use the consumer embedded protocol")
         if len(group.members) > self.consumer_group_max_size:
@@ -142,6 +145,9 @@ class ClassicMembersMixin:
         state = group.modern
         if state is None or not state.members or any(m.classic is None for m in state.members.values()):
             return
+        if self.migration_policy not in ("bidirectional", "downgrade"):
+            log.info("group %s: not downgraded to a classic group: online downgrade is disabled", group.group_id)
+            return
         if len(state.members) > self.group_max_size:
             log.info("group %s: not downgraded to a classic group: more members than group.max.size", group.group_id)
             return
@@ -178,6 +184,10 @@ class ClassicMembersMixin:
             return {"error_code": code, "generation_id": -1, "protocol_type": None, "protocol_name": None,
                     "leader": "", "skip_assignment": False, "member_id": mid, "members": []}
 
+        if self.migration_policy == "disabled":
+            log.info("group %s: a classic member may not join the consumer group: the group migration is disabled",
+                     group.group_id)
+            return error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         unknown = member_id == ""
         if unknown:
             member_id = str(uuid.uuid4())

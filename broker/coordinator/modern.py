@@ -6,8 +6,9 @@ coordinator, as Kafka 4.x serves it (``GroupMetadataManager.consumerGroupHeartbe
 * **Joining.** Epoch 0 with the member's id (made by the client from v1; v0 may leave it to the coordinator)
   and its subscription (topic names, or from v1 a regex). The group is made if need be. An Empty classic
   group (committed offsets, no members) becomes a consumer group and keeps its offsets; a classic group with
-  members, or a share group, is refused: GROUP_ID_NOT_FOUND, "not a consumer group". ``group.consumer.max.size``
-  members at most (GROUP_MAX_SIZE_REACHED).
+  members is upgraded online (:mod:`broker.coordinator.mixed`); a share group's id is refused:
+  GROUP_ID_NOT_FOUND, "not a consumer group". ``group.consumer.max.size`` members at most
+  (GROUP_MAX_SIZE_REACHED).
 * **Heartbeats** carry only what changed (null fields: unchanged). Every heartbeat moves the member towards
   its target; the answer carries its assignment when that changed or the request was a full one. An epoch
   above the member's, or below it other than its previous epoch with a subset of what it was given (a lost

@@ -68,7 +68,6 @@ from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.share import SHARE_GROUP_APIS, ShareCoordinator, ShareManager, share_metrics_snapshot
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_usable_log_dirs
 from broker.metrics import BrokerMetrics
-from broker.protocol import ApiKey
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
 from broker.server.dynamic_config import DynamicBrokerConfig
@@ -113,8 +112,6 @@ class Broker:
         self.registry = registry if registry is not None else load_apis()
         if not config["group.share.enable"]:  # share groups off: their APIs are neither served nor advertised
             self.registry.unregister(*SHARE_GROUP_APIS)
-        if "consumer" not in config["group.coordinator.rebalance.protocols"]:  # KIP-848's APIs, likewise
-            self.registry.unregister(ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
         self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.dynamic_config = DynamicBrokerConfig(self)

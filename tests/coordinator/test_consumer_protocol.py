@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey, ErrorCode
@@ -424,12 +424,27 @@ def test_a_member_that_does_not_revoke_in_time_is_removed(fast_broker):
 
 
 def test_the_consumer_protocol_can_be_turned_off(broker_factory):
+    """As in Kafka, the APIs stay advertised and answer UNSUPPORTED_VERSION, which librdkafka reports as a
+    fatal error naming the heartbeat (without them advertised it would look for a coordinator forever)."""
     broker = broker_factory({"group.coordinator.rebalance.protocols": "classic"})
+    topic = create_topic(broker.bootstrap, 1)
     with Wire(broker.bootstrap) as w:
-        r = w.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
-        keys = {k["api_key"] for k in r["api_keys"]}
-        assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in keys and ApiKey.CONSUMER_GROUP_DESCRIBE not in keys
-        assert ApiKey.JOIN_GROUP in keys
+        r = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat_body("g", "m", 0, [topic]))
+        assert r["error_code"] == E.UNSUPPORTED_VERSION
+        r = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+        assert r["groups"][0]["error_code"] == E.UNSUPPORTED_VERSION
+    c = consumer(broker.bootstrap, "g")
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + LIMIT_S
+        error = None
+        while error is None and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                error = msg.error()
+        assert error is not None and error.code() == KafkaError._FATAL and "ConsumerGroupHeartbeat" in error.str()
+    finally:
+        c.close()
 
 
 def test_a_transaction_commits_the_offsets_of_a_consumer_protocol_member(fast_broker):
@@ -515,3 +530,20 @@ def test_upgrading_a_group_of_another_protocol_type_is_refused(fast_broker):
         assert r["error_code"] == E.GROUP_ID_NOT_FOUND
         assert r["error_message"] == (f"Cannot upgrade classic group {group} to consumer group because the group "
                                       f"does not use the consumer embedded protocol.")
+
+
+def test_a_disabled_migration_policy_keeps_the_protocols_apart(broker_factory):
+    broker = broker_factory({**FAST, "group.consumer.migration.policy": "disabled"})
+    topic = create_topic(broker.bootstrap, 1)
+    subscription = b"\x00\x00" + b"\x00\x00\x00\x01" + len(topic).to_bytes(2, "big") + topic.encode() + b"\xff\xff\xff\xff"
+    join = {"session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": subscription}]}
+    with Wire(broker.bootstrap) as w:
+        classic, modern = f"c-{uuid.uuid4().hex[:6]}", f"m-{uuid.uuid4().hex[:6]}"
+        assert w.call(ApiKey.JOIN_GROUP, 3, {"group_id": classic, **join})["error_code"] == E.NONE
+        r = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat_body(classic, "m", 0, [topic]))
+        assert r["error_code"] == E.GROUP_ID_NOT_FOUND and r["error_message"] == (
+            f"Cannot upgrade classic group {classic} to consumer group because online upgrade is disabled.")
+        assert w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat_body(modern, "m", 0, [topic]))["error_code"] == E.NONE
+        r = w.call(ApiKey.JOIN_GROUP, 3, {"group_id": modern, **join})
+        assert r["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL

@@ -1,14 +1,16 @@
 """ConsumerGroupHeartbeat (68) v0-1 and ConsumerGroupDescribe (69) v0-1: the consumer rebalance protocol
 (KIP-848) as Kafka 4.x serves it to librdkafka's and the Java client's ``group.protocol=consumer``. v1 of the
 heartbeat adds regex subscriptions and has the client make its member id (KIP-1082); v1 of the describe
-answers each member's type (KIP-1099; always 1, a member of this protocol). Served while
-``group.coordinator.rebalance.protocols`` names ``consumer`` (the default); the rules are in
-:mod:`broker.coordinator.modern`.
+answers each member's type (KIP-1099: 1 for a member of this protocol, 0 for a classic member of a consumer
+group). Served while ``group.coordinator.rebalance.protocols`` names ``consumer`` (the default); otherwise both
+answer UNSUPPORTED_VERSION, as Kafka does (still advertised, so librdkafka reports a fatal error rather than
+looking for another coordinator forever). The rules are in :mod:`broker.coordinator.modern` and
+:mod:`broker.coordinator.mixed`.
 
 Authorization (with an authorizer): the heartbeat needs READ on the group (GROUP_AUTHORIZATION_FAILED) and
-DESCRIBE on each topic it subscribes to by name (TOPIC_AUTHORIZATION_FAILED); a regex subscription is
-matched against the topics the principal may DESCRIBE only. ConsumerGroupDescribe needs DESCRIBE on each
-group, and reports ``authorized_operations`` when asked.
+DESCRIBE on each topic it subscribes to by name (TOPIC_AUTHORIZATION_FAILED). ConsumerGroupDescribe needs
+DESCRIBE on each group, and reports ``authorized_operations`` when asked. Unlike Kafka 4.x, the topics a regex
+subscription matches are not filtered by the subscribing member's DESCRIBE permission.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ async def heartbeat(ctx: RequestContext, request: dict) -> dict:
     base = {"throttle_time_ms": 0, "error_message": None, "member_id": None, "member_epoch": 0,
             "heartbeat_interval_ms": 0, "assignment": None}
     group_id = request["group_id"]
+    if not _enabled(ctx):
+        return {**base, "error_code": ErrorCode.UNSUPPORTED_VERSION}
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or ""):
         return {**base, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     names = request["subscribed_topic_names"] or []
@@ -46,6 +50,9 @@ async def describe(ctx: RequestContext, request: dict) -> dict:
     with_operations = request["include_authorized_operations"]
     groups = []
     for group_id in request["group_ids"]:
+        if not _enabled(ctx):
+            groups.append(_error(group_id, ErrorCode.UNSUPPORTED_VERSION))
+            continue
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             groups.append(_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
@@ -58,6 +65,10 @@ async def describe(ctx: RequestContext, request: dict) -> dict:
             described["authorized_operations"] = _authorized_operations(ctx, group_id)
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _enabled(ctx: RequestContext) -> bool:
+    return "consumer" in ctx.broker.config["group.coordinator.rebalance.protocols"]
 
 
 def _error(group_id: str, code: int) -> dict:
