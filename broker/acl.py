@@ -297,6 +297,8 @@ API_CHECKS: dict[str, str] = {
     "RenewDelegationToken": "none (the token's owner or a renewer)",
     "ExpireDelegationToken": "none (the token's owner or a renewer)",
     "DescribeDelegationToken": "DESCRIBE DelegationToken, for tokens the requester neither owns nor renews",
+    "ConsumerGroupHeartbeat": "READ Group, DESCRIBE Topic (each subscribed by name)",
+    "ConsumerGroupDescribe": "DESCRIBE Group",
     "ShareGroupHeartbeat": "READ Group, DESCRIBE Topic (each subscribed)",
     "ShareGroupDescribe": "DESCRIBE Group",
     "ShareFetch": "READ Group, READ Topic",

@@ -79,8 +79,8 @@ class ConsumerGroupsMixin:
         member_id = request["member_id"] or (str(uuid.uuid4()) if version == 0 and epoch == 0 else "")
         group = self.groups.get(group_id)
         if epoch in (cg.LEAVE_EPOCH, cg.STATIC_LEAVE_EPOCH):
-            return self._consumer_leave(group, member_id, request["instance_id"], epoch)
-        state = self._consumer_group(group_id, group, create=epoch == cg.JOIN_EPOCH)
+            return self._consumer_leave(group_id, group, member_id, request["instance_id"], epoch)
+        state = self._consumer_group(group_id, group, member_id, create=epoch == cg.JOIN_EPOCH)
         group = self.groups[group_id]
         member = self._consumer_member(group, state, member_id, epoch, request)
         bump = self._update_member(state, member, request, client_id, client_host)
@@ -159,13 +159,18 @@ class ConsumerGroupsMixin:
                                  f"ServerAssignor {assignor} is not supported. Supported assignors: "
                                  f"{', '.join(cg.ASSIGNORS)}.")
 
-    def _consumer_group(self, group_id: str, group: Group | None, create: bool) -> ConsumerGroupState:
+    def _consumer_group(self, group_id: str, group: Group | None, member_id: str,
+                        create: bool) -> ConsumerGroupState:
         """The group's consumer-protocol state, making the group (or turning an Empty classic one) if ``create``."""
         if group is not None and group.modern is not None:
             return group.modern
-        if group is None:
+        if group is None or (not create and not group.members and group.is_(GroupState.EMPTY)):
             if not create:
-                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+                # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal; here the group's members are
+                # not kept across a move of its coordinator, so a member of it comes here after one: it is to
+                # join again, without its partitions
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group_id}.")
             if self.other_group_type(group_id) is not None:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=_now())
@@ -283,10 +288,11 @@ class ConsumerGroupsMixin:
                  state.epoch, state.assignor, len(state.members))
 
     # -- leaving, timeouts --------------------------------------------------------------------------------------
-    def _consumer_leave(self, group: Group | None, member_id: str, instance_id: str | None, epoch: int) -> dict:
+    def _consumer_leave(self, group_id: str, group: Group | None, member_id: str, instance_id: str | None,
+                        epoch: int) -> dict:
         state = group.modern if group is not None else None
         if state is None:
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, "the group is not known")
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if instance_id is not None:
             current = state.static_members.get(instance_id)
             if current is None:

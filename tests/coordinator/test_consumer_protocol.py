@@ -293,7 +293,7 @@ def test_epoch_rules_and_validation(fast_broker):
              "ServerAssignor sticky is not supported. Supported assignors: uniform, range."),
             (heartbeat_body(group, "m", 0, None, subscribed_topic_regex="(unclosed"), E.INVALID_REGULAR_EXPRESSION,
              "SubscribedTopicRegex `(unclosed` is not a valid regular expression"),
-            (heartbeat_body(group, "m", 3), E.GROUP_ID_NOT_FOUND, f"Consumer group {group} not found."),
+            (heartbeat_body(group, "m", 3), E.UNKNOWN_MEMBER_ID, f"Member m is not a member of group {group}."),
         ]:
             r = call(body)
             assert (r["error_code"], r["heartbeat_interval_ms"]) == (code, 0) and r["error_message"].startswith(message)
