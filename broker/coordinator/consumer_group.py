@@ -99,12 +99,14 @@ class ConsumerGroupState:
 
     @property
     def state(self) -> str:
-        """The group state as ListGroups and ConsumerGroupDescribe name it."""
-        if not self.members:
+        """The group state as ListGroups and ConsumerGroupDescribe name it (read by the metrics scrape too, from
+        another thread: it copies what it iterates)."""
+        members = list(self.members.values())
+        if not members:
             return "Empty"
         if self.assignment_epoch != self.epoch:
             return "Assigning"
-        if any(m.epoch != self.assignment_epoch or m.state != STABLE for m in self.members.values()):
+        if any(m.epoch != self.assignment_epoch or m.state != STABLE for m in members):
             return "Reconciling"
         return "Stable"
 

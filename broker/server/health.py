@@ -67,7 +67,8 @@ def consumer_lag_snapshot(broker: "Broker") -> tuple[list[GroupLag], dict[str, i
     members: dict[str, int] = {}
     high_watermark_of = broker.replicas.high_watermark_of
     for group in list(broker.coordinator.groups.values()):
-        members[group.group_id] = len(group.members)
+        modern = group.modern
+        members[group.group_id] = len(modern.members) if modern is not None else len(group.members)
         for (topic, partition), om in list(group.offsets.items()):
             lags.append(GroupLag(group.group_id, topic, partition, om.offset, high_watermark_of((topic, partition))))
     return lags, members

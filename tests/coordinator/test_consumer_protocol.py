@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey, ErrorCode
 from tests.coordinator.helpers import start_member
+from tests.server.test_metrics import scrape
 from tests.server.wire import Wire
 
 E = ErrorCode
@@ -104,6 +105,9 @@ def test_members_split_the_partitions_and_consume_every_record_once(fast_broker)
         assert len(seen) == len(set(seen)) and set(seen) == values
         for i, ms in got.items():  # each record came to the member holding its partition
             assert {m.partition() for m in ms} <= held[i]
+        samples = scrape(fast_broker)
+        assert samples[("kafka_consumergroup_members", (("consumergroup", group),))] == 3
+        assert samples[("kafkapy_groups", (("state", "Stable"),))] >= 1
         description = describe(bootstrap, group)
         assert description.type == ConsumerGroupType.CONSUMER
         assert str(description.state).endswith("STABLE") and len(description.members) == 3
