@@ -136,11 +136,18 @@ class ConsumerGroupState:
         self.epoch += 1
         return member
 
+    #: regex -> (the topic metadata it was matched against, the names it matched): a regex is matched against
+    #: every topic again only when the topics changed (the metadata cache hands out a new mapping then)
+    regex_matches: dict[str, tuple[object, frozenset[str]]] = field(default_factory=dict)
+
     def subscribed_topics(self, all_topics: TopicMetadata) -> set[str]:
         """Every topic some member subscribes to, by name or by regex, that exists."""
         out: set[str] = set()
         for m in self.members.values():
-            out.update(resolve(m, all_topics))
+            out.update(resolve(m, all_topics, self.regex_matches))
+        live = {m.subscribed_topic_regex for m in self.members.values()}
+        for gone in [rx for rx in self.regex_matches if rx not in live]:
+            del self.regex_matches[gone]
         return out
 
     def select_assignor(self) -> str:
@@ -156,16 +163,25 @@ def compile_regex(pattern: str) -> re.Pattern:
     return re.compile(pattern)
 
 
-def resolve(member: ConsumerMember, all_topics: TopicMetadata) -> set[str]:
+def resolve(member: ConsumerMember, all_topics: TopicMetadata,
+            cache: dict[str, tuple[object, frozenset[str]]] | None = None) -> set[str]:
     """The existing topics ``member`` subscribes to, by name and by regex (matching whole names, internal topics
-    too, as Kafka's)."""
+    too, as Kafka's). ``cache``: see :attr:`ConsumerGroupState.regex_matches`."""
     names = {n for n in member.subscribed_topic_names if n in all_topics}
-    if member.subscribed_topic_regex:
+    pattern = member.subscribed_topic_regex
+    if pattern:
+        hit = cache.get(pattern) if cache is not None else None
+        if hit is not None and hit[0] is all_topics:
+            names.update(hit[1])
+            return names
         try:
-            rx = compile_regex(member.subscribed_topic_regex)
+            rx = compile_regex(pattern)
         except re.error:
             return names
-        names.update(n for n in all_topics if rx.fullmatch(n))
+        matched = frozenset(n for n in all_topics if rx.fullmatch(n))
+        if cache is not None:
+            cache[pattern] = (all_topics, matched)
+        names.update(matched)
     return names
 
 

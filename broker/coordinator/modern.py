@@ -281,7 +281,7 @@ class ConsumerGroupsMixin:
 
     def _compute_target(self, group: Group, state: ConsumerGroupState, all_topics: cg.TopicMetadata) -> None:
         state.assignor = state.select_assignor()
-        subscriptions = {m.member_id: cg.resolve(m, all_topics) for m in state.members.values()}
+        subscriptions = {m.member_id: cg.resolve(m, all_topics, state.regex_matches) for m in state.members.values()}
         state.target = cg.assign(state.assignor, subscriptions, state.metadata, state.target)
         state.assignment_epoch = state.epoch
         log.info("group %s: target assignment of epoch %d computed (%s assignor, %d members)", group.group_id,
