@@ -133,9 +133,16 @@ class ConsumerGroupState:
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         self.target.pop(member_id, None)
+        self.dirty.add(member_id)
         self.epoch += 1
         return member
 
+    #: the group's records in ``__consumer_offsets`` as last written (key -> value), and the members whose records
+    #: may have changed since (:meth:`broker.coordinator.modern.ConsumerGroupsMixin.persist_consumer_group`)
+    persisted: dict[bytes, bytes] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+    #: records to write with the next ones (a classic group's tombstone after a conversion)
+    extra: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     #: regex -> (the topic metadata it was matched against, the names it matched): a regex is matched against
     #: every topic again only when the topics changed (the metadata cache hands out a new mapping then)
     regex_matches: dict[str, tuple[object, frozenset[str]]] = field(default_factory=dict)

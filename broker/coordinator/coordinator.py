@@ -250,7 +250,10 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
         for p, state in states.items():
             for group_id in state.group_ids():
                 if self.partition_for(group_id) == p:
-                    self._install(group_id, state.groups.get(group_id), state.offsets.get(group_id, {}))
+                    group = self._install(group_id, state.groups.get(group_id), state.offsets.get(group_id, {}))
+                    modern = state.modern.get(group_id)
+                    if modern is not None and modern["epoch"] is not None:
+                        self.install_consumer_group(group, modern)
                     loaded += 1
         for p, state in states.items():
             for group_id in sorted(state.group_ids()):
@@ -495,10 +498,13 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
         if group.modern is not None:
             if group.modern.members:  # a classic member of a consumer group (KIP-848's migration)
-                return self.classic_join_consumer_group(
+                return await self.classic_join_consumer_group(
                     group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
                     session_timeout_ms, protocol_type, protocols, require_known_member_id)
             log.info("group %s: the empty consumer group becomes a classic group, its offsets kept", group_id)
+            tombstones = self.modern_tombstones(group)
+            if tombstones:
+                self._spawn(self._append(group_id, tombstones))
             group.modern = None
         if unknown and len(group.members) >= self.group_max_size:
             return join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED)
@@ -879,6 +885,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
         """
         group.transition(Event.REMOVE, now_ms())
         records = [(offset_commit_key(group.group_id, t, p), None) for t, p in group.offsets]
+        records += self.modern_tombstones(group)
         records.append((group_metadata_key(group.group_id), None))
         group.offsets.clear()
         try:

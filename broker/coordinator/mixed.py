@@ -37,6 +37,7 @@ from broker.coordinator import consumer_group as cg
 from broker.coordinator.consumer_group import ConsumerGroupState, ConsumerMember, HeartbeatError
 from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Event, Group, Member
 from broker.coordinator.offsets import now_ms
+from broker.coordinator.records import group_metadata_key
 from broker.protocol import ErrorCode
 
 log = logging.getLogger("broker.coordinator")
@@ -133,6 +134,8 @@ class ClassicMembersMixin:
         all_topics = self.topic_source()
         state.metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
         group.modern = state
+        state.extra.append((group_metadata_key(group.group_id), None))  # the classic group's record goes
+        state.dirty.update(state.members)
         for member in members:
             self._schedule_session(group, member)
         log.info("group %s: the classic group (generation %d, %d members) becomes a consumer group",
@@ -154,6 +157,9 @@ class ClassicMembersMixin:
         members = list(state.members.values())
         for m in members:
             self._cancel_consumer_timers(m)
+        tombstones = self.modern_tombstones(group)
+        if tombstones:
+            self._spawn(self._append(group.group_id, tombstones))
         group.modern = None
         group.protocol_type = CONSUMER_PROTOCOL_TYPE
         group.generation_id = state.epoch
@@ -173,11 +179,11 @@ class ClassicMembersMixin:
                                        f"leaving.")
 
     # -- classic requests to a consumer group ---------------------------------------------------------------
-    def classic_join_consumer_group(self, group: Group, member_id: str, instance_id: str | None, client_id: str,
-                                    client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
-                                    protocol_type: str, protocols: list[tuple[str, bytes]],
-                                    require_known_member_id: bool) -> dict:
-        """Kafka's ``classicGroupJoinToConsumerGroup``: the JoinGroup answer, at once."""
+    async def classic_join_consumer_group(self, group: Group, member_id: str, instance_id: str | None,
+                                          client_id: str, client_host: str, rebalance_timeout_ms: int,
+                                          session_timeout_ms: int, protocol_type: str,
+                                          protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> dict:
+        """Kafka's ``classicGroupJoinToConsumerGroup``: the JoinGroup answer, once what changed is stored."""
         state = group.modern
 
         def error(code: int, mid: str = member_id) -> dict:
@@ -220,6 +226,7 @@ class ClassicMembersMixin:
                 if old_id in state.target:
                     state.target[member_id] = state.target.pop(old_id)
                 state.take(old)
+                state.dirty.add(old_id)
                 member = old
         if member is None:
             member = state.members[member_id] = ConsumerMember(member_id, instance_id=instance_id)
@@ -241,6 +248,10 @@ class ClassicMembersMixin:
         self._cancel(member, "sync_timer")
         member.sync_timer = self._loop().call_later(rebalance_timeout_ms / 1000, self._consumer_expired, group,
                                                     member, "sync")
+        state.dirty.add(member.member_id)
+        code = await self.persist_consumer_group(group)
+        if code:
+            return error(code)
         return {"error_code": ErrorCode.NONE, "generation_id": member.epoch, "protocol_type": CONSUMER_PROTOCOL_TYPE,
                 "protocol_name": member.classic.protocols[0][0], "leader": "", "skip_assignment": False,
                 "member_id": member_id, "members": []}
@@ -328,4 +339,5 @@ class ClassicMembersMixin:
                 continue
             self._remove_consumer_member(group, member, f"left; client reason: {reason or 'not provided'}")
             out.append(ErrorCode.NONE)
+        self.persist_later(group)
         return out

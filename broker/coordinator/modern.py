@@ -22,15 +22,20 @@ coordinator, as Kafka 4.x serves it (``GroupMetadataManager.consumerGroupHeartbe
 * **Topics.** The subscribed topics are looked at on every heartbeat; a topic created, deleted or given more
   partitions moves the group epoch and a new target is computed.
 
-Unlike Kafka, a consumer group's members and epochs are kept in memory only (Kafka writes them to
-``__consumer_offsets``); its committed offsets are written as always. After the coordinator moves, members
-are told UNKNOWN_MEMBER_ID and join again at once (epoch 0), which costs their assignment one rebalance.
+**Storage.** What a heartbeat changed (the group epoch, the member's subscription, its target and current
+assignment, the target's epoch) is appended to the group's ``__consumer_offsets`` partition in Kafka 4.x's
+record layouts (:mod:`broker.coordinator.consumer_group_records`) before the answer, as Kafka does, and only
+what changed (each group keeps what it last wrote). A new coordinator reads the records back, so its members
+carry on at their epochs with their partitions. A failed append answers the heartbeat with the append's error
+and keeps the change (it came from the member); the member sends again with its epoch, accepted as its
+previous one.
 
 Loop-only, like the rest of the coordinator.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -38,8 +43,12 @@ import uuid
 from typing import Callable
 
 from broker.coordinator import consumer_group as cg
+from broker.coordinator import consumer_group_records as cgr
 from broker.coordinator.consumer_group import ConsumerGroupState, ConsumerMember, HeartbeatError
 from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from broker.coordinator.mixed import ClassicMetadata
+from broker.coordinator.records import group_metadata_key
+from broker.coordinator.storage import StorageError, commit_error_for
 from broker.protocol import ErrorCode
 
 log = logging.getLogger("broker.coordinator")
@@ -72,14 +81,17 @@ class ConsumerGroupsMixin:
     consumer_group_max_size: int = 0x7FFFFFFF
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------------------
-    def consumer_group_heartbeat(self, request: dict, version: int, client_id: str, client_host: str) -> dict:
-        """The heartbeat's answer (without throttle time); raises :class:`HeartbeatError`."""
+    async def consumer_group_heartbeat(self, request: dict, version: int, client_id: str, client_host: str) -> dict:
+        """The heartbeat's answer (without throttle time), once what it changed is in ``__consumer_offsets``;
+        raises :class:`HeartbeatError`."""
         self._validate(request, version)
         group_id, epoch = request["group_id"], request["member_epoch"]
         member_id = request["member_id"] or (str(uuid.uuid4()) if version == 0 and epoch == 0 else "")
         group = self.groups.get(group_id)
         if epoch in (cg.LEAVE_EPOCH, cg.STATIC_LEAVE_EPOCH):
-            return self._consumer_leave(group_id, group, member_id, request["instance_id"], epoch)
+            response = self._consumer_leave(group_id, group, member_id, request["instance_id"], epoch)
+            await self.persist_consumer_group(group)  # leaving is not undone by a failed write
+            return response
         state = self._consumer_group(group_id, group, member_id, create=epoch == cg.JOIN_EPOCH)
         group = self.groups[group_id]
         member = self._consumer_member(group, state, member_id, epoch, request)
@@ -87,17 +99,146 @@ class ConsumerGroupsMixin:
         self._advance(group, state, bump)
         self._reconcile(group, member, _assignment(request["topic_partitions"]))
         self._schedule_session(group, member)
+        state.dirty.add(member.member_id)
         full = epoch == cg.JOIN_EPOCH or (
             request["rebalance_timeout_ms"] != -1 and request["topic_partitions"] is not None
             and (request["subscribed_topic_names"] is not None or request.get("subscribed_topic_regex") is not None))
         send = full or member.last_sent != member.assigned
-        member.last_sent = dict(member.assigned)
+        assigned = dict(member.assigned)
+        error = await self.persist_consumer_group(group)
+        if error:
+            # what changed stays (it came from the member), only the answer is lost: the member sends again with
+            # the epoch it had, which is accepted as its previous one
+            raise HeartbeatError(error)
+        member.last_sent = assigned
         return {
             "error_code": ErrorCode.NONE, "error_message": None, "member_id": member.member_id,
             "member_epoch": member.epoch,
             "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
-            "assignment": {"topic_partitions": _wire(member.assigned)} if send else None,
+            "assignment": {"topic_partitions": _wire(assigned)} if send else None,
         }
+
+    # -- persistence ------------------------------------------------------------------------------------------
+    def _member_records(self, group_id: str, state: ConsumerGroupState, member_id: str) -> dict:
+        keys = [cgr.key(v, group_id, member_id) for v in (cgr.MEMBER_METADATA, cgr.TARGET_MEMBER,
+                                                          cgr.CURRENT_ASSIGNMENT)]
+        m = state.members.get(member_id)
+        if m is None:
+            return dict.fromkeys(keys)
+        classic = None if m.classic is None else {
+            "session_timeout_ms": m.classic.session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": md} for n, md in m.classic.protocols]}
+        return {
+            keys[0]: cgr.value(cgr.MEMBER_METADATA, {
+                "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+                "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "server_assignor": m.server_assignor, "classic_member_metadata": classic}),
+            keys[1]: cgr.value(cgr.TARGET_MEMBER,
+                               {"topic_partitions": cgr.partitions_body(state.target.get(member_id, {}))}),
+            keys[2]: cgr.value(cgr.CURRENT_ASSIGNMENT, {
+                "member_epoch": m.epoch, "previous_member_epoch": m.previous_epoch, "state": cgr.STATES[m.state],
+                "assigned_partitions": cgr.partitions_body(m.assigned),
+                "partitions_pending_revocation": cgr.partitions_body(m.pending_revocation)}),
+        }
+
+    def _group_records(self, group_id: str, state: ConsumerGroupState) -> dict:
+        return {cgr.key(cgr.GROUP_METADATA, group_id): cgr.value(cgr.GROUP_METADATA, {"epoch": state.epoch}),
+                cgr.key(cgr.TARGET_METADATA, group_id): cgr.value(cgr.TARGET_METADATA,
+                                                                  {"assignment_epoch": state.assignment_epoch})}
+
+    def _changed_records(self, group_id: str, state: ConsumerGroupState) -> list[tuple[bytes, bytes | None]]:
+        """The records to append for what changed since the last write (``state.dirty``), and note them written."""
+        out = list(state.extra)
+        state.extra.clear()
+        desired = {}
+        for member_id in sorted(state.dirty):
+            desired.update(self._member_records(group_id, state, member_id))
+        desired.update(self._group_records(group_id, state))
+        state.dirty.clear()
+        for k, v in desired.items():
+            if v is None:
+                if state.persisted.pop(k, None) is not None:
+                    out.append((k, None))
+            elif state.persisted.get(k) != v:
+                state.persisted[k] = v
+                out.append((k, v))
+        return out
+
+    async def persist_consumer_group(self, group: Group | None) -> int:
+        """Append the records of what changed in ``group`` (a consumer group); NONE, or the error to answer.
+
+        Appends go through tasks made in the order of the calls, so they reach the partition in that order."""
+        state = group.modern if group is not None else None
+        if state is None or not self._is_current(group):
+            return ErrorCode.NONE
+        records = self._changed_records(group.group_id, state)
+        if not records:
+            return ErrorCode.NONE
+        try:
+            await asyncio.ensure_future(self._append(group.group_id, records))
+        except StorageError as exc:
+            log.warning("storing consumer group %s failed: %s", group.group_id, exc)
+            for k, _v in records:  # written again with the next change
+                state.persisted.pop(k, None)
+            state.dirty.update(state.members)
+            return commit_error_for(exc.error_code)
+        return ErrorCode.NONE
+
+    def persist_later(self, group: Group) -> None:
+        """:meth:`persist_consumer_group` from a timer or another place that cannot wait."""
+        self._spawn(self.persist_consumer_group(group))
+
+    def modern_tombstones(self, group: Group) -> list[tuple[bytes, None]]:
+        """Tombstones for every record the consumer group has written (the group metadata one last)."""
+        state = group.modern
+        if state is None:
+            return []
+        first = cgr.key(cgr.GROUP_METADATA, group.group_id)
+        out = [(k, None) for k in state.persisted if k != first]
+        if first in state.persisted:
+            out.append((first, None))
+        state.persisted.clear()
+        return out
+
+    def install_consumer_group(self, group: Group, records: dict) -> None:
+        """A consumer group read back from ``__consumer_offsets`` (:class:`broker.coordinator.storage.PartitionState`):
+        its members, epochs and assignments as last written; each member's session starts now."""
+        state = ConsumerGroupState(epoch=records["epoch"], assignment_epoch=records["assignment_epoch"])
+        for member_id, meta in records["members"].items():
+            current = records["current"].get(member_id, {})
+            classic = meta.get("classic_member_metadata")
+            m = ConsumerMember(
+                member_id, instance_id=meta["instance_id"], rack_id=meta["rack_id"], client_id=meta["client_id"],
+                client_host=meta["client_host"], rebalance_timeout_ms=meta["rebalance_timeout_ms"],
+                subscribed_topic_names=tuple(meta["subscribed_topic_names"]),
+                subscribed_topic_regex=meta["subscribed_topic_regex"], server_assignor=meta["server_assignor"],
+                epoch=current.get("member_epoch", 0), previous_epoch=current.get("previous_member_epoch", -1),
+                state=cgr.STATE_NAMES.get(current.get("state", 0), cg.STABLE),
+                assigned=cgr.partitions_from(current.get("assigned_partitions", [])),
+                pending_revocation=cgr.partitions_from(current.get("partitions_pending_revocation", [])),
+                classic=None if classic is None else ClassicMetadata(
+                    classic["session_timeout_ms"],
+                    [(p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]]))
+            state.members[member_id] = m
+            if m.instance_id is not None:
+                state.static_members[m.instance_id] = member_id
+            state.target[member_id] = cgr.partitions_from(
+                records["targets"].get(member_id, {}).get("topic_partitions", []))
+            state.take(m)
+        all_topics = self.topic_source()
+        state.metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
+        state.assignor = state.select_assignor()
+        for member_id in state.members:
+            state.persisted.update(self._member_records(group.group_id, state, member_id))
+        state.persisted.update(self._group_records(group.group_id, state))
+        group.modern = state
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.subscribed_topics = set(state.metadata)
+        for m in state.members.values():
+            self._schedule_session(group, m)
+            if m.state == cg.UNREVOKED_PARTITIONS:
+                self._schedule_revocation(group, m)
 
     def _advance(self, group: Group, state: ConsumerGroupState, bump: bool) -> None:
         """Move the group epoch when ``bump`` or when the subscribed topics changed, and compute the new target."""
@@ -113,6 +254,7 @@ class ConsumerGroupsMixin:
             self._compute_target(group, state, all_topics)
 
     def _reconcile(self, group: Group, member: ConsumerMember, owned: cg.Assignment | None) -> None:
+        group.modern.dirty.add(member.member_id)
         before = member.state
         cg.reconcile(group.modern, member, owned)
         if member.state == cg.UNREVOKED_PARTITIONS and before != cg.UNREVOKED_PARTITIONS:
@@ -166,9 +308,9 @@ class ConsumerGroupsMixin:
             return group.modern
         if group is None or (not create and not group.members and group.is_(GroupState.EMPTY)):
             if not create:
-                # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal; here the group's members are
-                # not kept across a move of its coordinator, so a member of it comes here after one: it is to
-                # join again, without its partitions
+                # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal and ends the consumer with;
+                # a member of a group this coordinator does not know (its records lost with an unclean leader
+                # election, say) is better told to join again
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                      f"Member {member_id} is not a member of group {group_id}.")
             if self.other_group_type(group_id) is not None:
@@ -180,7 +322,10 @@ class ConsumerGroupsMixin:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         else:
             log.info("group %s: the empty classic group becomes a consumer group, its offsets kept", group_id)
+        existed = group.protocol_type is not None or group.generation_id > 0
         group.modern = ConsumerGroupState()
+        if existed:  # the classic group's record goes
+            group.modern.extra.append((group_metadata_key(group_id), None))
         group.protocol_type = CONSUMER_PROTOCOL_TYPE
         return group.modern
 
@@ -253,6 +398,7 @@ class ConsumerGroupsMixin:
         if old_id in state.target:
             state.target[member_id] = state.target.pop(old_id)
         state.take(old)
+        state.dirty.update((old_id, member_id))
         log.info("group %s: static member %s is back as %s", group.group_id, old.instance_id, member_id)
         return old
 
@@ -284,6 +430,7 @@ class ConsumerGroupsMixin:
         subscriptions = {m.member_id: cg.resolve(m, all_topics, state.regex_matches) for m in state.members.values()}
         state.target = cg.assign(state.assignor, subscriptions, state.metadata, state.target)
         state.assignment_epoch = state.epoch
+        state.dirty.update(state.members)
         log.info("group %s: target assignment of epoch %d computed (%s assignor, %d members)", group.group_id,
                  state.epoch, state.assignor, len(state.members))
 
@@ -308,6 +455,7 @@ class ConsumerGroupsMixin:
                                  f"Member {member_id} is not a member of group {group.group_id}.")
         if epoch == cg.STATIC_LEAVE_EPOCH and member.instance_id is not None:
             member.previous_epoch, member.epoch = member.epoch, cg.STATIC_LEAVE_EPOCH
+            state.dirty.add(member_id)
             log.info("group %s: static member %s (instance %s) left for now", group.group_id, member_id,
                      member.instance_id)
         else:
@@ -358,6 +506,7 @@ class ConsumerGroupsMixin:
                "join": "the classic member failed to join within the rebalance timeout",
                "sync": "the member failed to sync within timeout"}[which]
         self._remove_consumer_member(group, member, f"removed: {why}")
+        self.persist_later(group)
 
     def drop_consumer_members(self, group: Group) -> None:
         """The group is unloaded or deleted: stop its members' timers."""

@@ -46,6 +46,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from broker.coordinator import consumer_group_records as cgr
+from broker.coordinator.consumer_group_records import ConsumerGroupKey
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
@@ -195,14 +198,17 @@ class GroupKey:
     group: str
 
 
-def decode_key(key: bytes) -> OffsetKey | GroupKey:
-    """Decode a ``__consumer_offsets`` key; OffsetsRecordError for an unknown version."""
+def decode_key(key: bytes) -> "OffsetKey | GroupKey | ConsumerGroupKey":
+    """Decode a ``__consumer_offsets`` key; OffsetsRecordError for an unknown version. Keys 3-8 and 16 are a
+    consumer group's of the consumer protocol (:mod:`broker.coordinator.consumer_group_records`)."""
     r = _Reader(key)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(version, r.string(), r.string(), r.i32())
     if version == 2:
         return GroupKey(version, r.string())
+    if version in cgr.KEY_VERSIONS:
+        return cgr.decode_key_fields(version, r.string)
     raise OffsetsRecordError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -311,6 +317,16 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict:
                                 "metadata": om.metadata, "commit_timestamp": om.commit_timestamp,
                                 "expire_timestamp": om.expire_timestamp}
             return out
+        if isinstance(k, ConsumerGroupKey):
+            names = {3: "consumer_group_metadata", 4: "consumer_group_partition_metadata",
+                     5: "consumer_group_member_metadata", 6: "consumer_group_target_assignment_metadata",
+                     7: "consumer_group_target_assignment_member", 8: "consumer_group_current_member_assignment",
+                     16: "consumer_group_regular_expression"}
+            out = {"type": names[k.version], "key_version": k.version, "group": k.group}
+            if k.member is not None:
+                out["regex" if k.version == cgr.REGULAR_EXPRESSION else "member"] = k.member
+            out["value"] = None if value is None else _jsonable(cgr.decode_value(k.version, value))
+            return out
         out = {"type": "group_metadata", "key_version": k.version, "group": k.group}
         if value is None:
             out["value"] = None
@@ -328,5 +344,17 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict:
                 ],
             }
         return out
-    except (OffsetsRecordError, struct.error) as exc:
+    except (OffsetsRecordError, struct.error, ValueError, IndexError) as exc:
         return {"error": str(exc)}
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if hasattr(v, "hex") and hasattr(v, "int"):  # a uuid
+        return str(v)
+    return v

@@ -37,6 +37,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterator, Protocol
 
+from broker.coordinator import consumer_group_records as cgr
+from broker.coordinator.consumer_group_records import ConsumerGroupKey
 from broker.coordinator.records import (GroupKey, GroupMetadataValue, OffsetAndMetadata, OffsetKey,
                                         OffsetsRecordError, decode_group_value, decode_key, decode_offset_value)
 from broker.log import CorruptRecordError, LogError
@@ -231,6 +233,9 @@ class PartitionState:
         self.groups: dict[str, GroupMetadataValue] = {}
         #: offsets of transactions without a marker yet: producer id -> group -> offsets
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        #: consumer groups of the consumer protocol (KIP-848): group -> their records' values by kind
+        #: (``epoch``, ``assignment_epoch``: ints; ``members``, ``targets``, ``current``: member -> value)
+        self.modern: dict[str, dict] = {}
         self.records_read = 0
         self.bad_records = 0
 
@@ -269,12 +274,35 @@ class PartitionState:
                     self.groups.pop(k.group, None)
                 else:
                     self.groups[k.group] = decode_group_value(value)[1]
-        except OffsetsRecordError:
+            elif isinstance(k, ConsumerGroupKey):
+                self._apply_modern(k, value)
+        except (OffsetsRecordError, ValueError, IndexError):
             self.bad_records += 1
         self.records_read += 1
 
+    def _apply_modern(self, k: ConsumerGroupKey, value: bytes | None) -> None:
+        if k.version not in cgr.VALUES:  # Kafka 3.x's partition metadata, regexes: not needed here
+            return
+        if value is None and k.version == cgr.GROUP_METADATA:
+            self.modern.pop(k.group, None)
+            return
+        group = self.modern.setdefault(k.group, {"epoch": None, "assignment_epoch": 0, "members": {}, "targets": {},
+                                                 "current": {}})
+        if k.version == cgr.GROUP_METADATA:
+            group["epoch"] = cgr.decode_value(k.version, value)["epoch"]
+        elif k.version == cgr.TARGET_METADATA:
+            group["assignment_epoch"] = 0 if value is None else cgr.decode_value(k.version, value)["assignment_epoch"]
+        else:
+            kind = {cgr.MEMBER_METADATA: "members", cgr.TARGET_MEMBER: "targets",
+                    cgr.CURRENT_ASSIGNMENT: "current"}[k.version]
+            if value is None:
+                group[kind].pop(k.member, None)
+            else:
+                group[kind][k.member] = cgr.decode_value(k.version, value)
+
     def group_ids(self) -> set[str]:
-        return set(self.groups) | {g for g, offs in self.offsets.items() if offs}
+        return (set(self.groups) | {g for g, offs in self.offsets.items() if offs}
+                | {g for g, m in self.modern.items() if m["epoch"] is not None})
 
 
 def replay_batches(partition: "Partition") -> Iterator[tuple[RecordBatch, int]]:

@@ -1,8 +1,8 @@
 """Consumer-protocol groups (KIP-848) on a 3-broker cluster: two librdkafka members with
 ``group.protocol=consumer`` consume and commit while the broker coordinating their group is killed (SIGKILL).
-The members find the new coordinator, join again (membership is kept in the coordinator's memory, see
-broker.coordinator.modern), resume from the committed offsets, and the history checker finds every
-acknowledged record read (a record read after the last commit before the kill may be read again)."""
+The new coordinator loads the group from ``__consumer_offsets`` (its members, epochs and assignments), the
+members carry on with it at their epochs, and the history checker finds every acknowledged record read (a
+record read after the last commit before the kill may be read again)."""
 
 from __future__ import annotations
 
@@ -58,13 +58,31 @@ def test_consumer_protocol_members_survive_the_loss_of_their_coordinator(cluster
         assert all(c.assignment() for c in members), "the members never split the partitions"
         coordinator = wait_until(lambda: cluster.coordinator("billing") in cluster.ids
                                  and cluster.coordinator("billing"), "the group's coordinator")
+        before = describe(cluster, coordinator)
         cluster.kill(coordinator)
         produce(200, 200)
         poll_all(lambda: values_read() >= {v for _p, _o, v in acked})
         held = [{tp.partition for tp in c.assignment()} for c in members]
         assert not held[0] & held[1], f"a partition held by both members: {held}"
+        after = describe(cluster, wait_until(lambda: cluster.coordinator("billing") in cluster.live_ids()
+                                             and cluster.coordinator("billing"), "the new coordinator"))
+        # the same members at the same epochs: the new coordinator read them back and nobody joined again
+        assert after["group_epoch"] == before["group_epoch"], (before, after)
+        assert ({m["member_id"]: m["member_epoch"] for m in after["members"]}
+                == {m["member_id"]: m["member_epoch"] for m in before["members"]})
     finally:
         for c in members:
             c.close()
     report = check(acked, reads)
     assert report.valid(allow_duplicates=True), str(report)
+
+
+def describe(cluster, broker_id: int) -> dict:
+    from tests.server.wire import Wire
+    from broker.protocol import ApiKey
+
+    with Wire(cluster.brokers[broker_id].bootstrap) as w:
+        r = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["billing"], "include_authorized_operations": False})
+    group = r["groups"][0]
+    assert group["error_code"] == 0, group
+    return group

@@ -551,3 +551,58 @@ def test_a_disabled_migration_policy_keeps_the_protocols_apart(broker_factory):
         assert w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat_body(modern, "m", 0, [topic]))["error_code"] == E.NONE
         r = w.call(ApiKey.JOIN_GROUP, 3, {"group_id": modern, **join})
         assert r["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_members_epochs_and_assignments_survive_a_broker_crash(fast_broker):
+    """The group's records (Kafka 4.x's layouts in __consumer_offsets) bring it back after kill -9: the members
+    carry on at their epochs without joining again, a member mid-revocation still owes its revocation, and the
+    records decode in ``kafkactl log dump``'s decoder."""
+    bootstrap = fast_broker.bootstrap
+    topic = create_topic(bootstrap, 4)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    hb = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    with Wire(bootstrap) as w:
+        tid = topic_id(w, topic)
+        a = w.call(hb, 1, heartbeat_body(group, "a", 0, [topic], instance_id="alpha", server_assignor="range"))
+        b = w.call(hb, 1, heartbeat_body(group, "b", 0, [topic]))
+        a = w.call(hb, 1, heartbeat_body(group, "a", a["member_epoch"]))  # told to give two up; has not yet
+        keep = held(a)
+        before = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group],
+                                                           "include_authorized_operations": False})["groups"][0]
+    fast_broker.kill()
+    fast_broker.start()
+    with Wire(fast_broker.bootstrap) as w:
+        deadline = time.monotonic() + LIMIT_S
+        while True:
+            after = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group],
+                                                              "include_authorized_operations": False})["groups"][0]
+            if after["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for field in ("error_code", "group_state", "group_epoch", "assignment_epoch", "assignor_name"):
+            assert after[field] == before[field], field
+        assert sorted(after["members"], key=lambda m: m["member_id"]) == sorted(before["members"],
+                                                                                 key=lambda m: m["member_id"])
+        assert after["group_state"] == "Reconciling"
+        # b still waits for a's two partitions; a still owes them, at its epoch
+        r = w.call(hb, 1, heartbeat_body(group, "b", b["member_epoch"]))
+        assert r["error_code"] == E.NONE and r["member_epoch"] == b["member_epoch"]
+        r = w.call(hb, 1, heartbeat_body(group, "a", a["member_epoch"], owned=owned(tid, keep)))
+        assert r["error_code"] == E.NONE and r["member_epoch"] == before["group_epoch"]
+        r = w.call(hb, 1, heartbeat_body(group, "b", b["member_epoch"]))
+        assert held(r) == {0, 1, 2, 3} - keep
+    # the log holds the group's records, which the dump decoder reads
+    from broker.coordinator.records import decode_offsets_record, partition_for
+    from broker.records import iter_batches
+    pdir = fast_broker.data_dir / f"__consumer_offsets-{partition_for(group, 50)}"
+    kinds = set()
+    for seg in sorted(pdir.glob("*.log")):
+        for batch in iter_batches(seg.read_bytes()):
+            for rec in batch.records:
+                decoded = decode_offsets_record(rec.key, rec.value)
+                assert "error" not in decoded
+                if decoded.get("group") == group:
+                    kinds.add(decoded["type"])
+    assert kinds == {"consumer_group_metadata", "consumer_group_member_metadata",
+                     "consumer_group_target_assignment_metadata", "consumer_group_target_assignment_member",
+                     "consumer_group_current_member_assignment"}

@@ -39,7 +39,7 @@ async def heartbeat(ctx: RequestContext, request: dict) -> dict:
         if error:
             return {**base, "error_code": error}
     try:
-        return {**base, **ctx.broker.coordinator.consumer_group_heartbeat(
+        return {**base, **await ctx.broker.coordinator.consumer_group_heartbeat(
             request, ctx.api_version, ctx.client_id or "", _client_host(ctx))}
     except HeartbeatError as exc:
         return {**base, "error_code": exc.code, "error_message": exc.message}
