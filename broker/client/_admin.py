@@ -1014,7 +1014,8 @@ class AsyncAdmin(TransactionsAdmin):
         """Each group as its coordinator describes it, as librdkafka and Kafka's admin client do:
         ConsumerGroupDescribe first (a group of the consumer rebalance protocol, KIP-848), and DescribeGroups
         when that answers GROUP_ID_NOT_FOUND (a classic group, or none) or the coordinator does not serve
-        ConsumerGroupDescribe (see :class:`GroupDescription`)."""
+        ConsumerGroupDescribe (see :class:`GroupDescription`). An answer without error but with a negative
+        group epoch, which no consumer group has (tansu answers so for every group), falls back too."""
         out = {}
         for gid in group_ids:
             out[gid] = await self._at_coordinator(gid, lambda node, gid=gid: self._describe_any_group(node, gid))
@@ -1038,6 +1039,8 @@ class AsyncAdmin(TransactionsAdmin):
                 return None
             if g["error_code"]:
                 raise error_for_code(g["error_code"], g.get("error_message"), context=f"group {gid}")
+            if g["group_epoch"] < 0:  # no consumer group has one: a broker (tansu) answering for any group
+                return None
             members = [MemberDescription(
                 m["member_id"], m["client_id"], m["client_host"], m.get("instance_id"),
                 self._named_partitions(m["assignment"]), m["member_epoch"],

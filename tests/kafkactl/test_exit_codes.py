@@ -20,6 +20,7 @@ CLUSTER_COMMANDS = [
     ("configs", "set", "topic", "t", "retention.ms=1"),
     ("groups", "list"), ("groups", "describe", "g"), ("groups", "delete", "g"),
     ("groups", "reset-offsets", "g", "--all-topics", "--to-earliest"),
+    ("groups", "delete-offsets", "g", "--topic", "t"),
     ("produce", "t"), ("consume", "t"),
     ("perf", "produce", "t", "--num-records", "1"), ("perf", "consume", "t", "--messages", "1"),
     ("transactions", "list"), ("transactions", "describe", "x"), ("transactions", "describe-producers", "t", "0"),

@@ -129,7 +129,8 @@ def test_describe_members_assignment_and_lag(ctl: Ctl, broker, members) -> None:
         assert {(a["topic"], a["partition"]) for a in by_client[f"c{i}"]["assignment"]} == assigned(c)
     assert owned.keys() == {(TOPIC, p) for p in range(PARTITIONS)}
     assert [(o["topic"], o["partition"], o["current_offset"], o["log_end_offset"], o["lag"], o["member_id"])
-            for o in g["offsets"]] == [(TOPIC, p, 3, RECORDS, RECORDS - 3, owned[(TOPIC, p)]) for p in range(PARTITIONS)]
+            for o in g["offsets"]] == [(TOPIC, p, 3, RECORDS, RECORDS - 3, owned[(TOPIC, p)])
+                                       for p in range(PARTITIONS)]
     assert g["total_lag"] == PARTITIONS * (RECORDS - 3)
 
     table = ctl("groups", "describe", "modern", "--members").stdout.splitlines()
@@ -199,11 +200,14 @@ def test_reset_and_delete_refused_while_active_then_work(ctl: Ctl, broker, membe
     assert ctl.json("groups", "delete", "modern") == {"deleted": ["modern"]}
     assert ctl.json("groups", "list") == []
     assert "GROUP_ID_NOT_FOUND" in one_line_error(ctl("groups", "describe", "modern"), 2)
+    assert "GROUP_ID_NOT_FOUND" in one_line_error(ctl("groups", "delete-offsets", "modern", "--topic", TOPIC), 2)
 
 
 def test_broker_without_the_consumer_protocol(broker_factory) -> None:
-    """A broker that serves no ConsumerGroupDescribe (``group.coordinator.rebalance.protocols: classic``, as
-    a Kafka before 3.7): describe falls back to DescribeGroups, and a classic member shows as before."""
+    """A broker that serves no ConsumerGroupDescribe: with ``group.coordinator.rebalance.protocols: classic``
+    it answers UNSUPPORTED_VERSION (as Kafka 4.x does), and a broker older than KIP-848 does not advertise it
+    at all (here: the client told so). Either way describe falls back to DescribeGroups, and a classic
+    member shows as before."""
     broker = broker_factory({"group.coordinator.rebalance.protocols": "classic"})
     ctl = Ctl(broker.bootstrap)
     assert ctl("topics", "create", TOPIC, "--partitions", "2").returncode == 0
@@ -215,7 +219,10 @@ def test_broker_without_the_consumer_protocol(broker_factory) -> None:
         with Admin(bootstrap_servers=broker.bootstrap) as admin:
             poll_until([c], lambda: admin.describe_groups(["old"])["old"].state == "Stable", "the group Stable")
             conn = admin._thread.run(admin._core._cluster.connection(0))
-            assert ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.broker_versions  # not advertised: the fallback
+            assert ApiKey.CONSUMER_GROUP_DESCRIBE in conn.versions  # asked, answered UNSUPPORTED_VERSION
+            del conn.versions[ApiKey.CONSUMER_GROUP_DESCRIBE]  # as if not advertised: not even asked
+            old = admin.describe_groups(["old"])["old"]
+            assert (old.state, old.group_type, [m.client_id for m in old.members]) == ("Stable", "classic", ["c0"])
         g = described(ctl, "old")
         assert (g["state"], g["type"], g["protocol_type"], g["group_epoch"]) == ("Stable", "classic", "consumer", None)
         [m] = g["members"]

@@ -91,6 +91,12 @@ def _group_consumed(out, err):
     assert sorted((r["key"], r["value"]) for r in _json_lines(out)) == [("user1", "hello"), ("user2", "world")]
 
 
+def _groups_listed(out, err):
+    rows = [line.split() for line in _lines(out)]
+    assert rows[0] == ["GROUP_ID", "PROTOCOL_TYPE", "STATE", "TYPE"]
+    assert ["billing", "consumer", "Empty", "classic"] in rows[1:]
+
+
 def _group_described(out, err):
     assert _lines(out)[0].startswith("group billing: state Empty") and "total lag 0" in out
 
@@ -190,6 +196,7 @@ EXPECT: list[tuple[str, Check]] = [
     (r"\| kafkactl produce orders", _produced),
     (r"consume orders --from-beginning --max-messages 10", _consumed),
     (r"consume orders --group billing", _group_consumed),
+    (r"groups list --type", _groups_listed),
     (r"groups describe billing", _group_described),
     (r"reset-offsets billing --topic orders:0,1 .*--to-datetime", _dry_run),
     (r"reset-offsets billing --all-topics .*--execute", _executed),
