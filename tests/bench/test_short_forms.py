@@ -48,6 +48,8 @@ MODULES: dict[str, tuple[list[str], str | None, list[str]]] = {
         rf"\| Metadata round trips/s \| {NUM} \|",
         rf"\| 10-member group formed \(s\) \| {NUM} \|",
         rf"\| rebalance after one member leaves, 10 -> 9 \(s\) \| {NUM} \|",
+        rf"\| 10-member group formed, consumer protocol, KIP-848 \(s\) \| {NUM} \| {NUM}x eager \|",
+        rf"\| rebalance after one member leaves, consumer protocol, KIP-848 \(s\) \| {NUM} \| {NUM}x eager \|",
     ]),
     "broker_bench": ([], "file", [
         r"^Targets \(ours / tansu\):$",
