@@ -22,10 +22,12 @@ thread-safe: the event loop owns every group.
 
 from __future__ import annotations
 
-import re
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+
+import re2
 
 STABLE = "stable"
 UNREVOKED_PARTITIONS = "unrevoked_partitions"
@@ -119,11 +121,16 @@ class ConsumerGroupState:
                     if self.owners.get((topic_id, p)) == member.member_id:
                         del self.owners[(topic_id, p)]
 
-    def take(self, member: ConsumerMember) -> None:
+    def take(self, member: ConsumerMember) -> list[tuple[uuid.UUID, int]]:
+        """Note the member's partitions as its own; returns those another member already holds (left with it)."""
+        clashes = []
         for assignment in (member.assigned, member.pending_revocation):
             for topic_id, partitions in assignment.items():
                 for p in partitions:
-                    self.owners[(topic_id, p)] = member.member_id
+                    holder = self.owners.setdefault((topic_id, p), member.member_id)
+                    if holder != member.member_id:
+                        clashes.append((topic_id, p))
+        return clashes
 
     def remove(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
@@ -165,9 +172,29 @@ class ConsumerGroupState:
         return max(ASSIGNORS, key=lambda name: (asked.count(name), -ASSIGNORS.index(name)))
 
 
-def compile_regex(pattern: str) -> re.Pattern:
-    """A subscription regex as the broker matches it (whole topic names); raises :class:`re.error`."""
-    return re.compile(pattern)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered; not a line on stderr
+
+#: what :func:`compile_regex` raises for a pattern that does not parse
+RegexError = re2.error
+
+
+def metadata_hash(metadata: TopicMetadata) -> int:
+    """A signed 64-bit digest of the subscribed topics (name, id, partition count), stored with the group epoch
+    (the ``MetadataHash`` of Kafka 4.1's record; Kafka's own digest differs, so a Kafka coordinator reading our
+    records rebalances once): a coordinator that loads the group sees whether the topics changed meanwhile."""
+    if not metadata:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for name, (topic_id, count) in sorted(metadata.items()):
+        h.update(name.encode() + b"\0" + topic_id.bytes + count.to_bytes(4, "big"))
+    return int.from_bytes(h.digest(), "big", signed=True)
+
+
+def compile_regex(pattern: str):
+    """A subscription regex as the broker matches it (whole topic names), with RE2 as Kafka does with RE2J: in time
+    linear in the name, whatever the pattern; raises :data:`RegexError`."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 
 def resolve(member: ConsumerMember, all_topics: TopicMetadata,
@@ -183,7 +210,7 @@ def resolve(member: ConsumerMember, all_topics: TopicMetadata,
             return names
         try:
             rx = compile_regex(pattern)
-        except re.error:
+        except RegexError:
             return names
         matched = frozenset(n for n in all_topics if rx.fullmatch(n))
         if cache is not None:
@@ -194,21 +221,25 @@ def resolve(member: ConsumerMember, all_topics: TopicMetadata,
 
 # -- assignors ----------------------------------------------------------------------------------------
 def assign(assignor: str, subscriptions: dict[str, set[str]], topics: TopicMetadata,
-           previous: dict[str, Assignment]) -> dict[str, Assignment]:
+           previous: dict[str, Assignment], instance_ids: dict[str, str | None] | None = None
+           ) -> dict[str, Assignment]:
     """The target assignment: member id -> topic id -> partitions. ``subscriptions`` maps each member to the
-    existing topic names it subscribes to; ``previous`` is the last target (``uniform`` keeps what it can)."""
+    existing topic names it subscribes to; ``previous`` is the last target (``uniform`` keeps what it can);
+    ``instance_ids`` orders ``range``'s members as Kafka's: static members first, by instance id, then the others
+    by member id."""
     if assignor == "range":
-        out = _range(subscriptions, topics)
+        instance_ids = instance_ids or {}
+        out = _range(subscriptions, topics, lambda m: (0, instance_ids[m], m) if instance_ids.get(m) else (1, "", m))
     else:
         out = _uniform(subscriptions, topics, previous)
     return {m: {t: frozenset(ps) for t, ps in a.items() if ps} for m, a in out.items()}
 
 
-def _range(subscriptions: dict[str, set[str]], topics: TopicMetadata) -> dict[str, dict[uuid.UUID, set[int]]]:
-    """Per topic, its subscribers in member id order get contiguous ranges, the first ones one more."""
+def _range(subscriptions: dict[str, set[str]], topics: TopicMetadata, order) -> dict[str, dict[uuid.UUID, set[int]]]:
+    """Per topic, its subscribers in ``order`` get contiguous ranges, the first ones one more."""
     out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
     for name, (topic_id, count) in sorted(topics.items()):
-        members = sorted(m for m, subs in subscriptions.items() if name in subs)
+        members = sorted((m for m, subs in subscriptions.items() if name in subs), key=order)
         if not members:
             continue
         per, extra = divmod(count, len(members))
@@ -285,7 +316,7 @@ def reconcile(group: ConsumerGroupState, member: ConsumerMember, owned: Assignme
     if member.state == UNREVOKED_PARTITIONS:
         if _owns_any(owned, member.pending_revocation):
             return
-        _next(group, member, min(member.epoch + 1, group.assignment_epoch), owned)
+        _next(group, member, member.epoch, owned)
     elif member.state == UNRELEASED_PARTITIONS:
         _next(group, member, member.epoch, owned)
     elif member.epoch != group.assignment_epoch:

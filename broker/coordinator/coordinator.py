@@ -250,9 +250,14 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
         for p, state in states.items():
             for group_id in state.group_ids():
                 if self.partition_for(group_id) == p:
-                    group = self._install(group_id, state.groups.get(group_id), state.offsets.get(group_id, {}))
                     modern = state.modern.get(group_id)
-                    if modern is not None and modern["epoch"] is not None:
+                    if modern is not None and modern["epoch"] is None:
+                        modern = None
+                    if modern is not None and state.latest_kind.get(group_id) != "consumer":
+                        modern = None  # classic again later (a downgrade whose tombstones are missing)
+                    group = self._install(group_id, state.groups.get(group_id) if modern is None else None,
+                                          state.offsets.get(group_id, {}))
+                    if modern is not None:
                         self.install_consumer_group(group, modern)
                     loaded += 1
         for p, state in states.items():
@@ -502,9 +507,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
                     group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
                     session_timeout_ms, protocol_type, protocols, require_known_member_id)
             log.info("group %s: the empty consumer group becomes a classic group, its offsets kept", group_id)
-            tombstones = self.modern_tombstones(group)
-            if tombstones:
-                self._spawn(self._append(group_id, tombstones))
+            self.append_later(group_id, self.modern_tombstones(group))
             group.modern = None
         if unknown and len(group.members) >= self.group_max_size:
             return join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED)

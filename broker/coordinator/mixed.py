@@ -157,9 +157,7 @@ class ClassicMembersMixin:
         members = list(state.members.values())
         for m in members:
             self._cancel_consumer_timers(m)
-        tombstones = self.modern_tombstones(group)
-        if tombstones:
-            self._spawn(self._append(group.group_id, tombstones))
+        self.append_later(group.group_id, self.modern_tombstones(group))
         group.modern = None
         group.protocol_type = CONSUMER_PROTOCOL_TYPE
         group.generation_id = state.epoch
@@ -212,29 +210,20 @@ class ClassicMembersMixin:
                      group.group_id, member_id)
             return error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         member = state.members.get(member_id)
+        if member is not None and member.classic is None:
+            return error(ErrorCode.UNKNOWN_MEMBER_ID)  # a member of the consumer protocol under that id
         if instance_id is not None:
             old_id = state.static_members.get(instance_id)
             if old_id is not None and old_id != member_id:
                 if not unknown:
                     return error(ErrorCode.FENCED_INSTANCE_ID)
-                old = state.members[old_id]
-                self._cancel_consumer_timers(old)
-                state.release(old)
-                del state.members[old_id]
-                old.member_id = member_id
-                state.members[member_id] = old
-                if old_id in state.target:
-                    state.target[member_id] = state.target.pop(old_id)
-                state.take(old)
-                state.dirty.add(old_id)
-                member = old
+                # a static member back (of either protocol before): it takes the old one's place and partitions
+                member = self._replace_static(group, state, state.members[old_id], member_id)
         if member is None:
             member = state.members[member_id] = ConsumerMember(member_id, instance_id=instance_id)
             if instance_id is not None:
                 state.static_members[instance_id] = member_id
             log.info("group %s: classic member %s joined the consumer group", group.group_id, member_id)
-        elif member.classic is None:
-            return error(ErrorCode.UNKNOWN_MEMBER_ID)  # a member of the consumer protocol under that id
         member.client_id, member.client_host = client_id, client_host
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.classic = ClassicMetadata(session_timeout_ms, list(protocols))
@@ -249,12 +238,14 @@ class ClassicMembersMixin:
         member.sync_timer = self._loop().call_later(rebalance_timeout_ms / 1000, self._consumer_expired, group,
                                                     member, "sync")
         state.dirty.add(member.member_id)
+        response = {"error_code": ErrorCode.NONE, "generation_id": member.epoch,
+                    "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": member.classic.protocols[0][0],
+                    "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
         code = await self.persist_consumer_group(group)
         if code:
             return error(code)
-        return {"error_code": ErrorCode.NONE, "generation_id": member.epoch, "protocol_type": CONSUMER_PROTOCOL_TYPE,
-                "protocol_name": member.classic.protocols[0][0], "leader": "", "skip_assignment": False,
-                "member_id": member_id, "members": []}
+        self._maybe_downgrade(group)  # it replaced the last member of the consumer protocol
+        return response
 
     def _classic_member(self, group: Group, member_id: str, instance_id: str | None) -> ConsumerMember | int:
         state = group.modern
@@ -337,7 +328,9 @@ class ClassicMembersMixin:
             if member is None:
                 out.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            self._remove_consumer_member(group, member, f"left; client reason: {reason or 'not provided'}")
+            self._remove_consumer_member(group, member, f"left; client reason: {reason or 'not provided'}",
+                                         downgrade=False)
             out.append(ErrorCode.NONE)
         self.persist_later(group)
+        self._maybe_downgrade(group)
         return out

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from typing import Callable
@@ -143,7 +142,8 @@ class ConsumerGroupsMixin:
         }
 
     def _group_records(self, group_id: str, state: ConsumerGroupState) -> dict:
-        return {cgr.key(cgr.GROUP_METADATA, group_id): cgr.value(cgr.GROUP_METADATA, {"epoch": state.epoch}),
+        return {cgr.key(cgr.GROUP_METADATA, group_id): cgr.value(cgr.GROUP_METADATA, {
+                    "epoch": state.epoch, "metadata_hash": cg.metadata_hash(state.metadata)}),
                 cgr.key(cgr.TARGET_METADATA, group_id): cgr.value(cgr.TARGET_METADATA,
                                                                   {"assignment_epoch": state.assignment_epoch})}
 
@@ -176,14 +176,36 @@ class ConsumerGroupsMixin:
         if not records:
             return ErrorCode.NONE
         try:
-            await asyncio.ensure_future(self._append(group.group_id, records))
+            # shielded: a client that goes away must not take the write of the group's change with it
+            await asyncio.shield(asyncio.ensure_future(self._append(group.group_id, records)))
         except StorageError as exc:
             log.warning("storing consumer group %s failed: %s", group.group_id, exc)
-            for k, _v in records:  # written again with the next change
-                state.persisted.pop(k, None)
-            state.dirty.update(state.members)
+            self._unwritten(state, records)
             return commit_error_for(exc.error_code)
         return ErrorCode.NONE
+
+    @staticmethod
+    def _unwritten(state: ConsumerGroupState, records: list[tuple[bytes, bytes | None]]) -> None:
+        """An append of ``records`` failed: each is written again with the next change (tombstones as they are,
+        values from the state as it will be then)."""
+        for k, v in records:
+            if v is None:
+                state.extra.append((k, None))
+            else:
+                state.persisted.pop(k, None)
+        state.dirty.update(state.members)
+
+    def append_later(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Append ``records`` (a conversion's tombstones) without waiting; a failure is a warning (the records
+        that follow decide what a reload finds: see :attr:`broker.coordinator.storage.PartitionState.latest_kind`)."""
+        async def append() -> None:
+            try:
+                await self._append(group_id, records)
+            except StorageError as exc:
+                log.warning("group %s: writing %d tombstone(s) failed: %s", group_id, len(records), exc)
+
+        if records:
+            self._spawn(append())
 
     def persist_later(self, group: Group) -> None:
         """:meth:`persist_consumer_group` from a timer or another place that cannot wait."""
@@ -225,9 +247,20 @@ class ConsumerGroupsMixin:
                 state.static_members[m.instance_id] = member_id
             state.target[member_id] = cgr.partitions_from(
                 records["targets"].get(member_id, {}).get("topic_partitions", []))
-            state.take(m)
+            clashes = state.take(m)
+            if clashes:  # records that disagree (a write that failed before a move): the member starts over
+                log.warning("group %s: member %s holds partitions another member holds too; it joins again",
+                            group.group_id, member_id)
+                state.release(m)
+                for holder in {state.owners.get(tp) for tp in clashes} - {None, member_id}:
+                    state.take(state.members[holder])
+                m.assigned, m.pending_revocation, m.state = {}, {}, cg.STABLE
+                m.epoch = m.previous_epoch = 0
         all_topics = self.topic_source()
-        state.metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
+        metadata = {n: all_topics[n] for n in state.subscribed_topics(all_topics)}
+        # topics changed while nobody coordinated the group: an unknown metadata makes the next heartbeat move
+        # the epoch and compute the target again
+        state.metadata = metadata if cg.metadata_hash(metadata) == records.get("metadata_hash", 0) else {}
         state.assignor = state.select_assignor()
         for member_id in state.members:
             state.persisted.update(self._member_records(group.group_id, state, member_id))
@@ -255,11 +288,12 @@ class ConsumerGroupsMixin:
 
     def _reconcile(self, group: Group, member: ConsumerMember, owned: cg.Assignment | None) -> None:
         group.modern.dirty.add(member.member_id)
-        before = member.state
+        before = (member.state, member.pending_revocation)
         cg.reconcile(group.modern, member, owned)
-        if member.state == cg.UNREVOKED_PARTITIONS and before != cg.UNREVOKED_PARTITIONS:
-            self._schedule_revocation(group, member)
-        elif member.state != cg.UNREVOKED_PARTITIONS:
+        if member.state == cg.UNREVOKED_PARTITIONS:
+            if before != (member.state, member.pending_revocation):  # a new revocation: a new deadline
+                self._schedule_revocation(group, member)
+        else:
             self._cancel(member, "revocation_timer")
 
     @staticmethod
@@ -292,9 +326,10 @@ class ConsumerGroupsMixin:
         if regex:
             try:
                 cg.compile_regex(regex)
-            except re.error as exc:
+            except cg.RegexError as exc:
+                why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
                 raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.")
+                                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {why}.")
         assignor = request["server_assignor"]
         if assignor is not None and assignor not in cg.ASSIGNORS:
             raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -304,6 +339,8 @@ class ConsumerGroupsMixin:
     def _consumer_group(self, group_id: str, group: Group | None, member_id: str,
                         create: bool) -> ConsumerGroupState:
         """The group's consumer-protocol state, making the group (or turning an Empty classic one) if ``create``."""
+        if group is not None and group.is_(GroupState.DEAD):  # being deleted: the client asks again
+            raise HeartbeatError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if group is not None and group.modern is not None:
             return group.modern
         if group is None or (not create and not group.members and group.is_(GroupState.EMPTY)):
@@ -317,6 +354,10 @@ class ConsumerGroupsMixin:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=_now())
         elif group.members and create:
+            if len(group.members) >= self.consumer_group_max_size:
+                raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                     f"The consumer group has reached its maximum capacity of "
+                                     f"{self.consumer_group_max_size} members.")
             return self._upgrade(group)
         elif group.members or group.pending_members or not group.is_(GroupState.EMPTY) or not create:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
@@ -338,7 +379,7 @@ class ConsumerGroupsMixin:
                 old_id = state.static_members.get(instance_id)
                 if old_id is not None and old_id != member_id:
                     old = state.members[old_id]
-                    if old.epoch != cg.STATIC_LEAVE_EPOCH:
+                    if old.classic is None and old.epoch != cg.STATIC_LEAVE_EPOCH:
                         raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                              f"Static member {member_id} with instance id {instance_id} cannot join "
                                              f"the group because the instance id is owned by {old_id} member.")
@@ -428,7 +469,8 @@ class ConsumerGroupsMixin:
     def _compute_target(self, group: Group, state: ConsumerGroupState, all_topics: cg.TopicMetadata) -> None:
         state.assignor = state.select_assignor()
         subscriptions = {m.member_id: cg.resolve(m, all_topics, state.regex_matches) for m in state.members.values()}
-        state.target = cg.assign(state.assignor, subscriptions, state.metadata, state.target)
+        state.target = cg.assign(state.assignor, subscriptions, state.metadata, state.target,
+                                 {m.member_id: m.instance_id for m in state.members.values()})
         state.assignment_epoch = state.epoch
         state.dirty.update(state.members)
         log.info("group %s: target assignment of epoch %d computed (%s assignor, %d members)", group.group_id,
@@ -454,6 +496,13 @@ class ConsumerGroupsMixin:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group.group_id}.")
         if epoch == cg.STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # it keeps its partitions for its session, but owes no revocation any more: those go at once
+            state.release(member)
+            member.pending_revocation = {}
+            if member.state == cg.UNREVOKED_PARTITIONS:
+                member.state = cg.STABLE
+            state.take(member)
+            self._cancel(member, "revocation_timer")
             member.previous_epoch, member.epoch = member.epoch, cg.STATIC_LEAVE_EPOCH
             state.dirty.add(member_id)
             log.info("group %s: static member %s (instance %s) left for now", group.group_id, member_id,
@@ -463,13 +512,15 @@ class ConsumerGroupsMixin:
         return {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id, "member_epoch": epoch,
                 "heartbeat_interval_ms": 0, "assignment": None}
 
-    def _remove_consumer_member(self, group: Group, member: ConsumerMember, why: str) -> None:
+    def _remove_consumer_member(self, group: Group, member: ConsumerMember, why: str, downgrade: bool = True) -> None:
+        """Remove the member; ``downgrade``: then, if only classic members remain, the group becomes classic
+        (a caller removing several members at once passes False and asks once at the end)."""
         self._cancel_consumer_timers(member)
         if group.modern is not None and group.modern.remove(member.member_id) is not None:
             log.info("group %s: member %s %s", group.group_id, member.member_id, why)
             if not group.modern.members:
                 group.current_state_timestamp = _now()
-            else:
+            elif downgrade:
                 self._maybe_downgrade(group)
 
     def _cancel_consumer_timers(self, member: ConsumerMember) -> None:

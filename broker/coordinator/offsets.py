@@ -63,8 +63,8 @@ def now_ms() -> int:
 def modern_commit_error(group: Group, member_id: str, member_epoch: int, version: int) -> int:
     """Kafka's ``ConsumerGroup.validateOffsetCommit`` for a group of the consumer protocol: a commit without a
     member (epoch < 0) only while the group has no members; otherwise the member must be known
-    (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ (UNSUPPORTED_VERSION), and at its epoch (a greater one
-    is FENCED_MEMBER_EPOCH, a smaller one STALE_MEMBER_EPOCH)."""
+    (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ (UNSUPPORTED_VERSION), and at its epoch (else
+    STALE_MEMBER_EPOCH; for a classic member of the group, ILLEGAL_GENERATION)."""
     state = group.modern
     if member_epoch < 0 and not state.members:
         return ErrorCode.NONE
@@ -75,11 +75,7 @@ def modern_commit_error(group: Group, member_id: str, member_epoch: int, version
         return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
     if version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
-    if member_epoch > member.epoch:
-        return ErrorCode.FENCED_MEMBER_EPOCH
-    if member_epoch < member.epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
-    return ErrorCode.NONE
+    return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH
 
 
 def expired_partitions(group: Group, now: int, retention_ms: int) -> list[TopicPartition]:
@@ -128,7 +124,7 @@ class OffsetsMixin:
     """
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                             offsets: dict[TopicPartition, OffsetAndMetadata], version: int = 9
+                             offsets: dict[TopicPartition, OffsetAndMetadata], version: int = 8
                              ) -> dict[TopicPartition, int]:
         """Kafka's handleCommitOffsets: per-partition error codes, after the append. In a group of the consumer
         protocol ``generation_id`` is the member epoch (:func:`modern_commit_error`)."""
@@ -140,8 +136,8 @@ class OffsetsMixin:
             return every(error)
         group = self.groups.get(group_id)
         if group is None:
-            if generation_id >= 0:
-                return every(ErrorCode.ILLEGAL_GENERATION)
+            if generation_id >= 0:  # Kafka 4.x: v9 names the group missing
+                return every(ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION)
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=now_ms())
         if group.is_(S.DEAD):
             return every(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -200,7 +196,8 @@ class OffsetsMixin:
             if member is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID, {}
             if member_epoch != member.epoch:
-                return ErrorCode.STALE_MEMBER_EPOCH, {}
+                return (ErrorCode.ILLEGAL_GENERATION if member.classic is not None
+                        else ErrorCode.STALE_MEMBER_EPOCH), {}
         stored = group.offsets if group is not None else {}
         if partitions is None:
             return ErrorCode.NONE, dict(stored)

@@ -236,6 +236,9 @@ class PartitionState:
         #: consumer groups of the consumer protocol (KIP-848): group -> their records' values by kind
         #: (``epoch``, ``assignment_epoch``: ints; ``members``, ``targets``, ``current``: member -> value)
         self.modern: dict[str, dict] = {}
+        #: which of a group's two kinds of metadata record came last ("classic" or "consumer"): the group is
+        #: that kind, should a conversion's tombstones be missing
+        self.latest_kind: dict[str, str] = {}
         self.records_read = 0
         self.bad_records = 0
 
@@ -274,6 +277,7 @@ class PartitionState:
                     self.groups.pop(k.group, None)
                 else:
                     self.groups[k.group] = decode_group_value(value)[1]
+                    self.latest_kind[k.group] = "classic"
             elif isinstance(k, ConsumerGroupKey):
                 self._apply_modern(k, value)
         except (OffsetsRecordError, ValueError, IndexError):
@@ -289,7 +293,9 @@ class PartitionState:
         group = self.modern.setdefault(k.group, {"epoch": None, "assignment_epoch": 0, "members": {}, "targets": {},
                                                  "current": {}})
         if k.version == cgr.GROUP_METADATA:
-            group["epoch"] = cgr.decode_value(k.version, value)["epoch"]
+            decoded = cgr.decode_value(k.version, value)
+            group["epoch"], group["metadata_hash"] = decoded["epoch"], decoded["metadata_hash"]
+            self.latest_kind[k.group] = "consumer"
         elif k.version == cgr.TARGET_METADATA:
             group["assignment_epoch"] = 0 if value is None else cgr.decode_value(k.version, value)["assignment_epoch"]
         else:

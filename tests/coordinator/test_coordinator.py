@@ -127,6 +127,8 @@ def test_offsets_commit_fetch_reload_and_load_in_progress(tmp_path):
         assert res == {("t", 0): E.NONE, ("t", 1): E.OFFSET_METADATA_TOO_LARGE}
         assert (await c.commit_offsets("nogroup", "m", None, 3, {("t", 0): OffsetAndMetadata(1)})) == {
             ("t", 0): E.ILLEGAL_GENERATION}
+        assert (await c.commit_offsets("nogroup", "m", None, 3, {("t", 0): OffsetAndMetadata(1)}, version=9)) == {
+            ("t", 0): E.GROUP_ID_NOT_FOUND}  # Kafka 4.x names the missing group from v9
         a = await join_new(c)
         res = await c.commit_offsets("g", a["member_id"], None, 1, {("t", 0): OffsetAndMetadata(1)})
         assert res == {("t", 0): E.REBALANCE_IN_PROGRESS}  # CompletingRebalance: no commits until the sync
