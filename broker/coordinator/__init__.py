@@ -13,6 +13,14 @@ partition store (:class:`OffsetsStore`).
                     and unloading partitions as this broker becomes or stops being their leader
     offsets.py      OffsetCommit / OffsetFetch / OffsetDelete and offset expiry (a mixin of
                     GroupCoordinator), Kafka 2.7's expiry rules as ``expired_partitions``
+    consumer_group.py
+                    the consumer rebalance protocol (KIP-848) without I/O: members, epochs, the
+                    server-side assignors, Kafka's reconciliation (revoke before reassign)
+    modern.py       ConsumerGroupHeartbeat / ConsumerGroupDescribe (a mixin of GroupCoordinator),
+                    and the storage of such groups in ``__consumer_offsets``
+    mixed.py        classic members inside consumer groups, and the online conversions both ways
+    consumer_group_records.py
+                    Kafka 4.x's record layouts of those groups (keys 3-8)
 """
 
 from broker.coordinator.coordinator import GroupCoordinator
