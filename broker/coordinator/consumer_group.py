@@ -29,6 +29,8 @@ from typing import Any
 
 import re2
 
+from broker.protocol import ErrorCode
+
 STABLE = "stable"
 UNREVOKED_PARTITIONS = "unrevoked_partitions"
 UNRELEASED_PARTITIONS = "unreleased_partitions"
@@ -153,6 +155,20 @@ class ConsumerGroupState:
     #: regex -> (the topic metadata it was matched against, the names it matched): a regex is matched against
     #: every topic again only when the topics changed (the metadata cache hands out a new mapping then)
     regex_matches: dict[str, tuple[object, frozenset[str]]] = field(default_factory=dict)
+
+    def static_owner(self, instance_id: str | None, member_id: str) -> tuple[int, str]:
+        """Kafka's check of a request that names a static member: (error, the member id it stands for). Without an
+        instance id, ``member_id`` as given; an unknown instance id is UNKNOWN_MEMBER_ID; one held by another member
+        than ``member_id`` is FENCED_INSTANCE_ID (an empty ``member_id``, which LeaveGroup by instance id may send,
+        stands for the holder)."""
+        if instance_id is None:
+            return ErrorCode.NONE, member_id
+        current = self.static_members.get(instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, member_id
+        if member_id and member_id != current:
+            return ErrorCode.FENCED_INSTANCE_ID, member_id
+        return ErrorCode.NONE, current
 
     def subscribed_topics(self, all_topics: TopicMetadata) -> set[str]:
         """Every topic some member subscribes to, by name or by regex, that exists."""

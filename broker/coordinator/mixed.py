@@ -249,12 +249,9 @@ class ClassicMembersMixin:
 
     def _classic_member(self, group: Group, member_id: str, instance_id: str | None) -> ConsumerMember | int:
         state = group.modern
-        if instance_id is not None:
-            current = state.static_members.get(instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
+        error, member_id = state.static_owner(instance_id, member_id)
+        if error:
+            return error
         member = state.members.get(member_id)
         if member is None or member.classic is None:  # unknown, or a member of the consumer protocol
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -315,15 +312,10 @@ class ClassicMembersMixin:
         state = group.modern
         out = []
         for (member_id, instance_id), reason in zip(members, reasons):
-            if instance_id is not None:
-                current = state.static_members.get(instance_id)
-                if current is None:
-                    out.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                    continue
-                if member_id and member_id != current:
-                    out.append(ErrorCode.FENCED_INSTANCE_ID)
-                    continue
-                member_id = current
+            error, member_id = state.static_owner(instance_id, member_id)
+            if error:
+                out.append(error)
+                continue
             member = state.members.get(member_id)
             if member is None:
                 out.append(ErrorCode.UNKNOWN_MEMBER_ID)

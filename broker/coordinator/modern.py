@@ -53,18 +53,9 @@ from broker.protocol import ErrorCode
 log = logging.getLogger("broker.coordinator")
 
 
-def _assignment(topic_partitions: list[dict] | None) -> cg.Assignment | None:
-    if topic_partitions is None:
-        return None
-    out: dict[uuid.UUID, frozenset[int]] = {}
-    for tp in topic_partitions:
-        out[tp["topic_id"]] = out.get(tp["topic_id"], frozenset()) | frozenset(tp["partitions"])
-    return out
-
-
-def _wire(assignment: cg.Assignment) -> list[dict]:
-    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))
-            if ps]
+def _owned(topic_partitions: list[dict] | None) -> cg.Assignment | None:
+    """What a heartbeat says the member owns (None: it did not say)."""
+    return None if topic_partitions is None else cgr.partitions_from(topic_partitions)
 
 
 class ConsumerGroupsMixin:
@@ -96,9 +87,8 @@ class ConsumerGroupsMixin:
         member = self._consumer_member(group, state, member_id, epoch, request)
         bump = self._update_member(state, member, request, client_id, client_host)
         self._advance(group, state, bump)
-        self._reconcile(group, member, _assignment(request["topic_partitions"]))
+        self._reconcile(group, member, _owned(request["topic_partitions"]))  # marks the member's records to write
         self._schedule_session(group, member)
-        state.dirty.add(member.member_id)
         full = epoch == cg.JOIN_EPOCH or (
             request["rebalance_timeout_ms"] != -1 and request["topic_partitions"] is not None
             and (request["subscribed_topic_names"] is not None or request.get("subscribed_topic_regex") is not None))
@@ -114,7 +104,7 @@ class ConsumerGroupsMixin:
             "error_code": ErrorCode.NONE, "error_message": None, "member_id": member.member_id,
             "member_epoch": member.epoch,
             "heartbeat_interval_ms": self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
-            "assignment": {"topic_partitions": _wire(assigned)} if send else None,
+            "assignment": {"topic_partitions": cgr.partitions_body(assigned)} if send else None,
         }
 
     # -- persistence ------------------------------------------------------------------------------------------
@@ -397,14 +387,7 @@ class ConsumerGroupsMixin:
             # a member joining again under its id keeps its place; the empty list of what it owns it sends
             # acknowledges any revocation, and the answer carries its assignment
             return member
-        if instance_id is not None:
-            current = state.static_members.get(instance_id)
-            if current is None:
-                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if current != member_id:
-                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
-                                     f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                                     f"{current}.")
+        self._check_static(state, instance_id, member_id)
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group.group_id}.")
@@ -416,12 +399,21 @@ class ConsumerGroupsMixin:
                                  f"by the group coordinator ({member.epoch}). The member must abandon all its "
                                  f"partitions and rejoin.")
         if epoch < member.epoch and (epoch != member.previous_epoch
-                                     or not cg.is_subset(_assignment(request["topic_partitions"]), member.assigned)):
+                                     or not cg.is_subset(_owned(request["topic_partitions"]), member.assigned)):
             raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
                                  f"by the group coordinator ({member.epoch}). The member must abandon all its "
                                  f"partitions and rejoin.")
         return member
+
+    @staticmethod
+    def _check_static(state: ConsumerGroupState, instance_id: str | None, member_id: str) -> None:
+        error, _current = state.static_owner(instance_id, member_id)
+        if error == ErrorCode.UNKNOWN_MEMBER_ID:
+            raise HeartbeatError(error, f"Instance id {instance_id} is unknown.")
+        if error:
+            raise HeartbeatError(error, f"Static member {member_id} with instance id {instance_id} was fenced by "
+                                        f"member {state.static_members[instance_id]}.")
 
     def _replace_static(self, group: Group, state: ConsumerGroupState, old: ConsumerMember,
                         member_id: str) -> ConsumerMember:
@@ -482,15 +474,7 @@ class ConsumerGroupsMixin:
         state = group.modern if group is not None else None
         if state is None:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        if instance_id is not None:
-            current = state.static_members.get(instance_id)
-            if current is None:
-                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                     f"Instance id {instance_id} is unknown in group {group.group_id}.")
-            if current != member_id:
-                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
-                                     f"Static member {member_id} with instance id {instance_id} was fenced by "
-                                     f"member {current}.")
+        self._check_static(state, instance_id, member_id)
         member = state.members.get(member_id)
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,

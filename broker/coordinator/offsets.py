@@ -60,22 +60,30 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def modern_commit_error(group: Group, member_id: str, member_epoch: int, version: int) -> int:
-    """Kafka's ``ConsumerGroup.validateOffsetCommit`` for a group of the consumer protocol: a commit without a
-    member (epoch < 0) only while the group has no members; otherwise the member must be known
-    (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ (UNSUPPORTED_VERSION), and at its epoch (else
-    STALE_MEMBER_EPOCH; for a classic member of the group, ILLEGAL_GENERATION)."""
-    state = group.modern
-    if member_epoch < 0 and not state.members:
-        return ErrorCode.NONE
-    member = state.members.get(member_id)
+def member_epoch_error(group: Group, member_id: str, member_epoch: int,
+                       stale: int = ErrorCode.STALE_MEMBER_EPOCH) -> int:
+    """Kafka's ``ConsumerGroup.validateMemberEpoch`` in a group of the consumer protocol, for OffsetCommit,
+    OffsetFetch and TxnOffsetCommit: the member must be known (UNKNOWN_MEMBER_ID) and name its epoch; another
+    epoch is ``stale`` (TxnOffsetCommit: ILLEGAL_GENERATION), or ILLEGAL_GENERATION for a classic member of the
+    group, whose generation is its epoch."""
+    member = group.modern.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if member.classic is not None:  # a classic member of the group: its generation is its epoch
-        return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
-    if version < 9:
+    if member_epoch == member.epoch:
+        return ErrorCode.NONE
+    return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else stale
+
+
+def modern_commit_error(group: Group, member_id: str, member_epoch: int, version: int) -> int:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit``: a commit without a member (epoch < 0) only while the group
+    has no members; a member of the consumer protocol commits with OffsetCommit v9+ (UNSUPPORTED_VERSION); then
+    :func:`member_epoch_error`."""
+    if member_epoch < 0 and not group.modern.members:
+        return ErrorCode.NONE
+    member = group.modern.members.get(member_id)
+    if member is not None and member.classic is None and version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
-    return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH
+    return member_epoch_error(group, member_id, member_epoch)
 
 
 def expired_partitions(group: Group, now: int, retention_ms: int) -> list[TopicPartition]:
@@ -192,12 +200,9 @@ class OffsetsMixin:
             return error, {}
         group = self.groups.get(group_id)
         if group is not None and group.modern is not None and member_id is not None:
-            member = group.modern.members.get(member_id)
-            if member is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID, {}
-            if member_epoch != member.epoch:
-                return (ErrorCode.ILLEGAL_GENERATION if member.classic is not None
-                        else ErrorCode.STALE_MEMBER_EPOCH), {}
+            error = member_epoch_error(group, member_id, member_epoch)
+            if error:
+                return error, {}
         stored = group.offsets if group is not None else {}
         if partitions is None:
             return ErrorCode.NONE, dict(stored)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from broker.coordinator.group import Group, GroupState
+from broker.coordinator.offsets import member_epoch_error
 from broker.coordinator.records import OffsetAndMetadata, offset_commit_key, offset_commit_value
 from broker.coordinator.storage import StorageError, commit_error_for
 from broker.protocol import ErrorCode
@@ -63,11 +64,9 @@ class TxnOffsetsMixin:
         if group.modern is not None and (generation_id >= 0 or member_id):
             # a group of the consumer protocol: the generation is the member's epoch (Kafka answers a stale
             # one ILLEGAL_GENERATION here, not STALE_MEMBER_EPOCH)
-            consumer = group.modern.members.get(member_id)
-            if consumer is None:
-                return every(ErrorCode.UNKNOWN_MEMBER_ID)
-            if generation_id != consumer.epoch:
-                return every(ErrorCode.ILLEGAL_GENERATION)
+            error = member_epoch_error(group, member_id, generation_id, stale=ErrorCode.ILLEGAL_GENERATION)
+            if error:
+                return every(error)
         elif generation_id >= 0 or member_id:
             if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
                 return every(ErrorCode.FENCED_INSTANCE_ID)
