@@ -586,6 +586,13 @@ _PROPS: list[Prop] = [
     Prop("zookeeper.connection.timeout.ms", _optional(_ranged(1, INT_MAX)), None,
          "Wait for a ZooKeeper connection; defaults to the session timeout."),
     Prop("metrics.port", _ranged(-1, 65535), -1, "Prometheus /metrics HTTP port: 0 ephemeral, -1 off.", ours=True),
+    # client metrics (KIP-714): this broker exports what clients push on /metrics (broker.server.client_metrics)
+    Prop("telemetry.exporter.enable", _bool, True,
+         "Serve client metrics (KIP-714): advertise GetTelemetrySubscriptions and PushTelemetry and export what "
+         "subscribed clients push on /metrics; false leaves both APIs out, as Kafka without a telemetry reporter.",
+         ours=True),
+    Prop("telemetry.max.bytes", _ranged(1, INT_MAX), 1048576,
+         "Largest client metrics push, compressed and decompressed (KIP-714)."),
     Prop("metadata.store", _optional(_choice("embedded", "zookeeper")), None,
          "Where cluster metadata lives; follows zookeeper.connect when unset.", ours=True),
     Prop("fetch.purgatory.max.wait.ms", _ranged(0, INT_MAX), 30000, "Cap on a fetch's max_wait_ms.", ours=True),

@@ -66,7 +66,13 @@ kafkapy_client_quota_rate                              gauge      quota, user, c
 kafkapy_client_quota_limit                             gauge      quota, user, client_id (on scrape)
 kafkapy_client_quota_throttle_seconds_total            counter    quota, user, client_id (on scrape)
 kafkapy_client_quota_throttled_total                   counter    quota, user, client_id (on scrape)
+kafkapy_client_telemetry_clients                       gauge      -      (clients known to the client metrics,
+                                                                  KIP-714; on scrape)
+kafkapy_client_telemetry_pushes_total                  counter    error  (PushTelemetry answers, by error)
 =====================================================  =========  ==========================
+
+The metrics clients push (KIP-714) are served beside these, under their own names
+(``org_apache_kafka_*``): see :mod:`broker.server.client_metrics`.
 
 Cluster health, read on scrape from the replica manager, the controller and the
 log manager (:mod:`broker.server.health`; nothing on the request path):

@@ -44,6 +44,7 @@ from broker.cluster.znodes import (
     BrokerIdZNode,
     BrokerRegistration,
     BrokerSequenceIdZNode,
+    ClientMetricsZNode,
     ClusterIdZNode,
     ConfigChangeNotificationZNode,
     ControllerEpochZNode,
@@ -294,31 +295,54 @@ class ClusterMetadata:
 
     def groups_with_configs(self) -> list[str]:
         """The sanitized ids of every group with config overrides (``/config/groups/*``)."""
-        root = GroupConfigZNode.root()
-        return self.store.get_children(root) if self.store.exists(root) is not None else []
+        return self._entities(GroupConfigZNode.root())
 
     def group_config(self, sanitized: str) -> dict[str, str]:
         """Config overrides of one group; {} for none (or a name that cannot be a node)."""
-        if sanitized in ("", ".", ".."):
-            return {}
-        found = self.store.get_or_none(GroupConfigZNode.path(sanitized))
-        return {} if found is None else GroupConfigZNode.decode(found[0])
+        return self._entity_config(GroupConfigZNode, sanitized)
 
     def set_group_config(self, sanitized: str, config: dict[str, str]) -> None:
         """Write a group's config overrides and notify every broker (``groups/<group>``). A group left
         without any loses its node, so groups configured once do not pile up under ``/config/groups``."""
-        path = GroupConfigZNode.path(sanitized)
+        self._set_entity_config(GroupConfigZNode, "groups", sanitized, config)
+
+    def client_metrics_subscriptions(self) -> list[str]:
+        """The sanitized names of every client metrics subscription (``/config/client-metrics/*``)."""
+        return self._entities(ClientMetricsZNode.root())
+
+    def client_metrics_config(self, sanitized: str) -> dict[str, str]:
+        """The configs of one client metrics subscription; {} when there is none such."""
+        return self._entity_config(ClientMetricsZNode, sanitized)
+
+    def set_client_metrics_config(self, sanitized: str, config: dict[str, str]) -> None:
+        """Write a client metrics subscription and notify every broker (``client-metrics/<name>``); without
+        any config the subscription (its node) goes."""
+        self._set_entity_config(ClientMetricsZNode, "client-metrics", sanitized, config)
+
+    def _entities(self, root: str) -> list[str]:
+        return self.store.get_children(root) if self.store.exists(root) is not None else []
+
+    def _entity_config(self, znode, sanitized: str) -> dict[str, str]:
+        if sanitized in ("", ".", ".."):
+            return {}
+        found = self.store.get_or_none(znode.path(sanitized))
+        return {} if found is None else znode.decode(found[0])
+
+    def _set_entity_config(self, znode, kind: str, sanitized: str, config: dict[str, str]) -> None:
+        """Write (or, for an empty config, delete) an entity's node under /config, then the change notification."""
+        path = znode.path(sanitized)
         if not config:
             try:
                 self.store.delete(path)
             except NoNodeError:
                 pass
         elif self.store.exists(path) is None:
-            self.store.create(path, GroupConfigZNode.encode(config), make_parents=True)
+            self.store.create(path, znode.encode(config), make_parents=True)
         else:
-            self.store.set(path, GroupConfigZNode.encode(config))
+            self.store.set(path, znode.encode(config))
         self.store.create(ConfigChangeNotificationZNode.create_path(),
-                          ConfigChangeNotificationZNode.encode_group(sanitized), sequence=True, make_parents=True)
+                          ConfigChangeNotificationZNode.encode_entity(f"{kind}/{sanitized}"), sequence=True,
+                          make_parents=True)
         self._purge_notifications()
 
     def quota_entity_configs(self) -> list[tuple[str, dict[str, str]]]:

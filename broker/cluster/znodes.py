@@ -30,9 +30,13 @@ tooling reads ours and we read theirs::
                                              (group configs, Kafka 4.1's GROUP config resource; the
                                               group id URL-encoded as Kafka's Sanitizer does; the node
                                               goes when its last override is deleted)
+    /config/client-metrics/<name>            {"version":1,"config":{"metrics":"org.apache.kafka.producer.",
+                                              "interval.ms":"60000"}}  (client metrics subscriptions,
+                                              KIP-714; the node goes with its last config)
     /config/changes/config_change_<10 digits> {"version":2,"entity_path":"topics/<t>"}  (sequential;
                                               "brokers/<id>" or "brokers/<default>" for broker configs,
-                                              "users/<user>" for users, "groups/<group>" for groups)
+                                              "users/<user>" for users, "groups/<group>" for groups,
+                                              "client-metrics/<name>" for subscriptions)
     /controller                  (ephemeral) {"version":1,"brokerid":0,"timestamp":"<ms>"}
     /controller_epoch                        "1"  (a bare integer; made as "0", bumped by every election)
     /admin/delete_topics/<t>                 (empty)
@@ -319,6 +323,23 @@ class GroupConfigZNode:
     decode = staticmethod(TopicConfigZNode.decode)
 
 
+class ClientMetricsZNode:
+    """One client metrics subscription (KIP-714's CLIENT_METRICS config resource),
+    ``/config/client-metrics/<sanitized name>`` (Kafka's ConfigType ``client-metrics``; the name URL-encoded as
+    Kafka's Sanitizer does), the topic config layout."""
+
+    @staticmethod
+    def root() -> str:
+        return "/config/client-metrics"
+
+    @staticmethod
+    def path(sanitized: str) -> str:
+        return f"/config/client-metrics/{sanitized}"
+
+    encode = staticmethod(TopicConfigZNode.encode)
+    decode = staticmethod(TopicConfigZNode.decode)
+
+
 class ConfigChangeNotificationZNode:
     """A sequential node telling every broker that an entity's config changed."""
 
@@ -343,10 +364,6 @@ class ConfigChangeNotificationZNode:
     @staticmethod
     def encode_user(sanitized: str) -> bytes:
         return _dump({"version": 2, "entity_path": f"users/{sanitized}"})
-
-    @staticmethod
-    def encode_group(sanitized: str) -> bytes:
-        return _dump({"version": 2, "entity_path": f"groups/{sanitized}"})
 
     @staticmethod
     def encode_entity(path: str) -> bytes:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import gzip
 import struct
+import zlib
 
 import lz4.frame
 import snappy
@@ -114,6 +115,37 @@ def decompress(codec: int, data) -> bytes:
         raise CompressionError(f"{codec.name} decompression failed: {exc}") from exc
 
 
+def decompress_bounded(codec: int, data, limit: int) -> bytes:
+    """Decompress ``data`` as :func:`decompress` does, producing at most ``limit`` bytes: input that would
+    expand further raises :class:`CompressionError` before the excess is made (a small compressed payload
+    cannot make the broker hold gigabytes). For payloads that are not record batches, such as a client's
+    pushed telemetry (KIP-714)."""
+    codec = codec_of(codec)
+    data = bytes(data)
+    try:
+        if codec == Compression.NONE:
+            out = data
+        elif codec == Compression.GZIP:
+            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            out = inflater.decompress(data, limit + 1)
+            if len(out) <= limit and not inflater.eof:
+                raise CompressionError("gzip stream truncated")
+        elif codec == Compression.SNAPPY:
+            out = _snappy_decompress(data, limit)
+        elif codec == Compression.LZ4:
+            out = lz4.frame.LZ4FrameDecompressor().decompress(_lz4_fix_header_checksum(data), max_length=limit + 1)
+        else:
+            with _zstd_decompressor.stream_reader(data, read_across_frames=True) as reader:
+                out = reader.read(limit + 1)
+    except CompressionError:
+        raise
+    except Exception as exc:  # each library has its own error classes
+        raise CompressionError(f"{codec.name} decompression failed: {exc}") from exc
+    if len(out) > limit:
+        raise CompressionError(f"{codec.name} data expands to more than {limit} bytes")
+    return out
+
+
 def compress_lz4_legacy(data) -> bytes:
     """LZ4 frame with the pre-0.10 header checksum (KAFKA-3160), for magic 0."""
     frame = bytearray(_lz4_compress(bytes(data)))
@@ -138,8 +170,10 @@ def _snappy_xerial_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, limit: int | None = None) -> bytes:
+    """A raw block or a xerial stream; with ``limit``, CompressionError before making more than that."""
     if not data.startswith(XERIAL_MAGIC):
+        _snappy_check_size(data, limit)
         return snappy.decompress(data)
     if len(data) < len(XERIAL_HEADER):
         raise CompressionError("xerial snappy stream shorter than its header")
@@ -152,9 +186,28 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise CompressionError(f"xerial snappy block of {size} bytes runs past the end")
-        out.append(snappy.decompress(data[pos : pos + size]))
+        block = data[pos : pos + size]
+        if limit is not None:
+            limit -= _snappy_check_size(block, limit)
+        out.append(snappy.decompress(block))
         pos += size
     return b"".join(out)
+
+
+def _snappy_check_size(block: bytes, limit: int | None) -> int:
+    """The size a raw snappy block expands to (its leading varint); CompressionError when over ``limit``."""
+    if limit is None:
+        return 0
+    size = 0
+    for i, byte in enumerate(block[:5]):
+        size |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            break
+    else:
+        raise CompressionError("snappy block without a length")
+    if size > limit:
+        raise CompressionError(f"SNAPPY data expands to more than its limit ({size} bytes)")
+    return size
 
 
 # -- lz4 ----------------------------------------------------------------------
@@ -244,5 +297,6 @@ __all__ = [
     "compress",
     "compress_lz4_legacy",
     "decompress",
+    "decompress_bounded",
     "codec_of",
 ]

@@ -68,8 +68,10 @@ from broker.coordinator import GroupCoordinator, ReplicaStore
 from broker.share import SHARE_GROUP_APIS, ShareCoordinator, ShareManager, share_metrics_snapshot
 from broker.log import LogConfig, LogDirLocks, LogManager, lock_usable_log_dirs
 from broker.metrics import BrokerMetrics
+from broker.protocol import ApiKey
 from broker.replica import FetcherSettings, ReplicaManager
 from broker.server.broker_id import resolve_broker_id
+from broker.server.client_metrics import ClientMetricsCollector, ClientMetricsManager
 from broker.server.dynamic_config import DynamicBrokerConfig
 from broker.server.fetch_sessions import FetchSessionCache
 from broker.server.group_configs import GroupConfigs
@@ -112,11 +114,16 @@ class Broker:
         self.registry = registry if registry is not None else load_apis()
         if not config["group.share.enable"]:  # share groups off: their APIs are neither served nor advertised
             self.registry.unregister(*SHARE_GROUP_APIS)
+        if not config["telemetry.exporter.enable"]:  # no client metrics: clients never start telemetry
+            self.registry.unregister(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY)
         self.replicas = ReplicaManager()
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.dynamic_config = DynamicBrokerConfig(self)
         #: Group configs (:mod:`broker.server.group_configs`): loaded at start, followed through config changes
         self.group_configs = GroupConfigs(self)
+        #: Client metrics subscriptions and the clients that push (:mod:`broker.server.client_metrics`)
+        self.client_metrics = ClientMetricsManager(self)
+        self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
         #: Client quotas (:mod:`broker.server.quotas`): loaded at start, followed through config changes
         self.quotas = QuotaManager(config)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
@@ -307,6 +314,7 @@ class Broker:
         self.topics.load()
         self.dynamic_config.load()
         self.group_configs.load()
+        self.client_metrics.load()
         self.quotas.load(QuotaManager.read_all(self.metadata))  # before any listener accepts
         self.quotas.load_ips(QuotaManager.read_all_ips(self.metadata))
 

@@ -268,6 +268,9 @@ class Connection(asyncio.BufferedProtocol):
         self.principal = ANONYMOUS
         #: The client's IP address, for ACLs' host
         self.host = "?"
+        #: What the client's ApiVersions v3+ named it (client metrics subscriptions match on them)
+        self.client_software_name = ""
+        self.client_software_version = ""
         self._sasl_held: list | None = None  # frames that came behind a bare token being checked
         #: a Kafka request has come (until then a SASL listener with GSSAPI takes Kafka 0.9's bare first token)
         self._saw_request = False

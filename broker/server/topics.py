@@ -456,7 +456,7 @@ class TopicManager:
             metadata = self.broker.metadata
             watch = lambda _event: loop.call_soon_threadsafe(self._config_changes)  # noqa: E731
             names = metadata.store.get_children(ConfigChangeNotificationZNode.path(), watch)
-            changed, brokers_changed, quotas, ips, groups = [], False, [], [], []
+            changed, brokers_changed, quotas, ips, groups, subscriptions = [], False, [], [], [], []
             for child in names:
                 sequence = int(child[len(ConfigChangeNotificationZNode.PREFIX):])
                 if sequence <= self._last_config_change:
@@ -478,14 +478,16 @@ class TopicManager:
                             ips.append(found)
                     elif entity_type == "groups":  # group configs (broker.server.group_configs)
                         groups.append(self.broker.group_configs.read(entity))
+                    elif entity_type == "client-metrics":  # subscriptions (broker.server.client_metrics)
+                        subscriptions.append(self.broker.client_metrics.read(entity))
                 self._last_config_change = max(self._last_config_change, sequence)
             if brokers_changed:  # dynamic broker configs (broker.server.dynamic_config)
                 self.broker.dynamic_config.load()
-            return changed, brokers_changed, quotas, ips, groups
+            return changed, brokers_changed, quotas, ips, groups, subscriptions
 
         async def apply():
             try:
-                changed, brokers_changed, quotas, ips, groups = await self.broker.run_blocking(read)
+                changed, brokers_changed, quotas, ips, groups, subscriptions = await self.broker.run_blocking(read)
             except Exception as exc:
                 log.warning("cannot read config change notifications (%s); again in 1 s", exc)
                 loop.call_later(1.0, self._config_changes)
@@ -498,6 +500,8 @@ class TopicManager:
                 self.broker.quotas.apply_ip(address, value)
             for group_id, overrides in groups:
                 self.broker.group_configs.apply(group_id, overrides)
+            for name, configs in subscriptions:
+                self.broker.client_metrics.apply(name, configs)
             for name, overrides in changed:
                 try:
                     cfg = self.broker.default_log_config.with_overrides(overrides)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ..schema import Api
-from . import (acls, admin, cluster, controller, fetch, groups, offsets, produce, reassignment, share, tokens,
-               transactions)
+from . import (acls, admin, cluster, controller, fetch, groups, offsets, produce, reassignment, share, telemetry,
+               tokens, transactions)
 
 SCHEMAS: dict[int, Api] = {}
 for _module in (produce, fetch, offsets, cluster, controller, groups, admin, acls, reassignment,
-                transactions, tokens, share):
+                transactions, tokens, share, telemetry):
     for _api in _module.APIS:
         if _api.key in SCHEMAS:
             raise RuntimeError(f"api key {_api.key} defined twice")

@@ -35,7 +35,8 @@ from collections import Counter
 
 from broker.acl import AclOperation
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.apis.describe_configs import BROKER, GROUP, TOPIC, check_broker_resource, config_authorization_error
+from broker.server.apis.describe_configs import (BROKER, CLIENT_METRICS, GROUP, TOPIC, check_broker_resource,
+                                                 config_authorization_error)
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError, validate_topic_name
 
@@ -58,6 +59,8 @@ async def alter_resource(ctx: RequestContext, resource: dict, change, validate_o
             await ctx.broker.dynamic_config.alter(name, change, validate_only)
         elif rtype == GROUP:
             await ctx.broker.group_configs.alter(name, change, validate_only)
+        elif rtype == CLIENT_METRICS:
+            await ctx.broker.client_metrics.alter(name, change, validate_only)
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
     except TopicError as exc:
@@ -76,7 +79,7 @@ def _replace_all(resource: dict):
 
     def change(_current: dict[str, str]) -> dict[str, str]:
         nulls = sorted(c["name"] for c in configs if c["value"] is None)
-        if nulls and resource["resource_type"] != GROUP:  # a group's are INVALID_CONFIG, as Kafka's validator
+        if nulls and resource["resource_type"] not in (GROUP, CLIENT_METRICS):  # INVALID_CONFIG, as Kafka's validator
             raise TopicError(ErrorCode.INVALID_REQUEST, f"null value not supported for configs: {', '.join(nulls)}")
         return {c["name"]: c["value"] for c in configs}
     return change

@@ -21,6 +21,9 @@ def version_table(ctx: RequestContext) -> list[dict]:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if ctx.api_version >= 3 and ctx.connection is not None:  # what client metrics subscriptions match on
+        ctx.connection.client_software_name = request["client_software_name"]
+        ctx.connection.client_software_version = request["client_software_version"]
     return {"error_code": ErrorCode.NONE, "api_keys": version_table(ctx), "throttle_time_ms": 0}
 
 

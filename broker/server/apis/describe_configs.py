@@ -1,6 +1,7 @@
 """DescribeConfigs (key 32), versions 0-4 (Apache Kafka 2.7 serves 0-3; v4 is its flexible form).
 
-Resources: TOPIC (2), BROKER (4) and GROUP (32, Kafka 4.1's group configs). BROKER_LOGGER (8) and
+Resources: TOPIC (2), BROKER (4), CLIENT_METRICS (16, KIP-714) and GROUP (32, Kafka 4.1's group configs).
+BROKER_LOGGER (8) and
 other types get INVALID_REQUEST in their result; the other resources carry on.
 
 For a topic, every topic-level config is listed with its effective value, the
@@ -38,13 +39,17 @@ itself. The overrides are this broker's copy, kept up to date by the change noti
 broker answers from its metadata image: an alter made through another broker shows a moment later. An
 empty group name is INVALID_REQUEST.
 
+For a client metrics subscription (CLIENT_METRICS, 16; :mod:`broker.server.client_metrics`), whether or not it
+exists, its three configs: set ones with ``config_source`` CLIENT_METRICS_CONFIG (7), the others at their
+defaults (DEFAULT_CONFIG); ``config_type`` LIST or INT. An empty name is INVALID_REQUEST.
+
 ``configuration_keys`` null means all configs; otherwise only the named ones
 (unknown names are left out, as Kafka does).
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleDescribeConfigsRequest``): DESCRIBE_CONFIGS (which ALTER_CONFIGS
 implies) on the topic for a TOPIC resource, on the cluster for a BROKER or
-BROKER_LOGGER one, on the group for a GROUP one; without it the resource gets
+BROKER_LOGGER or CLIENT_METRICS one, on the group for a GROUP one; without it the resource gets
 TOPIC_AUTHORIZATION_FAILED (29), CLUSTER_AUTHORIZATION_FAILED (31) or
 GROUP_AUTHORIZATION_FAILED (30) with Kafka's message and no configs.
 """
@@ -69,12 +74,14 @@ from broker.server.topics import TopicError, validate_topic_name
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+CLIENT_METRICS = 16
 GROUP = 32  # a config resource type (Kafka 4.1), not the ACL resource type GROUP (3)
 
 # ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+CLIENT_METRICS_CONFIG = 7
 GROUP_CONFIG = 8
 
 # ConfigType (v3+)
@@ -250,6 +257,35 @@ def group_config_entries(ctx: RequestContext, group_id: str, names: Iterable[str
     return entries
 
 
+#: The client metrics configs: (type, default, documentation)
+_CLIENT_METRICS_CONFIGS = {
+    "metrics": (LIST, "", "Metric name prefixes the matched clients push; * for all of them, none when empty."),
+    "interval.ms": (INT, "300000", "How often the matched clients push, in ms (100..3600000)."),
+    "match": (LIST, "", "selector=regex pairs a client must all match (client_instance_id, client_id, "
+                        "client_software_name, client_software_version, client_source_address, "
+                        "client_source_port); every client when empty."),
+}
+
+
+def client_metrics_entries(ctx: RequestContext, name: str, names: Iterable[str] | None = None,
+                           include_synonyms: bool = False, include_documentation: bool = False) -> list[dict]:
+    """The configs of a client metrics subscription (or the named ones), which need not exist."""
+    configs = ctx.broker.client_metrics.get(name)
+    wanted = list(_CLIENT_METRICS_CONFIGS) if names is None else [n for n in names if n in _CLIENT_METRICS_CONFIGS]
+    entries = []
+    for key in wanted:
+        config_type, default, doc = _CLIENT_METRICS_CONFIGS[key]
+        value, source = (configs[key], CLIENT_METRICS_CONFIG) if key in configs else (default, DEFAULT_CONFIG)
+        entries.append({
+            "name": key, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG,
+            "config_source": source, "is_sensitive": False,
+            "synonyms": [{"name": key, "value": value, "source": source}]
+            if include_synonyms and source == CLIENT_METRICS_CONFIG else [],
+            "config_type": config_type, "documentation": doc if include_documentation else None,
+        })
+    return entries
+
+
 def _broker_type(default) -> int:
     if isinstance(default, bool):
         return BOOLEAN
@@ -278,13 +314,14 @@ async def _topic_overrides(ctx: RequestContext, name: str, cached: dict) -> dict
 
 def config_authorization_error(ctx: RequestContext, rtype: int, name: str, operation: AclOperation) -> int:
     """NONE if the principal may do ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the configs of the
-    resource (the topic for TOPIC, the cluster for BROKER and BROKER_LOGGER, the group for GROUP; other types
+    resource (the topic for TOPIC, the cluster for BROKER, BROKER_LOGGER and CLIENT_METRICS, the group for
+    GROUP; other types
     are left to the handler), else TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED, as Kafka's config APIs
     decide."""
     if rtype == TOPIC:
         allowed = ctx.authorize(operation, ResourceType.TOPIC, name)
         return ErrorCode.NONE if allowed else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if rtype in (BROKER, BROKER_LOGGER):
+    if rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
         allowed = ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
         return ErrorCode.NONE if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if rtype == GROUP:
@@ -326,6 +363,10 @@ async def _describe(ctx: RequestContext, resource: dict, synonyms: bool, documen
             if not name:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
             result["configs"] = group_config_entries(ctx, name, keys, synonyms, documentation)
+        elif rtype == CLIENT_METRICS:
+            if not name:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+            result["configs"] = client_metrics_entries(ctx, name, keys, synonyms, documentation)
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
     except TopicError as exc:

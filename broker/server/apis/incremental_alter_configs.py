@@ -22,7 +22,10 @@ configs (:mod:`broker.server.dynamic_config`). A GROUP (32) resource (Kafka
 4.1's group configs, :mod:`broker.server.group_configs`) takes SET and DELETE,
 whether or not the group exists: APPEND and SUBTRACT are INVALID_REQUEST (no
 group config is a list), an unknown name, a null value for SET or a value out of
-its bounds INVALID_CONFIG, an empty group name INVALID_REQUEST.
+its bounds INVALID_CONFIG, an empty group name INVALID_REQUEST. A CLIENT_METRICS
+(16) resource (a client metrics subscription, :mod:`broker.server.client_metrics`)
+takes SET and DELETE (APPEND and SUBTRACT are INVALID_CONFIG, as Kafka's
+controller answers them); deleting its last config deletes the subscription.
 
 Authorization (with an authorizer, :mod:`broker.acl`; Kafka 2.7's
 ``handleIncrementalAlterConfigsRequest``), shared with AlterConfigs
@@ -40,7 +43,7 @@ from collections import Counter
 from broker.log.config import TOPIC_CONFIGS
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.apis.alter_configs import alter_all
-from broker.server.apis.describe_configs import BROKER, GROUP
+from broker.server.apis.describe_configs import BROKER, CLIENT_METRICS, GROUP
 from broker.server.group_configs import GROUP_CONFIGS
 from broker.server.context import RequestContext
 from broker.server.topics import TopicError
@@ -62,6 +65,13 @@ def _check(configs: list[dict], rtype: int) -> None:
         name, op = c["name"], c["config_operation"]
         if op not in _OPERATION_NAMES:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for config key {name}")
+        if rtype == CLIENT_METRICS:
+            if op in (APPEND, SUBTRACT):  # Kafka's controller knows no list configs but topics' and brokers'
+                raise TopicError(ErrorCode.INVALID_CONFIG,
+                                 f"Cannot {_OPERATION_NAMES[op].upper()} to config {name} because its type is not LIST.")
+            if op == SET and c["value"] is None:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+            continue
         if rtype == GROUP:
             if name not in GROUP_CONFIGS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
