@@ -237,6 +237,7 @@ class ClientMetricsManager:
         self.subscriptions: dict[str, Subscription] = {}
         self.version = 0
         self._clients: collections.OrderedDict[bytes, ClientInstance] = collections.OrderedDict()
+        self._by_connection: dict[Any, bytes] = {}  # open connection -> the client last made on it
         self.pushes: collections.Counter = collections.Counter()  # error name -> pushes answered with it
 
     # -- subscriptions ---------------------------------------------------------------------------------------
@@ -331,9 +332,11 @@ class ClientMetricsManager:
             self._clients[instance_id] = client
             while len(self._clients) > MAX_CLIENTS:
                 self._clients.popitem(last=False)
-            if ctx.connection is not None:
-                ctx.connection.closed.add_done_callback(
-                    lambda _f, key=instance_id, conn=ctx.connection: self._gone(key, conn))
+            conn = ctx.connection
+            if conn is not None:  # as Kafka, a connection's latest new client goes when it closes
+                if conn not in self._by_connection:
+                    conn.closed.add_done_callback(lambda _f, conn=conn: self._gone(conn))
+                self._by_connection[conn] = instance_id
         elif client.version < self.version:
             rebuilt = self._build(instance_id, client.attributes, client.connection)
             self._clients[instance_id] = client = rebuilt
@@ -354,8 +357,9 @@ class ClientMetricsManager:
             "client_source_port": port,
         }
 
-    def _gone(self, instance_id: bytes, connection: Any) -> None:
-        """The connection the client was first seen on closed: it goes, with its metrics (as in Kafka)."""
+    def _gone(self, connection: Any) -> None:
+        """A connection closed: the client last made on it goes, with its metrics (as in Kafka)."""
+        instance_id = self._by_connection.pop(connection, None)
         client = self._clients.get(instance_id)
         if client is not None and client.connection is connection:
             del self._clients[instance_id]

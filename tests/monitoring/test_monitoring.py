@@ -105,6 +105,46 @@ def test_every_rule_and_dashboard_query_on_a_real_prometheus(broker_factory, mir
     src = broker_factory({"quota.producer.default": 10**12, "quota.consumer.default": 10**12})
     dst = broker_factory()
     _traffic(src.bootstrap)
+    clients = _PushingClients(src.bootstrap)
+    try:
+        _check_on_prometheus(src, dst, mirror_factory, prometheus, zookeeper, zk_exporter_factory)
+    finally:
+        clients.stop()
+
+
+class _PushingClients:
+    """A producer and a consumer that keep working, and push their client metrics (KIP-714) every second
+    under a subscription to all of them, for the clients dashboard."""
+
+    def __init__(self, bootstrap: str) -> None:
+        import threading
+
+        from tests.server.test_client_metrics import subscribe
+
+        subscribe(bootstrap, "dashboards", metrics="*", interval_ms="1000")
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": "dashboard-producer"})
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dashboard-readers",
+                                  "client.id": "dashboard-consumer", "auto.offset.reset": "earliest"})
+        self.consumer.subscribe(["watched"])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce("watched", b"tick")
+            self.producer.poll(0)
+            if self.consumer.poll(0.2) is not None:
+                self.consumer.commit(asynchronous=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()
+        self.producer.flush(30)
+
+
+def _check_on_prometheus(src, dst, mirror_factory, prometheus, zookeeper, zk_exporter_factory) -> None:
     mirror = mirror_factory(mirror_config({"a": src.bootstrap, "b": dst.bootstrap},
                                           [{"source": "a", "target": "b", "topics": "watched"}]))
     url = prometheus([
