@@ -321,3 +321,26 @@ def test_without_the_exporter_clients_are_not_offered_telemetry(broker_factory):
             "client_software_name": "wire", "client_software_version": "1"})["api_keys"]}
     assert ApiKey.GET_TELEMETRY_SUBSCRIPTIONS not in keys and ApiKey.PUSH_TELEMETRY not in keys
     assert ApiKey.LIST_CONFIG_RESOURCES in keys
+
+
+def test_kafka_python_admin_manages_subscriptions(broker):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        made = admin.alter_configs([ConfigResource(ConfigResourceType.CLIENT_METRICS, "kp", configs={
+            "metrics": "org.apache.kafka.", "interval.ms": "5000"})])
+        assert made == {"client_metrics": {"kp": "OK"}}
+        assert admin.list_config_resources(resource_types=["client_metrics"]) == {"client_metrics": ["kp"]}
+        assert admin.list_config_resources()["broker"] == ["0"]
+        (configs,) = admin.describe_configs([ConfigResource(ConfigResourceType.CLIENT_METRICS, "kp")],
+                                            config_filter="all")["client_metrics"].values()
+        assert {k: (v["value"], v["config_source"], v["config_type"]) for k, v in configs.items()} == {
+            "metrics": ("org.apache.kafka.", "DYNAMIC_CLIENT_METRICS_CONFIG", "LIST"),
+            "interval.ms": ("5000", "DYNAMIC_CLIENT_METRICS_CONFIG", "INT"),
+            "match": ("", "DEFAULT_CONFIG", "LIST")}
+        refused = admin.alter_configs([ConfigResource(ConfigResourceType.CLIENT_METRICS, "kp", configs={
+            "interval.ms": "5"})])["client_metrics"]["kp"]
+        assert "InvalidRequestError" in refused and "between 100 and 3600000" in refused
+    finally:
+        admin.close()
