@@ -17,6 +17,10 @@
   ``consumer.session.timeout.ms``, ...), whether or not the group exists;
   ``get`` lists the overrides, ``--all`` every config with the broker's
   defaults; ``set`` takes SET and ``--delete``.
+- ``client-metrics NAME``: a client metrics subscription's ``metrics``, ``interval.ms`` and ``match``
+  (KIP-714; ``kafkactl client-metrics`` shows and changes them too); ``get --all`` of a name that is
+  no subscription shows the defaults. A config or value the broker refuses (INVALID_CONFIG,
+  INVALID_REQUEST) is exit 2.
 
 Sensitive values are never printed (``null`` / ``-``). An unknown topic or
 broker id is bad input: one line, exit 2.
@@ -25,22 +29,25 @@ broker id is bad input: one line, exit 2.
 from __future__ import annotations
 
 import enum
+from contextlib import nullcontext
 from typing import List, Optional
 
 import typer
 
 from broker.client import ConfigResource
 from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
+from kafkactl.client_metrics import broker_refusals
 from kafkactl.errors import CliError
 from kafkactl.output import OutputFormat, emit
 
-app = typer.Typer(help="Read and change topic, broker and group configs.", no_args_is_help=True)
+app = typer.Typer(help="Read and change topic, broker, group and client metrics configs.", no_args_is_help=True)
 
 
 class ResourceType(str, enum.Enum):
     topic = "topic"
     broker = "broker"
     group = "group"
+    client_metrics = "client-metrics"
 
 
 DEFAULT_NAMES = ("default", "<default>")
@@ -51,17 +58,24 @@ def _resource(resource_type: ResourceType, name: str) -> ConfigResource:
         return ConfigResource("broker", "")  # the cluster-wide dynamic defaults
     if resource_type is ResourceType.broker and not name.isdigit():
         raise CliError(f"bad broker id {name!r}: expected a number such as 0, or default")
+    if resource_type is ResourceType.client_metrics:
+        return ConfigResource("client_metrics", name)
     return ConfigResource(resource_type.value, name)
 
 
 def _require_resource(admin, res: ConfigResource) -> None:
-    """An unknown topic or broker id is bad input (exit 2), not a cluster failure; a group need not exist."""
+    """An unknown topic or broker id is bad input (exit 2), not a cluster failure; a group or client metrics
+    subscription need not exist."""
     if res.type == "topic":
         require_topics(admin, [res.name])
         return
     if res.type == "group":
         if not res.name:
             raise CliError("a group name is needed (group configs have no cluster-wide default)")
+        return
+    if res.type == "client_metrics":
+        if not res.name:
+            raise CliError("a client metrics subscription name is needed")
         return
     if res.name == "":
         return
@@ -73,12 +87,12 @@ def _require_resource(admin, res: ConfigResource) -> None:
 @app.command()
 def get(
     ctx: typer.Context,
-    resource_type: ResourceType = typer.Argument(..., help="topic, broker or group."),
-    name: str = typer.Argument(..., help="Topic name, broker id or group id."),
+    resource_type: ResourceType = typer.Argument(..., help="topic, broker, group or client-metrics."),
+    name: str = typer.Argument(..., help="Topic name, broker id, group id or subscription name."),
     key: Optional[List[str]] = typer.Option(None, "--key", "-k", help="Only this config (repeatable)."),
     all_configs: bool = typer.Option(False, "--all", help="Show every config, defaults included."),
 ) -> None:
-    """Show the configs of a topic, broker or group."""
+    """Show the configs of a topic, broker, group or client metrics subscription."""
     res = _resource(resource_type, name)
     with admin_client(ctx) as admin:
         _require_resource(admin, res)
@@ -90,7 +104,7 @@ def get(
     fmt = output_format(ctx)
     if fmt is OutputFormat.table:
         if not rows:
-            print(f"{res.type} {name} has no config overrides (--all shows every config)")
+            print(f"{resource_type.value} {name} has no config overrides (--all shows every config)")
             return
         emit(rows, fmt, ["name", "value", "source", "read_only"])
     else:
@@ -100,20 +114,20 @@ def get(
 @app.command("set")
 def set_configs(
     ctx: typer.Context,
-    resource_type: ResourceType = typer.Argument(..., help="topic, broker or group."),
-    name: str = typer.Argument(..., help="Topic name, broker id or group id."),
+    resource_type: ResourceType = typer.Argument(..., help="topic, broker, group or client-metrics."),
+    name: str = typer.Argument(..., help="Topic name, broker id, group id or subscription name."),
     pairs: Optional[List[str]] = typer.Argument(None, help="NAME=VALUE pairs to set."),
     delete: Optional[List[str]] = typer.Option(None, "--delete", "-d", help="Remove this override (repeatable)."),
     validate_only: bool = typer.Option(False, "--validate-only", help="Let the broker check, change nothing."),
 ) -> None:
-    """Set or remove configs of a topic, broker or group."""
+    """Set or remove configs of a topic, broker, group or client metrics subscription."""
     res = _resource(resource_type, name)
     changes: dict[str, str | None] = dict(parse_pairs(pairs))
     for item in delete or ():
         changes[item] = None
     if not changes:
         raise CliError("nothing to set: give NAME=VALUE pairs or --delete NAME")
-    with admin_client(ctx) as admin:
+    with admin_client(ctx) as admin, (broker_refusals() if res.type == "client_metrics" else nullcontext()):
         _require_resource(admin, res)
         admin.incremental_alter_configs({res: changes}, validate_only=validate_only)
     fmt = output_format(ctx)
@@ -123,4 +137,4 @@ def set_configs(
         return
     verb = "validated" if validate_only else "updated"
     text = ", ".join(f"{k} deleted" if v is None else f"{k}={v}" for k, v in changes.items())
-    print(f"{verb} {res.type} {name}: {text}")
+    print(f"{verb} {resource_type.value} {name}: {text}")

@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - older Typer on click
     from click.exceptions import NoArgsIsHelpError, UsageError
 
 from kafkactl import acls as acls_cmd
+from kafkactl import client_metrics as client_metrics_cmd
 from kafkactl import cluster as cluster_cmd
 from kafkactl import configs as configs_cmd
 from kafkactl import consume as consume_cmd
@@ -126,6 +127,7 @@ app.add_typer(users_cmd.app, name="users")
 app.add_typer(tokens_cmd.app, name="delegation-tokens")
 app.add_typer(acls_cmd.app, name="acls")
 app.add_typer(quotas_cmd.app, name="quotas")
+app.add_typer(client_metrics_cmd.app, name="client-metrics")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 

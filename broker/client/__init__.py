@@ -16,10 +16,10 @@ from ._producer import AsyncProducer, Producer
 from ._consumer import AsyncConsumer, Consumer
 from broker.acl import AclOperation, AclPermission, PatternType, ResourceType
 from ._admin import (ANY_ENTITY, DEFAULT_ENTITY, AclBinding, AclBindingFilter, Admin, AsyncAdmin, ClientQuotaEntity,
-                     ClientQuotaFilterComponent, ClusterDescription, ConfigEntry, ConfigResource, GROUP_TYPES,
-                     GroupDescription, GroupListing, LogDirDescription, PartitionReassignment, MemberDescription,
-                     NewTopic, PartitionLag, ReplicaLogDirInfo, ScramCredentialInfo, UserScramCredentialDeletion,
-                     UserScramCredentialUpsertion, DelegationToken)
+                     ClientQuotaFilterComponent, ClusterDescription, ConfigEntry, ConfigResource, ConfigResourceListing,
+                     GROUP_TYPES, GroupDescription, GroupListing, LogDirDescription, PartitionReassignment,
+                     MemberDescription, NewTopic, PartitionLag, ReplicaLogDirInfo, ScramCredentialInfo,
+                     UserScramCredentialDeletion, UserScramCredentialUpsertion, DelegationToken)
 from ._admin_transactions import ProducerState, TransactionDescription, TransactionListing
 from ._assignors import (Assignor, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor)
 from ._accumulator import RecordFuture
@@ -36,8 +36,8 @@ from . import errors
 __all__ = [
     "AsyncProducer", "Producer", "RecordFuture", "AsyncConsumer", "Consumer", "AsyncAdmin", "Admin",
     "AdminConfig", "ProducerConfig", "ConsumerConfig", "build_config",
-    "NewTopic", "ConfigResource", "ConfigEntry", "ClusterDescription", "GROUP_TYPES", "GroupListing",
-    "GroupDescription",
+    "NewTopic", "ConfigResource", "ConfigResourceListing", "ConfigEntry", "ClusterDescription", "GROUP_TYPES",
+    "GroupListing", "GroupDescription",
     "MemberDescription", "PartitionLag", "LogDirDescription", "ReplicaLogDirInfo", "PartitionReassignment",
     "ProducerState", "TransactionDescription", "TransactionListing",
     "ScramCredentialInfo", "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "SaslSettings",

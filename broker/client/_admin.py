@@ -6,12 +6,12 @@ to the group's coordinator; ListGroups to every broker; DeleteRecords and
 ListOffsets to partition leaders; the transaction calls as
 :mod:`._admin_transactions` says; the SCRAM credential calls (KIP-554), the delegation token calls
 (KIP-48) and the client quota calls (KIP-546) to any broker, as Kafka 2.7's admin client sends them; the ACL calls
-(CreateAcls, DescribeAcls, DeleteAcls) to any broker. Each method raises the first per-item error
-as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
+(CreateAcls, DescribeAcls, DeleteAcls) and ListConfigResources to any broker. Each method raises the first
+per-item error as a :class:`~.errors.BrokerResponseError` naming the item (``context``).
 
 Resource types (DescribeConfigs and friends): ``"topic"`` (2), ``"broker"`` (4),
-``"broker_logger"`` (8). Incremental config operations: ``"set"`` (0),
-``"delete"`` (1), ``"append"`` (2), ``"subtract"`` (3).
+``"broker_logger"`` (8), ``"client_metrics"`` (16, KIP-714's client metrics subscriptions), ``"group"`` (32).
+Incremental config operations: ``"set"`` (0), ``"delete"`` (1), ``"append"`` (2), ``"subtract"`` (3).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ REPLICA_NOT_AVAILABLE = 9  # AlterReplicaLogDirs: no replica on that broker yet
 UNSUPPORTED_VERSION = 35
 GROUP_ID_NOT_FOUND = 69
 #: Config resource types (Kafka's ``ConfigResource.Type``; GROUP is 32 there, unlike the ACL resource type 3)
-RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "client_metrics": 16, "group": 32}
+RESOURCE_TYPE_NAMES = {code: name for name, code in RESOURCE_TYPES.items()}
 CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                   3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -59,8 +60,10 @@ class NewTopic:
 
 @dataclass(frozen=True)
 class ConfigResource:
-    """A config owner: ``ConfigResource("topic", "orders")``, ``ConfigResource("broker", "1")`` or
-    ``ConfigResource("group", "billing")`` (Kafka 4.1's group configs)."""
+    """A config owner: ``ConfigResource("topic", "orders")``, ``ConfigResource("broker", "1")``,
+    ``ConfigResource("group", "billing")`` (Kafka 4.1's group configs) or
+    ``ConfigResource("client_metrics", "basic")`` (a client metrics subscription, KIP-714: ``metrics``,
+    ``interval.ms``, ``match``)."""
 
     type: str
     name: str
@@ -71,6 +74,15 @@ class ConfigResource:
             return RESOURCE_TYPES[self.type]
         except KeyError:
             raise ConfigError(f"unknown resource type {self.type!r}") from None
+
+
+@dataclass(frozen=True)
+class ConfigResourceListing:
+    """One resource with configs, as ListConfigResources lists it: ``type`` a key of :data:`RESOURCE_TYPES`
+    (the number as text for a type this client does not know), ``name`` its name."""
+
+    type: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -908,6 +920,33 @@ class AsyncAdmin(TransactionsAdmin):
                                                      c["is_sensitive"], is_default)
                 out[res] = entries
         return out
+
+    async def list_config_resources(self, types: Iterable[str] | None = None) -> list[ConfigResourceListing]:
+        """The resources of ``types`` (keys of :data:`RESOURCE_TYPES`; None or empty: every type the broker
+        lists) that have configs, sorted by type and name: ListConfigResources v1 to any broker (KIP-1142;
+        ``client_metrics`` lists the client metrics subscriptions). A broker serving only v0 (Kafka 3.7-4.0's
+        ListClientMetricsResources) lists client metrics alone: any other ``types`` raise UnsupportedApiError
+        before anything is sent. Raises UNSUPPORTED_VERSION (35) for a type the broker does not list,
+        CLUSTER_AUTHORIZATION_FAILED without DESCRIBE_CONFIGS on the cluster."""
+        codes = sorted({ConfigResource(t, "").type_code for t in types or ()})
+        conn = await self._cluster.any_connection()
+        theirs = conn.broker_versions.get(Api.LIST_CONFIG_RESOURCES)
+        if theirs is None or theirs[0] > 1:
+            raise UnsupportedApiError(f"broker {conn.host}:{conn.port} serves no version 0-1 of ListConfigResources")
+        version = min(1, theirs[1])
+        if version == 0 and codes != [RESOURCE_TYPES["client_metrics"]]:
+            raise UnsupportedApiError(f"broker {conn.host}:{conn.port} serves ListConfigResources v0 only, "
+                                      "which lists client_metrics resources alone")
+        try:
+            resp = await conn.request(Api.LIST_CONFIG_RESOURCES, {"resource_types": codes}, version=version)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._cluster.request_update()
+            raise
+        if resp["error_code"]:
+            raise error_for_code(resp["error_code"], None, context="ListConfigResources")
+        found = {ConfigResourceListing(RESOURCE_TYPE_NAMES.get(r["resource_type"], str(r["resource_type"])),
+                                       r["resource_name"]) for r in resp["config_resources"]}
+        return sorted(found, key=lambda r: (r.type, r.name))
 
     async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
                             validate_only: bool = False) -> None:

@@ -75,6 +75,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from broker.cluster import StoreUnavailableError
+from broker.coordinator.consumer_group import RegexError, compile_regex
 from broker.protocol import ErrorCode
 from broker.records.compression import Compression, CompressionError, decompress_bounded
 from broker.sasl import desanitize_user, sanitize_user
@@ -131,10 +132,11 @@ def validate(name: str, configs: Mapping[str, str | None]) -> Subscription:
         raise TopicError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
     unknown = sorted(k for k in configs if k not in CONFIG_NAMES)
     if unknown:
-        raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metric configuration: {unknown}")
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metric configuration: [{', '.join(unknown)}]")
     nulls = sorted(k for k, v in configs.items() if v is None)
     if nulls:
-        raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for client metrics configs: {nulls}")
+        raise TopicError(ErrorCode.INVALID_CONFIG,
+                         f"Null value not supported for client metrics configs: [{', '.join(nulls)}]")
     lists = {}
     for key in (METRICS, MATCH):
         items = parse_list(configs.get(key, ""))
@@ -164,10 +166,12 @@ def validate(name: str, configs: Mapping[str, str | None]) -> Subscription:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid client matching pattern: {pair}: unknown "
                                                        f"selector {parts[0]} (one of {', '.join(SELECTORS)})")
         try:
-            match[parts[0]] = re2.compile(parts[1])
-        except re2.error as exc:
+            match[parts[0]] = compile_regex(parts[1])
+        except RegexError as exc:
+            reason = exc.args[0] if exc.args else exc
+            reason = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid regex in client matching pattern {pair}: "
-                                                       f"{exc}") from None
+                                                       f"{reason}") from None
     return Subscription(name, tuple(lists[METRICS]), interval, match)
 
 

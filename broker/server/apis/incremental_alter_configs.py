@@ -67,8 +67,8 @@ def _check(configs: list[dict], rtype: int) -> None:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op} for config key {name}")
         if rtype == CLIENT_METRICS:
             if op in (APPEND, SUBTRACT):  # Kafka's controller knows no list configs but topics' and brokers'
-                raise TopicError(ErrorCode.INVALID_CONFIG,
-                                 f"Cannot {_OPERATION_NAMES[op].upper()} to config {name} because its type is not LIST.")
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{_OPERATION_NAMES[op].upper()} is not supported for "
+                                                           f"client metrics config {name}: SET the whole list")
             if op == SET and c["value"] is None:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
             continue
