@@ -23,9 +23,10 @@ thread-safe: the event loop owns every group.
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import re2
 
@@ -152,9 +153,13 @@ class ConsumerGroupState:
     dirty: set[str] = field(default_factory=set)
     #: records to write with the next ones (a classic group's tombstone after a conversion)
     extra: list[tuple[bytes, bytes | None]] = field(default_factory=list)
-    #: regex -> (the topic metadata it was matched against, the names it matched): a regex is matched against
-    #: every topic again only when the topics changed (the metadata cache hands out a new mapping then)
-    regex_matches: dict[str, tuple[object, frozenset[str]]] = field(default_factory=dict)
+    #: regex -> (the topic metadata it was matched against, the names it matched that the principal of the
+    #: heartbeat that matched it may DESCRIBE, when): a regex is matched again only when the topics changed (the
+    #: metadata cache hands out a new mapping then) or after :data:`REGEX_REFRESH_S`, as Kafka refreshes them
+    regex_matches: dict[str, tuple[object, frozenset[str], float]] = field(default_factory=dict)
+    #: the topics among those given that the principal of the group's latest ConsumerGroupHeartbeat may DESCRIBE
+    #: (Kafka resolves a group's regexes with the context of the request that triggers it); None until one came
+    topic_filter: Callable[[frozenset[str]], frozenset[str]] | None = None
 
     def static_owner(self, instance_id: str | None, member_id: str) -> tuple[int, str]:
         """Kafka's check of a request that names a static member: (error, the member id it stands for). Without an
@@ -174,7 +179,7 @@ class ConsumerGroupState:
         """Every topic some member subscribes to, by name or by regex, that exists."""
         out: set[str] = set()
         for m in self.members.values():
-            out.update(resolve(m, all_topics, self.regex_matches))
+            out.update(resolve(m, all_topics, self.regex_matches, self.topic_filter))
         live = {m.subscribed_topic_regex for m in self.members.values()}
         for gone in [rx for rx in self.regex_matches if rx not in live]:
             del self.regex_matches[gone]
@@ -213,15 +218,25 @@ def compile_regex(pattern: str):
     return re2.compile(pattern, _RE2_OPTIONS)
 
 
+#: How long a regex's matches are kept when the topics do not change (Kafka's
+#: ``group.consumer.regex.refresh.interval.ms`` default): ACL changes reach a regex subscription this late at most
+REGEX_REFRESH_S = 600.0
+
+
 def resolve(member: ConsumerMember, all_topics: TopicMetadata,
-            cache: dict[str, tuple[object, frozenset[str]]] | None = None) -> set[str]:
+            cache: dict[str, tuple[object, frozenset[str], float]] | None = None,
+            allowed: Callable[[frozenset[str]], frozenset[str]] | None = None) -> set[str]:
     """The existing topics ``member`` subscribes to, by name and by regex (matching whole names, internal topics
-    too, as Kafka's). ``cache``: see :attr:`ConsumerGroupState.regex_matches`."""
+    too, as Kafka's), the regex's matches narrowed by ``allowed`` (the topics the requesting principal may
+    DESCRIBE, as Kafka 4.x filters them). ``cache``: see :attr:`ConsumerGroupState.regex_matches`; only matches
+    narrowed by an ``allowed`` are kept there (a match made without one, at a load, is made again by the next
+    heartbeat)."""
     names = {n for n in member.subscribed_topic_names if n in all_topics}
     pattern = member.subscribed_topic_regex
     if pattern:
+        now = time.monotonic()
         hit = cache.get(pattern) if cache is not None else None
-        if hit is not None and hit[0] is all_topics:
+        if hit is not None and hit[0] is all_topics and now - hit[2] < REGEX_REFRESH_S:
             names.update(hit[1])
             return names
         try:
@@ -229,8 +244,10 @@ def resolve(member: ConsumerMember, all_topics: TopicMetadata,
         except RegexError:
             return names
         matched = frozenset(n for n in all_topics if rx.fullmatch(n))
-        if cache is not None:
-            cache[pattern] = (all_topics, matched)
+        if allowed is not None:
+            matched = frozenset(allowed(matched))
+            if cache is not None:
+                cache[pattern] = (all_topics, matched, now)
         names.update(matched)
     return names
 

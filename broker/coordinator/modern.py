@@ -71,9 +71,13 @@ class ConsumerGroupsMixin:
     consumer_group_max_size: int = 0x7FFFFFFF
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------------------
-    async def consumer_group_heartbeat(self, request: dict, version: int, client_id: str, client_host: str) -> dict:
+    async def consumer_group_heartbeat(self, request: dict, version: int, client_id: str, client_host: str,
+                                       topic_filter: Callable[[frozenset[str]], frozenset[str]] | None = None
+                                       ) -> dict:
         """The heartbeat's answer (without throttle time), once what it changed is in ``__consumer_offsets``;
-        raises :class:`HeartbeatError`."""
+        raises :class:`HeartbeatError`. ``topic_filter``: the topics among those given that the requesting
+        principal may DESCRIBE; the group's regexes are matched with it (see
+        :attr:`~broker.coordinator.consumer_group.ConsumerGroupState.topic_filter`)."""
         self._validate(request, version)
         group_id, epoch = request["group_id"], request["member_epoch"]
         member_id = request["member_id"] or (str(uuid.uuid4()) if version == 0 and epoch == 0 else "")
@@ -86,6 +90,8 @@ class ConsumerGroupsMixin:
         group = self.groups[group_id]
         member = self._consumer_member(group, state, member_id, epoch, request)
         bump = self._update_member(state, member, request, client_id, client_host)
+        if topic_filter is not None:
+            state.topic_filter = topic_filter
         self._advance(group, state, bump)
         self._reconcile(group, member, _owned(request["topic_partitions"]))  # marks the member's records to write
         self._schedule_session(group, member)
@@ -460,7 +466,8 @@ class ConsumerGroupsMixin:
 
     def _compute_target(self, group: Group, state: ConsumerGroupState, all_topics: cg.TopicMetadata) -> None:
         state.assignor = state.select_assignor()
-        subscriptions = {m.member_id: cg.resolve(m, all_topics, state.regex_matches) for m in state.members.values()}
+        subscriptions = {m.member_id: cg.resolve(m, all_topics, state.regex_matches, state.topic_filter)
+                         for m in state.members.values()}
         state.target = cg.assign(state.assignor, subscriptions, state.metadata, state.target,
                                  {m.member_id: m.instance_id for m in state.members.values()})
         state.assignment_epoch = state.epoch

@@ -606,3 +606,42 @@ def test_members_epochs_and_assignments_survive_a_broker_crash(fast_broker):
     assert kinds == {"consumer_group_metadata", "consumer_group_member_metadata",
                      "consumer_group_target_assignment_metadata", "consumer_group_target_assignment_member",
                      "consumer_group_current_member_assignment"}
+
+
+def test_a_regex_subscription_gets_only_the_topics_its_principal_may_describe(broker_factory):
+    """Kafka 4.x matches a group's regexes with the requesting member's principal and leaves out the topics it
+    may not DESCRIBE (librdkafka would not consume a topic it cannot see, but the partitions would be the
+    member's, and its name shown to it); a super user's group with the same regex gets them all."""
+    from confluent_kafka.admin import AclOperation, ResourceType
+
+    from tests.server.test_authorization_groups import _acl_broker, _allow, _conf, _create_topics, _produce
+
+    broker = _acl_broker(broker_factory)
+    admin = AdminClient(_conf(broker, "admin"))
+    _create_topics(admin, "ev-visible", "ev-hidden")
+    _allow(admin, "User:alice", ResourceType.GROUP, "rx-alice", AclOperation.READ)
+    _allow(admin, "User:alice", ResourceType.TOPIC, "ev-visible", AclOperation.READ)  # READ implies DESCRIBE
+    _produce(_conf(broker, "admin"), "ev-visible", [b"seen"])
+    _produce(_conf(broker, "admin"), "ev-hidden", [b"secret"])
+
+    def assigned(user: str, group: str, want: int) -> tuple[list[bytes], set[str]]:
+        """What ``user``'s consumer reads, and the topics the coordinator assigned to it (as a super user sees
+        them with ConsumerGroupDescribe)."""
+        consumer = Consumer(_conf(broker, user, **{"group.id": group, "group.protocol": "consumer",
+                                                   "auto.offset.reset": "earliest"}))
+        consumer.subscribe(["^ev-.*"])
+        values = []
+        try:
+            deadline = time.monotonic() + LIMIT_S
+            while len(values) < want and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None:
+                    assert msg.error() is None, msg.error()
+                    values.append(msg.value())
+            (member,) = admin.describe_consumer_groups([group])[group].result(LIMIT_S).members
+            return sorted(values), {tp.topic for tp in member.assignment.topic_partitions}
+        finally:
+            consumer.close()
+
+    assert assigned("alice", "rx-alice", 1) == ([b"seen"], {"ev-visible"})
+    assert assigned("admin", "rx-admin", 2) == ([b"secret", b"seen"], {"ev-visible", "ev-hidden"})

@@ -40,9 +40,24 @@ async def heartbeat(ctx: RequestContext, request: dict) -> dict:
             return {**base, "error_code": error}
     try:
         return {**base, **await ctx.broker.coordinator.consumer_group_heartbeat(
-            request, ctx.api_version, ctx.client_id or "", _client_host(ctx))}
+            request, ctx.api_version, ctx.client_id or "", _client_host(ctx), _describable(ctx))}
     except HeartbeatError as exc:
         return {**base, "error_code": exc.code, "error_message": exc.message}
+
+
+def _everything(names: frozenset[str]) -> frozenset[str]:
+    return names
+
+
+def _describable(ctx: RequestContext):
+    """The filter of the topics a regex subscription may be given: those the requesting principal may DESCRIBE
+    (Kafka 4.x's rule); every topic without an authorizer. Keeps the principal and host, not the request."""
+    authorizer, conn = ctx.broker.authorizer, ctx.connection
+    if authorizer is None or conn is None:
+        return _everything
+    principal, host = conn.principal, conn.host
+    return lambda names: frozenset(n for n in names
+                                   if authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, n))
 
 
 async def describe(ctx: RequestContext, request: dict) -> dict:
