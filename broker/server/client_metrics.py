@@ -14,7 +14,8 @@ of its metrics to send, then pushes them every interval with PushTelemetry (72) 
                                 selectors client_instance_id, client_id, client_software_name,
                                 client_software_version, client_source_address, client_source_port
 
-A LIST is split at commas (spaces around them dropped) and may not repeat a value. Each regex must match the whole
+A LIST is split at commas (spaces around them dropped) and may neither repeat a value nor hold an empty one (Kafka
+4.2's rule: an empty metric prefix would ask for every metric); no value may exceed 32,767 characters. Each regex must match the whole
 value; they run on RE2 (linear time, as the broker's other regexes): Java's syntax but for backreferences and
 lookaround. A subscription exists while one of its configs is set. It is stored as
 ``/config/client-metrics/<name>`` with a ``client-metrics/<name>`` change notification, so every broker follows.
@@ -46,10 +47,14 @@ exporter writes it (``org.apache.kafka.producer.record.queue.time.avg`` ->
 ``org_apache_kafka_producer_record_queue_time_avg``; a monotonic sum is a counter, ``..._total``; other sums and
 gauges are gauges), labelled with the client (``client_instance_id``, ``client_id``, ``client_software_name``,
 ``client_software_version``, ``client_source_address``), the push's resource attributes (``group_id``,
-``member_id``, ``transactional_id``, ...) and each data point's (``node_id``, ``topic``, ...). Histograms and
+``member_id``, ``transactional_id``, ...) and each data point's (``node_id``, ``topic``, ...; keys Prometheus
+reserves, ``__*``, dropped). Only Kafka client metrics (``org.apache.kafka.*``) the client was asked for are kept,
+at most :data:`MAX_SERIES_PER_CLIENT` series of at most :data:`MAX_LABELS` labels per client and
+:data:`MAX_SERIES` in all (the rest counted, ``kafkapy_client_telemetry_series_dropped_total``); histograms and
 summaries are skipped (no client sends them). A client's series go when it does (expiry, a closed connection, a
 terminating push). Clients are told to send cumulative sums (``delta_temporality`` false, where Kafka says true),
-so a counter is the client's own total whichever broker it pushes to; delta sums a client sends anyway are added up.
+so a counter is the client's own total whichever broker it pushes to; delta sums a client sends anyway are left
+out.
 
 ``telemetry.exporter.enable`` (default true) advertises GetTelemetrySubscriptions and PushTelemetry; false leaves
 them out of ApiVersions (as Kafka does when no metric reporter exports client metrics), so clients never start
@@ -60,11 +65,13 @@ from __future__ import annotations
 
 import base64
 import collections
+import functools
 import logging
+import re
 import struct
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import crc32c
@@ -99,16 +106,31 @@ SELECTORS = ("client_instance_id", "client_id", "client_software_name", "client_
 ACCEPTED_COMPRESSION = (Compression.ZSTD, Compression.LZ4, Compression.GZIP, Compression.SNAPPY)
 MAX_CLIENTS = 16384
 MIN_EXPIRY_S = 60.0
+#: Longest config value (Kafka's controller refuses longer ones; DescribeConfigs v0-3 could not carry them)
+MAX_VALUE_LENGTH = 32767
+#: Bounds on what pushes may make this broker hold and serve (each client's pushes are otherwise bounded only
+#: by telemetry.max.bytes): series of one client, labels of one series, series of all clients together
+MAX_SERIES_PER_CLIENT = 2000
+MAX_LABELS = 32
+MAX_SERIES = 200_000
+#: Clients whose expiry is checked at most this often (a sweep of the whole cache, not one per request)
+EXPIRY_SWEEP_S = 1.0
+#: Only metrics of Kafka clients are served: the prefix both the Java client and librdkafka give every name
+METRIC_PREFIX = "org.apache.kafka."
 _ZERO, _ONE = bytes(16), bytes(15) + b"\x01"  # Kafka's reserved instance ids
 
 
 # -- subscriptions -----------------------------------------------------------------------------------------------
 
+_LIST_SEPARATOR = re2.compile(r"\s*,\s*")  # RE2: linear however many spaces a value holds
+_INTEGER = re.compile(r"[-+]?\d+")
+
+
 def parse_list(text: str) -> list[str]:
     """A LIST config as Kafka's ``ConfigDef`` reads it: trimmed, [] when empty, else split at commas (spaces around
     them dropped; empty items kept)."""
     text = text.strip()
-    return [] if not text else re2.split(r"\s*,\s*", text)
+    return [] if not text else _LIST_SEPARATOR.split(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +150,7 @@ class Subscription:
 def validate(name: str, configs: Mapping[str, str | None]) -> Subscription:
     """Kafka's ``ClientMetricsConfigs.validate`` of a subscription's complete configs: the subscription, or
     TopicError with Kafka's error (see the module docstring)."""
-    if not name:
-        raise TopicError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+    check_name(name)
     unknown = sorted(k for k in configs if k not in CONFIG_NAMES)
     if unknown:
         raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metric configuration: [{', '.join(unknown)}]")
@@ -137,18 +158,24 @@ def validate(name: str, configs: Mapping[str, str | None]) -> Subscription:
     if nulls:
         raise TopicError(ErrorCode.INVALID_CONFIG,
                          f"Null value not supported for client metrics configs: [{', '.join(nulls)}]")
+    for key, value in configs.items():
+        if len(value) > MAX_VALUE_LENGTH:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Value of configuration {key} is longer than "
+                                                       f"{MAX_VALUE_LENGTH} characters")
     lists = {}
     for key in (METRICS, MATCH):
         items = parse_list(configs.get(key, ""))
-        repeated = sorted({item for item in items if items.count(item) > 1})
-        if repeated:
+        if "" in items:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {configs[key]} for configuration {key}: "
+                                                       f"Configuration '{key}' values must not be empty.")
+        if len(set(items)) != len(items):
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {configs[key]} for configuration {key}: "
                                                        f"Configuration '{key}' values must not be duplicated.")
         lists[key] = items
     interval = DEFAULT_INTERVAL_MS
     if INTERVAL_MS in configs:
         text = configs[INTERVAL_MS].strip()
-        if not re2.fullmatch(r"[-+]?\d+", text) or not -2**31 <= int(text) < 2**31:
+        if not _INTEGER.fullmatch(text) or not -2**31 <= int(text) < 2**31:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {configs[INTERVAL_MS]} for configuration "
                                                        f"{INTERVAL_MS}: Not a number of type INT")
         interval = int(text)
@@ -173,6 +200,15 @@ def validate(name: str, configs: Mapping[str, str | None]) -> Subscription:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid regex in client matching pattern {pair}: "
                                                        f"{reason}") from None
     return Subscription(name, tuple(lists[METRICS]), interval, match)
+
+
+def check_name(name: str) -> None:
+    """TopicError(INVALID_REQUEST) for a name no subscription may have: empty, or ``.`` and ``..`` (no znode can be
+    named so)."""
+    if not name:
+        raise TopicError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"Subscription name {name!r} is not allowed")
 
 
 def sanitize_name(name: str) -> str:
@@ -214,15 +250,13 @@ class ClientInstance:
     metrics: tuple[str, ...]
     interval_ms: int
     connection: Any = None
-    last_get: float = 0.0  # loop time; 0 never
-    last_push: float = 0.0
+    last_get: float = float("-inf")  # the clock of ClientMetricsManager.now; -inf never
+    last_push: float = float("-inf")
     terminating: bool = False
     last_error: int = ErrorCode.NONE
     expires_at: float = 0.0
     #: The latest pushed metrics: (family, type, help, sample suffix, labels, value) per series, replaced whole
     series: tuple = ()
-    #: Running totals of delta sums, by series key
-    totals: dict = field(default_factory=dict)
 
 
 class ClientMetricsManager:
@@ -242,6 +276,10 @@ class ClientMetricsManager:
         self.version = 0
         self._clients: collections.OrderedDict[bytes, ClientInstance] = collections.OrderedDict()
         self._by_connection: dict[Any, bytes] = {}  # open connection -> the client last made on it
+        self._swept = float("-inf")  # when expired clients were last looked for
+        #: series held by all clients (bounded by MAX_SERIES), and those left out for a bound since start
+        self.series_held = 0
+        self.series_dropped = 0
         self.pushes: collections.Counter = collections.Counter()  # error name -> pushes answered with it
 
     # -- subscriptions ---------------------------------------------------------------------------------------
@@ -287,8 +325,7 @@ class ClientMetricsManager:
     async def alter(self, name: str, change: Callable[[dict[str, str]], dict], validate_only: bool) -> None:
         """Apply ``change`` (current configs -> new ones) to a subscription: checked, stored, notified and in force
         here at once; TopicError."""
-        if not name:
-            raise TopicError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+        check_name(name)
         sanitized = sanitize_name(name)
         current = await self._blocking(self.broker.metadata.client_metrics_config, sanitized)
         new = change(dict(current))
@@ -335,13 +372,14 @@ class ClientMetricsManager:
             client = self._build(instance_id, self._attributes(instance_id, ctx), ctx.connection)
             self._clients[instance_id] = client
             while len(self._clients) > MAX_CLIENTS:
-                self._clients.popitem(last=False)
+                self._drop(self._clients.popitem(last=False)[1])
             conn = ctx.connection
             if conn is not None:  # as Kafka, a connection's latest new client goes when it closes
                 if conn not in self._by_connection:
                     conn.closed.add_done_callback(lambda _f, conn=conn: self._gone(conn))
                 self._by_connection[conn] = instance_id
         elif client.version < self.version:
+            self._drop(client)
             rebuilt = self._build(instance_id, client.attributes, client.connection)
             self._clients[instance_id] = client = rebuilt
         self._clients.move_to_end(instance_id)
@@ -366,12 +404,18 @@ class ClientMetricsManager:
         instance_id = self._by_connection.pop(connection, None)
         client = self._clients.get(instance_id)
         if client is not None and client.connection is connection:
-            del self._clients[instance_id]
+            self._drop(self._clients.pop(instance_id))
 
     def _expire(self, now: float) -> None:
+        if now - self._swept < EXPIRY_SWEEP_S:
+            return
+        self._swept = now
         expired = [key for key, client in self._clients.items() if client.expires_at <= now]
         for key in expired:
-            del self._clients[key]
+            self._drop(self._clients.pop(key))
+
+    def _drop(self, client: ClientInstance) -> None:
+        self.series_held -= len(client.series)
 
     def _new_instance_id(self) -> bytes:
         while True:
@@ -421,6 +465,7 @@ class ClientMetricsManager:
         finally:
             client.terminating = terminating
         if terminating:  # the client is closing: its metrics go with it
+            self._drop(client)
             client.series = ()
         return error
 
@@ -428,11 +473,12 @@ class ClientMetricsManager:
         if client.terminating:
             return ErrorCode.INVALID_REQUEST
         now = self.now()
-        if not terminating:
-            if client.last_get > client.last_push or (now - client.last_push) * 1000 >= client.interval_ms:
-                client.last_push = now
-            else:
-                return ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        if terminating:
+            client.last_push = now
+        elif client.last_get > client.last_push or (now - client.last_push) * 1000 >= client.interval_ms:
+            client.last_push = now
+        else:
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED
         if request["subscription_id"] != client.subscription_id:
             return ErrorCode.UNKNOWN_SUBSCRIPTION_ID
         if request["compression_type"] not in tuple(Compression):
@@ -444,25 +490,40 @@ class ClientMetricsManager:
     def _export(self, client: ClientInstance, request: dict) -> None:
         data = decompress_bounded(request["compression_type"], request["metrics"], self.max_bytes)
         payload = metrics_pb2.MetricsData.FromString(data)
-        series, totals = series_of(payload, client.attributes, client.totals)
-        client.series, client.totals = series, totals
+        if not client.metrics:  # asked for nothing: nothing is kept
+            return
+        room = min(MAX_SERIES_PER_CLIENT, MAX_SERIES - self.series_held + len(client.series))
+        series, dropped = series_of(payload, client.attributes, client.metrics, max(room, 0))
+        if dropped:
+            if not self.series_dropped:
+                log.warning("client %s pushed more series than this broker keeps for it (%d left out); "
+                            "see kafkapy_client_telemetry_series_dropped_total", client.attributes["client_id"],
+                            dropped)
+            self.series_dropped += dropped
+        self.series_held += len(series) - len(client.series)
+        client.series = series
 
     # -- export ----------------------------------------------------------------------------------------------
     def collect(self) -> list[Metric]:
         """Every client's latest metrics as Prometheus families (called at scrape time, from any thread)."""
-        now = self.now()
         families: dict[str, Metric] = {}
-        for client in list(self._clients.values()):
-            if client.expires_at <= now:
-                continue
+        samples: dict[str, str] = {}  # sample name -> its family: no two families may make one name
+        for client in self.live_clients():
             for family, kind, doc, suffix, labels, value in client.series:
                 metric = families.get(family)
                 if metric is None:
+                    if samples.setdefault(family + suffix, family) != family:
+                        continue
                     metric = families[family] = Metric(family, doc, kind)
                 elif metric.type != kind:
                     continue  # one name pushed as two types: the first seen is kept
                 metric.add_sample(family + suffix, labels, value)
         return list(families.values())
+
+    def live_clients(self) -> list[ClientInstance]:
+        """The clients not expired (a snapshot; expired ones may wait for the next sweep to go)."""
+        now = self.now()
+        return [c for c in list(self._clients.values()) if c.expires_at > now]
 
 
 def _uuid_bytes(value: Any) -> bytes:
@@ -483,18 +544,24 @@ def _get_answer(error: int) -> dict:
 
 _CLIENT_LABELS = ("client_instance_id", "client_id", "client_software_name", "client_software_version",
                   "client_source_address")
+_INVALID_NAME = re.compile(r"[^a-zA-Z0-9_:]")
+_INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]")
 
 
+@functools.lru_cache(maxsize=4096)
 def prometheus_name(name: str) -> str:
-    """An OTLP metric or attribute name as OpenTelemetry's Prometheus exporter writes it: every character outside
+    """An OTLP metric name as OpenTelemetry's Prometheus exporter writes it: every character outside
     ``[a-zA-Z0-9_:]`` an underscore, a leading digit behind one."""
-    out = re2.sub(r"[^a-zA-Z0-9_:]", "_", name)
+    out = _INVALID_NAME.sub("_", name)
     return "_" + out if out[:1].isdigit() else out or "_"
 
 
-def _label_name(key: str) -> str:
-    out = re2.sub(r"[^a-zA-Z0-9_]", "_", key)
-    return "_" + out if out[:1].isdigit() else out or "_"
+@functools.lru_cache(maxsize=4096)
+def label_name(key: str) -> str | None:
+    """An attribute key as a label name (``node.id`` -> ``node_id``); None for one Prometheus reserves (``__*``)."""
+    out = _INVALID_LABEL.sub("_", key)
+    out = "_" + out if out[:1].isdigit() else out or "_"
+    return None if out.startswith("__") else out
 
 
 def _any_value(value) -> str:
@@ -515,44 +582,60 @@ def _any_value(value) -> str:
 
 
 def _attributes(pairs) -> dict[str, str]:
-    return {_label_name(kv.key): _any_value(kv.value) for kv in pairs}
+    out = {}
+    for kv in pairs:
+        key = label_name(kv.key)
+        if key is not None:
+            out[key] = _any_value(kv.value)
+    return out
 
 
-def series_of(payload, client: Mapping[str, str], totals: Mapping) -> tuple[tuple, dict]:
-    """The Prometheus series of one pushed ``MetricsData``: ``(series, totals)``, where each series is (family,
-    type, help, sample suffix, labels, value) and ``totals`` carries delta sums forward (added to ``totals``, the
-    client's running totals until now)."""
+def _requested(name: str, metrics: tuple[str, ...]) -> bool:
+    """Whether the client was asked for ``name`` (its requested prefixes; ``*`` all), a Kafka client's metric."""
+    return name.startswith(METRIC_PREFIX) and (metrics == ("*",) or name.startswith(metrics))
+
+
+def series_of(payload, client: Mapping[str, str], metrics: tuple[str, ...], room: int) -> tuple[tuple, int]:
+    """The Prometheus series of one pushed ``MetricsData``: ``(series, left out)``, each series (family, type, help,
+    sample suffix, labels, value). Only Kafka client metrics the client was asked for (``metrics``: its requested
+    prefixes) are taken, gauges and cumulative sums (delta sums are not what it was asked for; histograms and
+    summaries are not sent by Kafka clients), at most ``room`` series of at most :data:`MAX_LABELS` labels."""
     base = {name: client.get(name) or "" for name in _CLIENT_LABELS}
-    out = []
-    new_totals = {}
+    out: dict[tuple, tuple] = {}
+    dropped = 0
     for resource_metrics in payload.resource_metrics:
         resource = _attributes(resource_metrics.resource.attributes)
         for scope in resource_metrics.scope_metrics:
             for metric in scope.metrics:
+                if not _requested(metric.name, metrics):
+                    continue
                 kind = metric.WhichOneof("data")
                 family = prometheus_name(metric.name)
                 if kind == "gauge":
-                    points, prom_type, suffix, delta = metric.gauge.data_points, "gauge", "", False
+                    points, prom_type, suffix = metric.gauge.data_points, "gauge", ""
                 elif kind == "sum":
-                    monotonic = metric.sum.is_monotonic
-                    delta = metric.sum.aggregation_temporality == metrics_pb2.AGGREGATION_TEMPORALITY_DELTA
-                    if monotonic:
+                    if metric.sum.aggregation_temporality != metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE:
+                        continue
+                    if metric.sum.is_monotonic:
                         family = family[:-6] if family.endswith("_total") else family
                         prom_type, suffix = "counter", "_total"
                     else:
                         prom_type, suffix = "gauge", ""
                     points = metric.sum.data_points
-                else:  # histograms, summaries: not sent by Kafka clients
+                else:
                     continue
                 for point in points:
+                    if len(out) >= room:  # full: what is left is counted, not read
+                        dropped += 1
+                        continue
                     labels = {**resource, **_attributes(point.attributes), **base}
+                    if len(labels) > MAX_LABELS:
+                        dropped += 1
+                        continue
+                    key = (family, tuple(sorted(labels.items())))
                     value = point.as_double if point.WhichOneof("value") == "as_double" else float(point.as_int)
-                    if delta:
-                        key = (family, tuple(sorted(labels.items())))
-                        value += totals.get(key, 0.0)
-                        new_totals[key] = value
-                    out.append((family, prom_type, metric.description or metric.name, suffix, labels, value))
-    return tuple(out), {**totals, **new_totals}
+                    out[key] = (family, prom_type, metric.description or metric.name, suffix, labels, value)
+    return tuple(out.values()), dropped
 
 
 class ClientMetricsCollector(Collector):
@@ -566,11 +649,12 @@ class ClientMetricsCollector(Collector):
 
         try:
             families = self._manager.collect()
-            clients = len(self._manager.clients())
+            clients = len(self._manager.live_clients())
             pushes = dict(self._manager.pushes)
+            dropped = self._manager.series_dropped
         except Exception:  # a scrape must never take anything down
             log.exception("collecting client metrics failed")
-            families, clients, pushes = [], 0, {}
+            families, clients, pushes, dropped = [], 0, {}, 0
         yield from families
         count = GaugeMetricFamily("kafkapy_client_telemetry_clients",
                                   "Clients known to this broker's client metrics (KIP-714).")
@@ -581,3 +665,7 @@ class ClientMetricsCollector(Collector):
         for error, n in sorted(pushes.items()):
             pushed.add_metric([error], n)
         yield pushed
+        left_out = CounterMetricFamily("kafkapy_client_telemetry_series_dropped",
+                                       "Pushed series not kept for a bound: per client, per series' labels, in all.")
+        left_out.add_metric([], dropped)
+        yield left_out

@@ -346,6 +346,8 @@ class GroupConfigs:
         stored, notified and in force here at once; TopicError."""
         if not group_id:
             raise TopicError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        if group_id in (".", ".."):  # no znode can be named so
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Group name {group_id!r} is not allowed for group configs")
         sanitized = sanitize_group(group_id)
         metadata = self.broker.metadata
         current = await self._blocking(metadata.group_config, sanitized)

@@ -66,10 +66,13 @@ def get(wire: Wire, instance: uuid.UUID = ZERO, client_id: str = "wire") -> dict
 
 
 def push(wire: Wire, instance: uuid.UUID, subscription: int, data: bytes = b"", codec: int = 0,
-         terminating: bool = False) -> int:
-    return wire.call(ApiKey.PUSH_TELEMETRY, 0, {
+         terminating: bool = False, client_id: str = "wire") -> int:
+    cid = wire.send(ApiKey.PUSH_TELEMETRY, 0, {
         "client_instance_id": instance, "subscription_id": subscription, "terminating": terminating,
-        "compression_type": codec, "metrics": data})["error_code"]
+        "compression_type": codec, "metrics": data}, client_id=client_id)
+    got, r = wire.receive(ApiKey.PUSH_TELEMETRY, 0)
+    assert got == cid
+    return r["error_code"]
 
 
 def otlp(value: float = 1.5, total: int = 7, delta: bool = False, node: int = 0) -> bytes:
@@ -116,7 +119,7 @@ def test_subscription_configs_are_checked_as_kafka_checks_them():
     assert not ok.matches({"client_id": "xbilling-7", "client_software_name": "librdkafka"})  # a whole match
     assert not ok.matches({"client_software_name": "librdkafka"})  # a missing value never matches
     assert validate("s", {"metrics": ""}).metrics == () and validate("s", {}).interval_ms == 300000
-    assert parse_list(" a , b,,c ") == ["a", "b", "", "c"]
+    assert parse_list(" a , b,,c ") == ["a", "b", "", "c"] and parse_list("  ") == []
     refused = {
         ("", "interval.ms", "1000"): ErrorCode.INVALID_REQUEST,  # no name
         ("s", "color", "red"): ErrorCode.INVALID_REQUEST,
@@ -124,6 +127,10 @@ def test_subscription_configs_are_checked_as_kafka_checks_them():
         ("s", "interval.ms", "3600001"): ErrorCode.INVALID_REQUEST,
         ("s", "interval.ms", "soon"): ErrorCode.INVALID_CONFIG,
         ("s", "metrics", "a,b,a"): ErrorCode.INVALID_CONFIG,
+        ("s", "metrics", "org.apache.kafka.producer.,"): ErrorCode.INVALID_CONFIG,  # an empty item would match all
+        ("s", "metrics", "a" * 32768): ErrorCode.INVALID_CONFIG,
+        (".", "metrics", "*"): ErrorCode.INVALID_REQUEST,
+        ("..", "metrics", "*"): ErrorCode.INVALID_REQUEST,
         ("s", "match", "client_id"): ErrorCode.INVALID_CONFIG,
         ("s", "match", "client_id=a=b"): ErrorCode.INVALID_CONFIG,
         ("s", "match", "colour=red"): ErrorCode.INVALID_CONFIG,
@@ -143,18 +150,38 @@ def test_subscription_ids_depend_on_what_was_given_and_to_whom():
     assert -2**31 <= subscription_id(["*"], 100, one) < 2**31
 
 
-def test_cumulative_sums_are_taken_as_they_are_and_delta_sums_are_added_up():
+def test_only_requested_kafka_client_metrics_become_series_within_bounds():
     client = {"client_id": "c", "client_instance_id": "i"}
-    series, totals = series_of(metrics_pb2.MetricsData.FromString(otlp(total=5, delta=True)), client, {})
-    series, totals = series_of(metrics_pb2.MetricsData.FromString(otlp(total=3, delta=True)), client, totals)
+    payload = metrics_pb2.MetricsData.FromString(otlp(total=5))
+    series, dropped = series_of(payload, client, ("*",), 100)
     by_name = {s[0]: s for s in series}
     family, kind, _doc, suffix, labels, value = by_name["org_apache_kafka_producer_connection_creation"]
-    assert (kind, suffix, value) == ("counter", "_total", 8.0)
+    assert (kind, suffix, value, dropped) == ("counter", "_total", 5.0, 0)
     assert labels["group_id"] == "g1" and labels["client_id"] == "c"
-    series, _ = series_of(metrics_pb2.MetricsData.FromString(otlp(total=3)), client, totals)
-    assert {s[0]: s[5] for s in series}["org_apache_kafka_producer_connection_creation"] == 3.0
-    gauge = {s[0]: s for s in series}["org_apache_kafka_producer_node_request_latency_avg"]
+    gauge = by_name["org_apache_kafka_producer_node_request_latency_avg"]
     assert gauge[1] == "gauge" and gauge[4]["node_id"] == "0" and gauge[5] == 1.5
+    # asked for the connection metrics only: the latency is left out, silently (it was not asked for)
+    series, dropped = series_of(payload, client, ("org.apache.kafka.producer.connection.",), 100)
+    assert [s[0] for s in series] == ["org_apache_kafka_producer_connection_creation"] and dropped == 0
+    # room for one series: the other is counted as left out
+    assert len(series_of(payload, client, ("*",), 1)[0]) == 1 and series_of(payload, client, ("*",), 1)[1] == 1
+    # a delta sum is not what clients are asked for: left out; so is a name that is no Kafka client's
+    assert [s[0] for s in series_of(metrics_pb2.MetricsData.FromString(otlp(delta=True)), client, ("*",), 100)[0]
+            ] == ["org_apache_kafka_producer_node_request_latency_avg"]
+    foreign = metrics_pb2.MetricsData()
+    foreign.resource_metrics.add().scope_metrics.add().metrics.add(name="kafkapy_requests_total").gauge.data_points.add(
+        as_double=1)
+    assert series_of(foreign, client, ("*",), 100) == ((), 0)
+    # attribute keys Prometheus reserves are dropped; too many labels drop the series
+    data = metrics_pb2.MetricsData()
+    metric = data.resource_metrics.add().scope_metrics.add().metrics.add(name="org.apache.kafka.producer.x")
+    point = metric.gauge.data_points.add(as_double=1)
+    point.attributes.append(common_pb2.KeyValue(key="__name__", value=common_pb2.AnyValue(string_value="evil")))
+    ((_f, _k, _d, _s, labels, _v),), _ = series_of(data, client, ("*",), 100)
+    assert "__name__" not in labels
+    for i in range(40):
+        point.attributes.append(common_pb2.KeyValue(key=f"k{i}", value=common_pb2.AnyValue(int_value=i)))
+    assert series_of(data, client, ("*",), 100) == ((), 1)
 
 
 # -- real clients ------------------------------------------------------------------------------------------------
@@ -344,3 +371,17 @@ def test_kafka_python_admin_manages_subscriptions(broker):
         assert "InvalidRequestError" in refused and "between 100 and 3600000" in refused
     finally:
         admin.close()
+
+
+def test_what_a_client_was_not_asked_for_is_not_kept(broker):
+    subscribe(broker.bootstrap, "connections", metrics="org.apache.kafka.producer.connection.", interval_ms="60000",
+              match="client_id=asked")
+    with Wire(broker.bootstrap) as asked, Wire(broker.bootstrap) as other:
+        r = get(asked, client_id="asked")
+        assert push(asked, r["client_instance_id"], r["subscription_id"], otlp(), client_id="asked") == 0
+        r = get(other, client_id="other")  # matches no subscription, and pushes anyway
+        assert r["requested_metrics"] == []
+        assert push(other, r["client_instance_id"], r["subscription_id"], otlp(), client_id="other") == 0
+        families = scrape(broker.metrics_url)
+    assert list(families) == ["org_apache_kafka_producer_connection_creation"]
+    assert [s.labels["client_id"] for s in families["org_apache_kafka_producer_connection_creation"]] == ["asked"]
