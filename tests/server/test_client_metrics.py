@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 
 import pytest
+import snappy
 import zstandard
 from confluent_kafka import Consumer, Producer
 from opentelemetry.proto.common.v1 import common_pb2
@@ -276,6 +277,7 @@ def test_a_push_is_checked_in_kafkas_order(broker_factory):
     assert len(bomb) < 4096 and refused(bomb, 4) == ErrorCode.INVALID_RECORD
     for codec in (1, 2, 3, 4):  # every codec offered is read
         assert refused(compress(codec, otlp()), codec) == ErrorCode.NONE
+    assert refused(snappy.compress(otlp()), 2) == ErrorCode.NONE  # librdkafka's snappy: a raw block
     assert refused(gzip.compress(otlp()), 1) == ErrorCode.NONE
     text = urllib.request.urlopen(broker.metrics_url, timeout=WAIT_S).read().decode()
     assert 'kafkapy_client_telemetry_pushes_total{error="INVALID_RECORD"} 3.0' in text
@@ -291,6 +293,12 @@ def test_a_changed_subscription_reaches_clients_at_their_next_request(broker):
         r = get(wire, me)
         assert r["push_interval_ms"] == 1000 and r["subscription_id"] != sub
         assert r["requested_metrics"] == ["org.apache.kafka.producer."]
+        # a subscription for other clients changes nothing for this one: its pushes carry on
+        sub = r["subscription_id"]
+        subscribe(broker.bootstrap, "others", metrics="*", match="client_id=somebody-else")
+        assert push(wire, me, sub, otlp()) == ErrorCode.NONE
+        assert alter(broker.bootstrap, "others", ("metrics", DELETE, None), ("match", DELETE, None))[
+            "error_code"] == 0
         # a second subscription for every client: the union of metrics, the least interval
         subscribe(broker.bootstrap, "more", metrics="org.apache.kafka.consumer.", interval_ms="500")
         r = get(wire, me)
@@ -385,3 +393,41 @@ def test_what_a_client_was_not_asked_for_is_not_kept(broker):
         families = scrape(broker.metrics_url)
     assert list(families) == ["org_apache_kafka_producer_connection_creation"]
     assert [s.labels["client_id"] for s in families["org_apache_kafka_producer_connection_creation"]] == ["asked"]
+
+
+def test_subscriptions_need_cluster_permissions_and_pushing_none(broker_factory):
+    from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
+
+    from .test_authorization_groups import _acl_broker, _allow, _conf
+
+    broker = _acl_broker(broker_factory)
+    admin = AdminClient(_conf(broker, "admin"))
+    _allow(admin, "User:bob", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS)  # the cluster
+    from .test_authorization_data import _wire
+
+    with _wire(broker, "admin") as wire:
+        (r,) = wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": CLIENT_METRICS, "resource_name": "s",
+            "configs": [{"name": "metrics", "config_operation": SET, "value": "*"}]}], "validate_only": False})[
+            "responses"]
+        assert r["error_code"] == 0
+    for user, may_describe in (("alice", False), ("bob", True)):
+        with _wire(broker, user) as wire:
+            listing = wire.call(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [CLIENT_METRICS]})
+            (described,) = wire.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+                "resource_type": CLIENT_METRICS, "resource_name": "s", "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False})["results"]
+            (altered,) = wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+                "resource_type": CLIENT_METRICS, "resource_name": "s",
+                "configs": [{"name": "interval.ms", "config_operation": SET, "value": "1000"}]}],
+                "validate_only": False})["responses"]
+            got = get(wire)
+            pushed = push(wire, got["client_instance_id"], got["subscription_id"], otlp())
+        if may_describe:
+            assert listing["error_code"] == 0 and described["error_code"] == 0
+            assert [c["resource_name"] for c in listing["config_resources"]] == ["s"]
+        else:
+            assert listing["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            assert described["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert altered["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # ALTER_CONFIGS is nobody's
+        assert (got["error_code"], got["requested_metrics"], pushed) == (0, ["*"], 0)
