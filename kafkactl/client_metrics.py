@@ -21,15 +21,14 @@ Exit codes as for every command (:mod:`kafkactl.errors`), and: a name that is no
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 import typer
 
-from broker.client import Admin, ConfigResource, errors
+from broker.client import Admin, ConfigResource
 from kafkactl._common import admin_client, output_format
-from kafkactl.errors import EXIT_USAGE, CliError
+from kafkactl.errors import CliError, invalid_request_is_bad_input
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="List, describe, alter and delete client metrics subscriptions (KIP-714).",
@@ -38,18 +37,6 @@ app = typer.Typer(help="List, describe, alter and delete client metrics subscrip
 RESOURCE_TYPE = "client_metrics"
 CONFIGS = ("metrics", "interval.ms", "match")
 COLUMNS = ["name", "metrics", "interval_ms", "match"]
-
-
-@contextlib.contextmanager
-def broker_refusals() -> Iterator[None]:
-    """A subscription the broker will not take (INVALID_REQUEST: an unknown config, an interval out of
-    range) is bad input, as INVALID_CONFIG already is; other answers as for every command."""
-    try:
-        yield
-    except errors.BrokerResponseError as exc:
-        if exc.error_name == "INVALID_REQUEST":
-            raise CliError(str(exc), EXIT_USAGE) from exc
-        raise
 
 
 def _names(admin: Admin) -> list[str]:
@@ -136,7 +123,7 @@ def alter(
         changes["match"] = ",".join(m for m in match if m) or None
     if not changes:
         raise CliError("nothing to change: give --metrics, --interval or --match")
-    with admin_client(ctx) as admin, broker_refusals():
+    with admin_client(ctx) as admin, invalid_request_is_bad_input():
         admin.incremental_alter_configs({ConfigResource(RESOURCE_TYPE, name): changes})
     if output_format(ctx) is OutputFormat.table:
         text = ", ".join(f"{k} deleted" if v is None else f"{k}={v}" for k, v in changes.items())
@@ -151,7 +138,7 @@ def delete(
     name: str = typer.Argument(..., help="The subscription."),
 ) -> None:
     """Delete a subscription (all three of its configs)."""
-    with admin_client(ctx) as admin, broker_refusals():
+    with admin_client(ctx) as admin, invalid_request_is_bad_input():
         _require(admin, name)
         admin.incremental_alter_configs({ConfigResource(RESOURCE_TYPE, name): dict.fromkeys(CONFIGS)})
     if output_format(ctx) is OutputFormat.table:

@@ -36,8 +36,7 @@ import typer
 
 from broker.client import ConfigResource
 from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
-from kafkactl.client_metrics import broker_refusals
-from kafkactl.errors import CliError
+from kafkactl.errors import CliError, invalid_request_is_bad_input
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="Read and change topic, broker, group and client metrics configs.", no_args_is_help=True)
@@ -127,7 +126,7 @@ def set_configs(
         changes[item] = None
     if not changes:
         raise CliError("nothing to set: give NAME=VALUE pairs or --delete NAME")
-    with admin_client(ctx) as admin, (broker_refusals() if res.type == "client_metrics" else nullcontext()):
+    with admin_client(ctx) as admin, (invalid_request_is_bad_input() if res.type == "client_metrics" else nullcontext()):
         _require_resource(admin, res)
         admin.incremental_alter_configs({res: changes}, validate_only=validate_only)
     fmt = output_format(ctx)

@@ -26,6 +26,9 @@ exit code; any other exception does too, unless ``--debug`` asks for the traceba
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
@@ -38,3 +41,18 @@ class CliError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+@contextlib.contextmanager
+def invalid_request_is_bad_input() -> Iterator[None]:
+    """A change the broker will not take with INVALID_REQUEST (a quota or a client metrics subscription it does
+    not know, a value out of range) is bad input, exit 2, as INVALID_CONFIG already is; other answers as for
+    every command."""
+    from broker.client import errors
+
+    try:
+        yield
+    except errors.BrokerResponseError as exc:
+        if exc.error_name == "INVALID_REQUEST":
+            raise CliError(str(exc), EXIT_USAGE) from exc
+        raise

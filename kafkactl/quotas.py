@@ -39,15 +39,14 @@ or ALTER_CONFIGS (``set``, ``remove``) on the cluster (CLUSTER_AUTHORIZATION_FAI
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 import typer
 
-from broker.client import ANY_ENTITY, DEFAULT_ENTITY, ClientQuotaEntity, ClientQuotaFilterComponent, errors
+from broker.client import ANY_ENTITY, DEFAULT_ENTITY, ClientQuotaEntity, ClientQuotaFilterComponent
 from kafkactl._common import admin_client, output_format
-from kafkactl.errors import EXIT_USAGE, CliError
+from kafkactl.errors import CliError, invalid_request_is_bad_input
 from kafkactl.output import OutputFormat, emit
 
 app = typer.Typer(help="List, set and remove client quotas (per user and client id, or client IP address).",
@@ -171,17 +170,6 @@ IP_DEFAULT = typer.Option(False, "--ip-default", help="The default IP address: e
 VALIDATE_ONLY = typer.Option(False, "--validate-only", help="Have the broker check the change; write nothing.")
 
 
-@contextlib.contextmanager
-def _quota_errors() -> Iterator[None]:
-    """A change the broker will not take (INVALID_REQUEST) is bad input; other answers as for every command."""
-    try:
-        yield
-    except errors.BrokerResponseError as exc:
-        if exc.error_name == "INVALID_REQUEST":
-            raise CliError(str(exc), EXIT_USAGE) from exc
-        raise
-
-
 # -- commands ---------------------------------------------------------------------------------
 
 @app.command("list")
@@ -209,7 +197,7 @@ def list_quotas(
         match = ANY_ENTITY if any_ else _part(name, default, what)
         if match is not None:
             components.append(ClientQuotaFilterComponent(kind, match))
-    with admin_client(ctx) as admin, _quota_errors():
+    with admin_client(ctx) as admin, invalid_request_is_bad_input():
         found = admin.describe_client_quotas(components, strict=strict)
     rows = [{"user": _shown(e.user), "client_id": _shown(e.client_id), "ip": _shown(e.ip), "quotas": values}
             for e, values in found.items()]
@@ -265,7 +253,7 @@ def set_quotas(
                        "--controller-mutation-rate, --connection-creation-rate or --add-config KEY=VALUE")
     _check_keys(entity, values)
     values = {key: values[key] for key in KEYS if key in values}
-    with admin_client(ctx) as admin, _quota_errors():
+    with admin_client(ctx) as admin, invalid_request_is_bad_input():
         admin.alter_client_quotas({entity: values}, validate_only=validate_only)
     if output_format(ctx) is OutputFormat.table:
         done = "valid, nothing written: would set" if validate_only else "set"
@@ -298,7 +286,7 @@ def remove_quotas(
         raise CliError(f"give the quotas to remove: --key KEY ({', '.join(_keys_of(entity))}) or --all")
     _check_keys(entity, sorted(named))
     removed = [key for key in _keys_of(entity) if every_key or key in named]
-    with admin_client(ctx) as admin, _quota_errors():
+    with admin_client(ctx) as admin, invalid_request_is_bad_input():
         admin.alter_client_quotas({entity: dict.fromkeys(removed)}, validate_only=validate_only)
     if output_format(ctx) is OutputFormat.table:
         done = "valid, nothing written: would remove" if validate_only else "removed"

@@ -9,7 +9,6 @@ order of a push's checks, throttling, payloads that must be refused) are driven 
 from __future__ import annotations
 
 import gzip
-import time
 import urllib.request
 import uuid
 
@@ -25,6 +24,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.records.compression import compress
 from broker.server.client_metrics import parse_list, series_of, subscription_id, validate
 from broker.server.topics import TopicError
+from tests.cluster.conftest import wait_until
 
 from .wire import Wire
 
@@ -97,16 +97,6 @@ def scrape(url: str) -> dict[str, list]:
     """Family name -> samples, of the client metrics (``org_apache_kafka_*``) the broker serves."""
     text = urllib.request.urlopen(url, timeout=WAIT_S).read().decode()
     return {f.name: f.samples for f in text_string_to_metric_families(text) if f.name.startswith("org_apache_kafka")}
-
-
-def wait_until(check, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # -- the rules, without a broker ---------------------------------------------------------------------------------
@@ -230,7 +220,7 @@ def test_librdkafka_pushes_what_it_is_subscribed_to_and_the_broker_exports_it(br
         consumer.close()
         other.flush(WAIT_S)
     # a closing client says so (a terminating push) and its series go
-    del producer
+    producer = None  # the last reference: librdkafka's destroy
     wait_until(lambda: not any(s.labels["client_id"] == "billing-1"
                                for samples in scrape(broker.metrics_url).values() for s in samples),
                "the closed producer's series to go")
