@@ -263,9 +263,10 @@ API_CHECKS: dict[str, str] = {
     "DeleteTopics": "DELETE Topic per topic (TOPIC_AUTHORIZATION_FAILED without it, existing or not, as 2.7)",
     "CreatePartitions": "ALTER Topic per topic",
     "DeleteRecords": "DELETE Topic per partition",
-    "DescribeConfigs": "DESCRIBE_CONFIGS Topic, or Cluster for a broker resource",
-    "AlterConfigs": "ALTER_CONFIGS Topic, or Cluster for a broker resource",
-    "IncrementalAlterConfigs": "ALTER_CONFIGS Topic, or Cluster for a broker resource",
+    "DescribeConfigs": "DESCRIBE_CONFIGS Topic, Group for a group, or Cluster for a broker or client metrics resource",
+    "AlterConfigs": "ALTER_CONFIGS Topic, Group for a group, or Cluster for a broker or client metrics resource",
+    "IncrementalAlterConfigs": "ALTER_CONFIGS Topic, Group for a group, or Cluster for a broker or client metrics "
+                               "resource",
     "DescribeLogDirs": "DESCRIBE Cluster (else an empty answer)",
     "AlterReplicaLogDirs": "ALTER Cluster (else every partition CLUSTER_AUTHORIZATION_FAILED)",
     "DescribeCluster": "none (DESCRIBE Cluster only for the authorized operations asked for)",
@@ -297,13 +298,17 @@ API_CHECKS: dict[str, str] = {
     "RenewDelegationToken": "none (the token's owner or a renewer)",
     "ExpireDelegationToken": "none (the token's owner or a renewer)",
     "DescribeDelegationToken": "DESCRIBE DelegationToken, for tokens the requester neither owns nor renews",
-    "ConsumerGroupHeartbeat": "READ Group, DESCRIBE Topic (each subscribed by name)",
+    "ConsumerGroupHeartbeat": "READ Group, DESCRIBE Topic (each subscribed by name; a regex gets only the "
+                              "topics the principal may DESCRIBE)",
     "ConsumerGroupDescribe": "DESCRIBE Group",
     "ShareGroupHeartbeat": "READ Group, DESCRIBE Topic (each subscribed)",
     "ShareGroupDescribe": "DESCRIBE Group",
     "ShareFetch": "READ Group, READ Topic",
     "ShareAcknowledge": "READ Group, READ Topic",
     "DescribeShareGroupOffsets": "DESCRIBE Group, DESCRIBE Topic",
+    "GetTelemetrySubscriptions": "none (a client may always say what it measures, as in Kafka)",
+    "PushTelemetry": "none",
+    "ListConfigResources": "DESCRIBE_CONFIGS Cluster",
 }
 
 

@@ -15,9 +15,9 @@ of its metrics to send, then pushes them every interval with PushTelemetry (72) 
                                 client_software_version, client_source_address, client_source_port
 
 A LIST is split at commas (spaces around them dropped) and may neither repeat a value nor hold an empty one (Kafka
-4.2's rule: an empty metric prefix would ask for every metric); no value may exceed 32,767 characters. Each regex must match the whole
-value; they run on RE2 (linear time, as the broker's other regexes): Java's syntax but for backreferences and
-lookaround. A subscription exists while one of its configs is set. It is stored as
+4.2's rule: an empty metric prefix would ask for every metric); no value may exceed 32,767 characters. Each regex
+must match the whole value; they run on RE2 (linear time, as the broker's other regexes): Java's syntax but for
+backreferences and lookaround. A subscription exists while one of its configs is set. It is stored as
 ``/config/client-metrics/<name>`` with a ``client-metrics/<name>`` change notification, so every broker follows.
 Errors are Kafka's: an empty name, an unknown config or an interval out of range INVALID_REQUEST (42); a value that
 does not parse, a repeated list value or a bad ``match`` pair INVALID_CONFIG (40).

@@ -56,8 +56,8 @@ def _describable(ctx: RequestContext):
     if authorizer is None or conn is None:
         return _everything
     principal, host = conn.principal, conn.host
-    return lambda names: frozenset(n for n in names
-                                   if authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, n))
+    return lambda names: frozenset(
+        n for n in names if authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, n))
 
 
 async def describe(ctx: RequestContext, request: dict) -> dict:
