@@ -29,7 +29,7 @@ import typer
 from broker.client import Admin, ConfigResource
 from kafkactl._common import admin_client, output_format
 from kafkactl.errors import CliError, invalid_request_is_bad_input
-from kafkactl.output import OutputFormat, emit
+from kafkactl.output import OutputFormat, emit, emit_names
 
 app = typer.Typer(help="List, describe, alter and delete client metrics subscriptions (KIP-714).",
                   no_args_is_help=True)
@@ -64,12 +64,7 @@ def list_subscriptions(ctx: typer.Context) -> None:
     """The names of the client metrics subscriptions."""
     with admin_client(ctx) as admin:
         names = _names(admin)
-    fmt = output_format(ctx)
-    if fmt is OutputFormat.table:
-        for name in names:
-            print(name)
-    else:
-        emit(names, fmt)
+    emit_names(names, output_format(ctx))
 
 
 @app.command()

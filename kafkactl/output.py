@@ -60,6 +60,15 @@ def emit(data: Any, fmt: OutputFormat, columns: Sequence[str] | None = None, out
             out.write(text + "\n")
 
 
+def emit_names(names: Sequence[str], fmt: OutputFormat) -> None:
+    """A list of names: one per line in a table, a list in JSON or YAML."""
+    if fmt is OutputFormat.table:
+        for name in names:
+            print(name)
+    else:
+        emit(list(names), fmt)
+
+
 def emit_lines(objects: Iterable[dict], out=None) -> None:
     """One JSON object per line (for streams such as consumed records)."""
     out = out or sys.stdout

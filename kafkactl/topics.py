@@ -31,7 +31,7 @@ from broker.protocol.schema import ZERO_UUID
 from broker.topic_ids import format_topic_id
 from kafkactl._common import admin_client, output_format, parse_pairs, require_topics
 from kafkactl.errors import EXIT_PROBLEM, CliError
-from kafkactl.output import OutputFormat, emit
+from kafkactl.output import OutputFormat, emit, emit_names
 
 app = typer.Typer(help="List, describe, create, alter and delete topics.", no_args_is_help=True)
 
@@ -44,12 +44,7 @@ def list_topics(
     """List topic names."""
     with admin_client(ctx) as admin:
         names = admin.list_topics(internal=internal)
-    fmt = output_format(ctx)
-    if fmt is OutputFormat.table:
-        for name in names:
-            print(name)
-    else:
-        emit(names, fmt)
+    emit_names(names, output_format(ctx))
 
 
 def _non_default_configs(admin, topics: list[str]) -> dict[str, dict[str, str | None]]:

@@ -63,7 +63,6 @@ telemetry. ``telemetry.max.bytes`` (1048576) bounds a push.
 
 from __future__ import annotations
 
-import base64
 import collections
 import functools
 import logging
@@ -81,12 +80,12 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from broker.cluster import StoreUnavailableError
 from broker.coordinator.consumer_group import RegexError, compile_regex
 from broker.protocol import ErrorCode
 from broker.records.compression import Compression, CompressionError, decompress_bounded
 from broker.sasl import desanitize_user, sanitize_user
-from broker.server.topics import TopicError
+from broker.server.topics import TopicError, store_call
+from broker.topic_ids import format_topic_id
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -211,11 +210,6 @@ def check_name(name: str) -> None:
         raise TopicError(ErrorCode.INVALID_REQUEST, f"Subscription name {name!r} is not allowed")
 
 
-def sanitize_name(name: str) -> str:
-    """A subscription name as a znode name (URL-encoded as Kafka's Sanitizer)."""
-    return sanitize_user(name)
-
-
 # -- clients -----------------------------------------------------------------------------------------------------
 
 def uuid_hash(raw: bytes) -> int:
@@ -232,11 +226,6 @@ def subscription_id(metrics: Iterable[str], interval_ms: int, instance_id: bytes
     text = "[" + ", ".join(sorted(metrics)) + "]" + str(interval_ms)
     value = crc32c.crc32c(text.encode()) ^ uuid_hash(instance_id)
     return value - 2**32 if value >= 2**31 else value
-
-
-def instance_id_text(raw: bytes) -> str:
-    """An instance id as Kafka prints a Uuid: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 @dataclass(slots=True)
@@ -294,7 +283,7 @@ class ClientMetricsManager:
     def load(self) -> None:
         """Blocking: read every subscription (at start, before the listeners accept)."""
         for sanitized in self.broker.metadata.client_metrics_subscriptions():
-            self._set(*self.read(sanitized))
+            self.apply(*self.read(sanitized))
         if self._configs:
             log.info("%d client metrics subscription(s) loaded", len(self._configs))
 
@@ -304,9 +293,6 @@ class ClientMetricsManager:
 
     def apply(self, name: str, configs: Mapping[str, str]) -> None:
         """Put a subscription (as read from the store) in force here; clients get it at their next request."""
-        self._set(name, configs)
-
-    def _set(self, name: str, configs: Mapping[str, str]) -> None:
         if configs:
             try:
                 subscription = validate(name, configs)
@@ -326,23 +312,17 @@ class ClientMetricsManager:
         """Apply ``change`` (current configs -> new ones) to a subscription: checked, stored, notified and in force
         here at once; TopicError."""
         check_name(name)
-        sanitized = sanitize_name(name)
-        current = await self._blocking(self.broker.metadata.client_metrics_config, sanitized)
+        sanitized = sanitize_user(name)  # URL-encoded as Kafka's Sanitizer
+        current = await store_call(self.broker, self.broker.metadata.client_metrics_config, sanitized)
         new = change(dict(current))
         if new:
             validate(name, new)
         if validate_only:
             return
-        await self._blocking(self.broker.metadata.set_client_metrics_config, sanitized, new)
+        await store_call(self.broker, self.broker.metadata.set_client_metrics_config, sanitized, new)
         self.apply(name, new)
         log.info("client metrics subscription %s: %s", name,
                  ", ".join(f"{k}={v}" for k, v in sorted(new.items())) if new else "deleted")
-
-    async def _blocking(self, fn, *args):
-        try:
-            return await self.broker.run_blocking(fn, *args)
-        except StoreUnavailableError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
 
     # -- clients ---------------------------------------------------------------------------------------------
     def clients(self) -> list[ClientInstance]:
@@ -391,7 +371,7 @@ class ClientMetricsManager:
         conn = ctx.connection
         port = ctx.peer.rpartition(":")[2] if ":" in ctx.peer else None
         return {
-            "client_instance_id": instance_id_text(instance_id),
+            "client_instance_id": format_topic_id(uuid.UUID(bytes=instance_id)),
             "client_id": ctx.client_id or "",
             "client_software_name": getattr(conn, "client_software_name", "") or "unknown",
             "client_software_version": getattr(conn, "client_software_version", "") or "unknown",
@@ -420,12 +400,12 @@ class ClientMetricsManager:
     def _new_instance_id(self) -> bytes:
         while True:
             raw = uuid.uuid4().bytes
-            if raw not in (_ZERO, _ONE) and not instance_id_text(raw).startswith("-") and raw not in self._clients:
+            if raw not in (_ZERO, _ONE) and not format_topic_id(uuid.UUID(bytes=raw)).startswith("-") and raw not in self._clients:
                 return raw
 
     def get_subscriptions(self, ctx: "RequestContext", request: dict) -> dict:
         """The GetTelemetrySubscriptions answer (see the module docstring)."""
-        raw = _uuid_bytes(request["client_instance_id"])
+        raw = request["client_instance_id"].bytes
         if raw == _ZERO:
             raw = self._new_instance_id()
         client = self._client(raw, ctx)
@@ -448,7 +428,7 @@ class ClientMetricsManager:
         return error
 
     def _push(self, ctx: "RequestContext", request: dict) -> int:
-        raw = _uuid_bytes(request["client_instance_id"])
+        raw = request["client_instance_id"].bytes
         if raw in (_ZERO, _ONE):
             return ErrorCode.INVALID_REQUEST
         client = self._client(raw, ctx)
@@ -459,7 +439,7 @@ class ClientMetricsManager:
                 try:
                     self._export(client, request)
                 except (CompressionError, DecodeError, ValueError) as exc:
-                    log.debug("push of client %s refused: %s", instance_id_text(raw), exc)
+                    log.debug("push of client %s refused: %s", format_topic_id(uuid.UUID(bytes=raw)), exc)
                     error = ErrorCode.INVALID_RECORD
             client.last_error = error
         finally:
@@ -524,14 +504,6 @@ class ClientMetricsManager:
         """The clients not expired (a snapshot; expired ones may wait for the next sweep to go)."""
         now = self.now()
         return [c for c in list(self._clients.values()) if c.expires_at > now]
-
-
-def _uuid_bytes(value: Any) -> bytes:
-    if value is None:
-        return _ZERO
-    if isinstance(value, uuid.UUID):
-        return value.bytes
-    return bytes(value)
 
 
 def _get_answer(error: int) -> dict:

@@ -48,10 +48,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from broker.cluster import StoreUnavailableError
 from broker.protocol import ErrorCode
 from broker.sasl import desanitize_user, sanitize_user
-from broker.server.topics import TopicError
+from broker.server.topics import TopicError, store_call
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -350,19 +349,12 @@ class GroupConfigs:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Group name {group_id!r} is not allowed for group configs")
         sanitized = sanitize_group(group_id)
         metadata = self.broker.metadata
-        current = await self._blocking(metadata.group_config, sanitized)
+        current = await store_call(self.broker, metadata.group_config, sanitized)
         new = change(dict(current))
         validate(new, self.broker.config)
         if validate_only:
             return
-        await self._blocking(metadata.set_group_config, sanitized, new)
+        await store_call(self.broker, metadata.set_group_config, sanitized, new)
         self.apply(group_id, new)
         log.info("group %s: configs now %s", group_id,
                  ", ".join(f"{k}={v}" for k, v in sorted(new.items())) or "the defaults")
-
-    async def _blocking(self, fn, *args):
-        """Store I/O in an executor; a store out of reach is REQUEST_TIMED_OUT, which clients retry."""
-        try:
-            return await self.broker.run_blocking(fn, *args)
-        except StoreUnavailableError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None

@@ -76,6 +76,15 @@ class TopicError(Exception):
         self.message = message
 
 
+async def store_call(broker: "Broker", fn, *args):
+    """Run blocking metadata work in an executor; a store out of reach is TopicError(REQUEST_TIMED_OUT), which
+    clients retry (the config and topic changes a request makes)."""
+    try:
+        return await broker.run_blocking(fn, *args)
+    except StoreUnavailableError as exc:
+        raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+
+
 @dataclass(slots=True)
 class TopicInfo:
     """A topic as this broker knows it: its partitions (the metadata cache's) and its config overrides."""
@@ -195,11 +204,7 @@ class TopicManager:
         return [BrokerRack(b.id, b.rack) for b in self.cache.alive_brokers()]
 
     async def _write(self, fn, *args):
-        """Run blocking metadata work; a store out of reach is REQUEST_TIMED_OUT, which clients retry."""
-        try:
-            return await self.broker.run_blocking(fn, *args)
-        except StoreUnavailableError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        return await store_call(self.broker, fn, *args)
 
     # -- startup (blocking, before the loop serves) ----------------------------------------
     def load(self) -> None:
