@@ -306,6 +306,8 @@ API_CHECKS: dict[str, str] = {
     "ShareFetch": "READ Group, READ Topic",
     "ShareAcknowledge": "READ Group, READ Topic",
     "DescribeShareGroupOffsets": "DESCRIBE Group, DESCRIBE Topic",
+    "AlterShareGroupOffsets": "READ Group; READ Topic per topic",
+    "DeleteShareGroupOffsets": "DELETE Group; READ Topic per topic",
     "GetTelemetrySubscriptions": "none (a client may always say what it measures, as in Kafka)",
     "PushTelemetry": "none",
     "ListConfigResources": "DESCRIBE_CONFIGS Cluster",

@@ -204,20 +204,15 @@ def _partitions(admin: Admin, group_id: str, topics: list[str], all_topics: bool
         if not tps:
             raise CliError(f"group {group_id} has no committed offsets; name the topics with --topic")
         return tps
-    specs = [parse_topic_partitions(t) for t in topics]
-    meta = require_topics(admin, sorted({t for t, _ in specs}))
-    tps: set[TopicPartition] = set()
-    for topic, parts in specs:
-        known = meta[topic].partitions
-        for p in parts if parts is not None else sorted(known):
-            if p not in known:
-                raise CliError(f"topic {topic} has no partition {p} (it has {len(known)})")
-            tps.add(TopicPartition(topic, p))
-    return sorted(tps, key=tp_key)
+    return topic_partitions(admin, topics)
 
 
-def _plan(admin: Admin, group_id: str, tps: list[TopicPartition], strategy: str, value) -> list[dict]:
-    committed = admin.list_group_offsets(group_id, tps)
+def plan_offsets(admin: Admin, group_id: str, tps: list[TopicPartition], strategy: str, value,
+                 current_offsets: dict[TopicPartition, int], what: str = "committed offset") -> list[dict]:
+    """New offsets of ``tps`` by ``strategy`` (see :func:`reset_strategy`) from the group's ``current_offsets``
+    (committed offsets; a share group's start offsets, ``what`` naming them in errors), clamped to [log start,
+    log end] as Kafka's tools do:
+    rows of group, topic, partition, current_offset and new_offset."""
     earliest = {tp: off for tp, (off, _) in admin.list_offsets({tp: -2 for tp in tps}).items()}
     latest = {tp: off for tp, (off, _) in admin.list_offsets({tp: -1 for tp in tps}).items()}
     by_time = {}
@@ -226,7 +221,7 @@ def _plan(admin: Admin, group_id: str, tps: list[TopicPartition], strategy: str,
         by_time = {tp: off for tp, (off, _) in admin.list_offsets({tp: ts for tp in tps}).items()}
     plan = []
     for tp in tps:
-        current = committed[tp].offset if tp in committed else None
+        current = current_offsets.get(tp)
         if strategy == "to_earliest":
             new = earliest[tp]
         elif strategy == "to_latest":
@@ -235,7 +230,7 @@ def _plan(admin: Admin, group_id: str, tps: list[TopicPartition], strategy: str,
             new = value
         elif strategy == "shift_by":
             if current is None:
-                raise CliError(f"{tp.topic}-{tp.partition} has no committed offset to shift in group {group_id}",
+                raise CliError(f"{tp.topic}-{tp.partition} has no {what} to shift in group {group_id}",
                                EXIT_PROBLEM)
             new = current + value
         else:  # a time: the first offset at or after it, or the end when every record is older
@@ -246,22 +241,19 @@ def _plan(admin: Admin, group_id: str, tps: list[TopicPartition], strategy: str,
     return plan
 
 
-@app.command("reset-offsets")
-def reset_offsets(
-    ctx: typer.Context,
-    group_id: str = typer.Argument(..., help="Group whose committed offsets to change."),
-    topic: Optional[List[str]] = typer.Option(None, "--topic", help="TOPIC or TOPIC:P[,P...] (repeatable)."),
-    all_topics: bool = typer.Option(False, "--all-topics", help="Every topic the group has committed offsets for."),
-    to_earliest: bool = typer.Option(False, "--to-earliest", help="To the log start offset."),
-    to_latest: bool = typer.Option(False, "--to-latest", help="To the log end offset."),
-    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="To this offset."),
-    to_datetime: Optional[str] = typer.Option(None, "--to-datetime",
-                                              help="To the first record at/after YYYY-MM-DDTHH:MM:SS[.sss][zone]."),
-    shift_by: Optional[int] = typer.Option(None, "--shift-by", help="Move the committed offset by N (may be negative)."),
-    by_duration: Optional[str] = typer.Option(None, "--by-duration", help="To the first record after now minus PnDTnHnMnS."),
-    execute: bool = typer.Option(False, "--execute", help="Apply the plan (default: only print it)."),
-) -> None:
-    """Plan (and with --execute apply) new committed offsets for an inactive group."""
+# The options of ``reset-offsets`` that groups and share groups share (see :func:`reset_strategy`)
+TO_EARLIEST = typer.Option(False, "--to-earliest", help="To the log start offset.")
+TO_LATEST = typer.Option(False, "--to-latest", help="To the log end offset.")
+TO_OFFSET = typer.Option(None, "--to-offset", min=0, help="To this offset.")
+TO_DATETIME = typer.Option(None, "--to-datetime", help="To the first record at/after YYYY-MM-DDTHH:MM:SS[.sss][zone].")
+SHIFT_BY = typer.Option(None, "--shift-by", help="Move the group's current offset by N (may be negative).")
+BY_DURATION = typer.Option(None, "--by-duration", help="To the first record after now minus PnDTnHnMnS.")
+EXECUTE = typer.Option(False, "--execute", help="Apply the plan (default: only print it).")
+
+
+def reset_strategy(to_earliest: bool, to_latest: bool, to_offset: Optional[int], to_datetime: Optional[str],
+                   shift_by: Optional[int], by_duration: Optional[str], topic, all_topics: bool) -> tuple[str, object]:
+    """The one reset of ``reset-offsets`` (groups and share groups): (strategy, value), a time already in ms."""
     chosen = {name: v for name, v in (("to_earliest", to_earliest or None), ("to_latest", to_latest or None),
                                       ("to_offset", to_offset), ("to_datetime", to_datetime),
                                       ("shift_by", shift_by), ("by_duration", by_duration)) if v is not None}
@@ -275,6 +267,56 @@ def reset_offsets(
         value = parse_datetime_ms(value)
     elif strategy == "by_duration":
         value = parse_duration_ms(value)
+    return strategy, value
+
+
+def planned(plan: list[dict]) -> dict[TopicPartition, int]:
+    """The new offsets of a :func:`plan_offsets` plan, by partition."""
+    return {TopicPartition(p["topic"], p["partition"]): p["new_offset"] for p in plan}
+
+
+def emit_plan(ctx: typer.Context, group_id: str, plan: list[dict], executed: bool) -> None:
+    """Print a reset plan: a table (and, for a dry run, a line on stderr saying so), or the whole as json/yaml."""
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit({"group": group_id, "executed": executed, "offsets": plan}, fmt)
+        return
+    emit(plan, fmt, ["group", "topic", "partition", "current_offset", "new_offset"])
+    if not executed:
+        print("dry run: nothing changed; add --execute to apply", file=sys.stderr)
+
+
+def topic_partitions(admin: Admin, specs: list[str]) -> list[TopicPartition]:
+    """``--topic T`` (every partition) or ``T:P[,P...]`` values as partitions, each checked to exist."""
+    parsed = [parse_topic_partitions(t) for t in specs]
+    meta = require_topics(admin, sorted({t for t, _ in parsed}))
+    tps: set[TopicPartition] = set()
+    for topic, parts in parsed:
+        known = meta[topic].partitions
+        for p in parts if parts is not None else sorted(known):
+            if p not in known:
+                raise CliError(f"topic {topic} has no partition {p} (it has {len(known)})")
+            tps.add(TopicPartition(topic, p))
+    return sorted(tps, key=tp_key)
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    ctx: typer.Context,
+    group_id: str = typer.Argument(..., help="Group whose committed offsets to change."),
+    topic: Optional[List[str]] = typer.Option(None, "--topic", help="TOPIC or TOPIC:P[,P...] (repeatable)."),
+    all_topics: bool = typer.Option(False, "--all-topics", help="Every topic the group has committed offsets for."),
+    to_earliest: bool = TO_EARLIEST,
+    to_latest: bool = TO_LATEST,
+    to_offset: Optional[int] = TO_OFFSET,
+    to_datetime: Optional[str] = TO_DATETIME,
+    shift_by: Optional[int] = SHIFT_BY,
+    by_duration: Optional[str] = BY_DURATION,
+    execute: bool = EXECUTE,
+) -> None:
+    """Plan (and with --execute apply) new committed offsets for an inactive group."""
+    strategy, value = reset_strategy(to_earliest, to_latest, to_offset, to_datetime, shift_by, by_duration,
+                                     topic, all_topics)
     with admin_client(ctx) as admin:
         desc = admin.describe_groups([group_id])[group_id]
         if desc.state not in INACTIVE_STATES or desc.members:
@@ -282,14 +324,8 @@ def reset_offsets(
                            "offsets can only be reset while it has no members: stop its consumers first",
                            EXIT_PROBLEM)
         tps = _partitions(admin, group_id, list(topic or ()), all_topics)
-        plan = _plan(admin, group_id, tps, strategy, value)
+        committed = {tp: om.offset for tp, om in admin.list_group_offsets(group_id, tps).items()}
+        plan = plan_offsets(admin, group_id, tps, strategy, value, committed)
         if execute:
-            admin.alter_group_offsets(group_id, {TopicPartition(p["topic"], p["partition"]): p["new_offset"]
-                                                 for p in plan})
-    fmt = output_format(ctx)
-    if fmt is not OutputFormat.table:
-        emit({"group": group_id, "executed": execute, "offsets": plan}, fmt)
-        return
-    emit(plan, fmt, ["group", "topic", "partition", "current_offset", "new_offset"])
-    if not execute:
-        print("dry run: nothing changed; add --execute to apply", file=sys.stderr)
+            admin.alter_group_offsets(group_id, planned(plan))
+    emit_plan(ctx, group_id, plan, execute)

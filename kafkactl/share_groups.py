@@ -1,4 +1,5 @@
-"""``kafkactl share-groups``: the share groups (KIP-932) of a cluster, as kafka-share-groups.sh shows them.
+"""``kafkactl share-groups``: the share groups (KIP-932) of a cluster, as kafka-share-groups.sh shows and changes
+them.
 
 - ``list``: every share group the brokers coordinate, with its state.
 - ``describe GROUP``: the group's state, epoch and coordinator; one row per member (client id, host, epoch,
@@ -6,20 +7,54 @@
   below it is acknowledged or archived for the group) and lag (records from there to the high watermark not
   yet acknowledged; ``-`` where the coordinator cannot tell). An unknown group is bad input
   (GROUP_ID_NOT_FOUND, exit 2).
+- ``reset-offsets GROUP``: new start offsets for ``--topic T`` (every partition), ``--topic T:0,2``
+  (repeatable) or ``--all-topics`` (the partitions the group has consumed), with exactly one of
+  ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--to-datetime DT``, ``--shift-by N``,
+  ``--by-duration PnDTnHnMnS``, clamped to [log start, log end]. Prints the plan and changes nothing unless
+  ``--execute`` (AlterShareGroupOffsets; a group that does not exist yet is made, so a new group can start
+  anywhere). Refused (exit 1) while the group has members. Records in flight at the old position are
+  forgotten: the group's next fetch starts at the new offset.
+- ``delete-offsets GROUP --topic T``: forget what the group consumed of those topics (repeatable); their
+  partitions start again at the group's ``share.auto.offset.reset``. Refused (exit 1) while the group has
+  members; a topic the group has consumed nothing of is bad input (exit 2).
+- ``delete GROUP...``: delete share groups with no members, with what they consumed (refused, exit 1,
+  while they have members).
 """
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 import typer
 
 from broker.client import errors
-from kafkactl._common import admin_client, output_format
-from kafkactl.errors import CliError
-
-GROUP_ID_NOT_FOUND = 69
+from kafkactl._common import admin_client, exit_code_for, output_format, tp_key
+from kafkactl.errors import EXIT_PROBLEM, CliError
+from kafkactl.groups import (BY_DURATION, EXECUTE, SHIFT_BY, TO_DATETIME, TO_EARLIEST, TO_LATEST, TO_OFFSET,
+                             emit_plan, plan_offsets, planned, reset_strategy, topic_partitions)
 from kafkactl.output import OutputFormat, emit
 
-app = typer.Typer(help="List and describe share groups (KIP-932).", no_args_is_help=True)
+GROUP_ID_NOT_FOUND = 69
+
+app = typer.Typer(help="List, describe and delete share groups (KIP-932); reset and delete their offsets.",
+                  no_args_is_help=True)
+
+
+def _describe_or_none(admin, group: str):
+    """The group as ShareGroupDescribe answers it, or None when it does not exist."""
+    try:
+        return admin.describe_share_group(group)
+    except errors.BrokerResponseError as exc:
+        if exc.error_code != GROUP_ID_NOT_FOUND:
+            raise
+        return None
+
+
+def _require_empty(described, group: str) -> None:
+    if described is not None and described["members"]:
+        raise CliError(f"share group {group} is not empty (state {described['group_state']}, "
+                       f"{len(described['members'])} member(s)); its offsets can only be changed while it has no "
+                       "members: stop its consumers first", EXIT_PROBLEM)
 
 
 @app.command("list")
@@ -65,3 +100,88 @@ def describe(ctx: typer.Context, group: str = typer.Argument(..., help="The shar
         emit(members, fmt, ["member_id", "client_id", "host", "member_epoch", "partitions"])
     if partitions:
         emit(partitions, fmt, ["topic", "partition", "start_offset", "lag"])
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    ctx: typer.Context,
+    group_id: str = typer.Argument(..., help="Share group whose start offsets to change."),
+    topic: Optional[List[str]] = typer.Option(None, "--topic", help="TOPIC or TOPIC:P[,P...] (repeatable)."),
+    all_topics: bool = typer.Option(False, "--all-topics", help="Every partition the group has consumed."),
+    to_earliest: bool = TO_EARLIEST,
+    to_latest: bool = TO_LATEST,
+    to_offset: Optional[int] = TO_OFFSET,
+    to_datetime: Optional[str] = TO_DATETIME,
+    shift_by: Optional[int] = SHIFT_BY,
+    by_duration: Optional[str] = BY_DURATION,
+    execute: bool = EXECUTE,
+) -> None:
+    """Plan (and with --execute apply) new start offsets for a share group with no members."""
+    strategy, value = reset_strategy(to_earliest, to_latest, to_offset, to_datetime, shift_by, by_duration,
+                                     topic, all_topics)
+    with admin_client(ctx) as admin:
+        described = _describe_or_none(admin, group_id)
+        _require_empty(described, group_id)
+        current = ({tp: start for tp, (start, _lag) in admin.share_group_offsets(group_id).items() if start >= 0}
+                   if described is not None else {})
+        if all_topics:
+            tps = sorted(current, key=tp_key)
+            if not tps:
+                raise CliError(f"share group {group_id} has consumed nothing; name the topics with --topic")
+        else:
+            tps = topic_partitions(admin, list(topic or ()))
+        plan = plan_offsets(admin, group_id, tps, strategy, value, current, "start offset")
+        if execute:
+            admin.alter_share_group_offsets(group_id, planned(plan))
+    emit_plan(ctx, group_id, plan, execute)
+
+
+@app.command("delete-offsets")
+def delete_offsets(
+    ctx: typer.Context,
+    group_id: str = typer.Argument(..., help="Share group whose offsets to delete."),
+    topic: List[str] = typer.Option(..., "--topic", help="A topic (repeatable): all its partitions."),
+) -> None:
+    """Forget what a share group with no members consumed of these topics."""
+    with admin_client(ctx) as admin:
+        described = _describe_or_none(admin, group_id)
+        _require_empty(described, group_id)
+        try:
+            results = admin.delete_share_group_offsets(group_id, topic)
+        except errors.BrokerResponseError as exc:
+            if exc.error_code != GROUP_ID_NOT_FOUND:
+                raise
+            raise CliError(f"share group {group_id} does not exist (GROUP_ID_NOT_FOUND, 69)") from exc
+    rows = [{"group": group_id, "topic": t, "status": "deleted" if error is None else f"error: {error}"}
+            for t, error in sorted(results.items())]
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit({"group": group_id, "topics": rows}, fmt)
+    else:
+        emit(rows, fmt, ["group", "topic", "status"])
+    failed = [(t, e) for t, e in sorted(results.items()) if e is not None]
+    if failed:
+        topic_name, error = failed[0]
+        if error.error_name == "UNKNOWN_TOPIC_OR_PARTITION":  # no such topic, or nothing consumed of it
+            raise CliError(f"share group {group_id} has no offsets of topic {topic_name} "
+                           "(UNKNOWN_TOPIC_OR_PARTITION, 3)")
+        raise CliError(str(error), exit_code_for(error))
+
+
+@app.command()
+def delete(
+    ctx: typer.Context,
+    groups: List[str] = typer.Argument(..., help="Share group ids (each must have no members)."),
+) -> None:
+    """Delete share groups and what they consumed."""
+    with admin_client(ctx) as admin:
+        for group in groups:
+            if _describe_or_none(admin, group) is None:  # also a group of another type: never deleted here
+                raise CliError(f"share group {group} does not exist (GROUP_ID_NOT_FOUND, 69)")
+        admin.delete_groups(groups)
+    fmt = output_format(ctx)
+    if fmt is not OutputFormat.table:
+        emit({"deleted": list(groups)}, fmt)
+    else:
+        for g in groups:
+            print(f"deleted share group {g}")

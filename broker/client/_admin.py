@@ -1142,6 +1142,40 @@ class AsyncAdmin(TransactionsAdmin):
                     for t in g["topics"] for p in t["partitions"] if not p["error_code"]}
         return await self._at_coordinator(group_id, call)
 
+    async def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """New start offsets for an empty share group (AlterShareGroupOffsets, as ``kafka-share-groups.sh
+        --reset-offsets --execute`` sends them; an unknown group is made). The first error is raised, naming its
+        partition; NON_EMPTY_GROUP while the group has members."""
+        by_topic: dict[str, list] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp[0], []).append({"partition_index": tp[1], "start_offset": int(offset)})
+        body = {"group_id": group_id, "topics": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def call(node: int) -> None:
+            resp = await self._cluster.request(node, Api.ALTER_SHARE_GROUP_OFFSETS, body)
+            if resp["error_code"]:
+                raise error_for_code(resp["error_code"], context=f"share group {group_id}")
+            for t in resp["responses"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        raise error_for_code(p["error_code"], context=f"share group {group_id} "
+                                             f"{t['topic_name']}-{p['partition_index']}")
+        await self._at_coordinator(group_id, call)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> dict[str, Exception | None]:
+        """Forget what an empty share group consumed of ``topics`` (DeleteShareGroupOffsets): topic -> None when
+        deleted, else its error (UNKNOWN_TOPIC_OR_PARTITION also when nothing was stored of it). Group errors
+        (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) are raised."""
+        body = {"group_id": group_id, "topics": [{"topic_name": t} for t in dict.fromkeys(topics)]}
+
+        async def call(node: int) -> dict[str, Exception | None]:
+            resp = await self._cluster.request(node, Api.DELETE_SHARE_GROUP_OFFSETS, body)
+            if resp["error_code"]:
+                raise error_for_code(resp["error_code"], context=f"share group {group_id}")
+            return {t["topic_name"]: error_for_code(t["error_code"], context=f"topic {t['topic_name']}")
+                    if t["error_code"] else None for t in resp["responses"]}
+        return await self._at_coordinator(group_id, call)
+
     async def delete_groups(self, group_ids: Iterable[str]) -> None:
         for gid in group_ids:
             await self._at_coordinator(gid, lambda node, gid=gid: self._delete_group(node, gid))

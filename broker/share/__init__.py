@@ -8,7 +8,8 @@ from broker.share.manager import ShareManager
 
 #: The APIs of share groups: not served with ``group.share.enable=false``.
 SHARE_GROUP_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
-                    ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+                    ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                    ApiKey.DELETE_SHARE_GROUP_OFFSETS)
 
 __all__ = ["SHARE_GROUP_APIS", "ShareCoordinator", "ShareManager"]
 

@@ -20,7 +20,8 @@ for consumer groups). Kafka 4.2's ``GroupMetadataManager.shareGroupHeartbeat`` r
 Unlike Kafka, membership is kept in memory only (Kafka writes it to ``__consumer_offsets``): after the
 coordinator moves, a member's heartbeat gets UNKNOWN_MEMBER_ID and it joins again at once, which costs one
 round trip and nothing else, since what the group has consumed is kept by the partitions' leaders
-(:mod:`broker.share.manager`). A group id in use by a consumer group is refused (GROUP_ID_NOT_FOUND,
+(:mod:`broker.share.manager`). A group without members is still listed and described (Empty) while the
+metadata store keeps what it consumed, as Kafka keeps an empty share group. A group id in use by a consumer group is refused (GROUP_ID_NOT_FOUND,
 "not a share group"), as Kafka does.
 
 Loop-only.
@@ -205,6 +206,26 @@ class ShareCoordinator:
                      member.member_id)
             self._rebalance(group)
 
+    async def offsets_change_error(self, group_id: str, create: bool) -> tuple[int, str | None]:
+        """Whether a share group's offsets may be altered (``create``: AlterShareGroupOffsets, which makes an
+        unknown group, as Kafka does) or deleted (DeleteShareGroupOffsets): NON_EMPTY_GROUP while it has members,
+        GROUP_ID_NOT_FOUND for a group of another type or (deleting) a group unknown here. Altering bumps the
+        group's epoch."""
+        group = self.groups.get(group_id)
+        if group is None:
+            described = self.broker.coordinator.describe(group_id)[1]
+            if described is not None and described.state.name != "DEAD":
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+            if not create and not await self.broker.run_blocking(self.broker.share_manager.has_stored_state,
+                                                                 group_id):
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+        elif group.members:
+            return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+        if create:
+            group = self.groups.setdefault(group_id, ShareGroup(group_id))
+            group.epoch += 1
+        return ErrorCode.NONE, None
+
     async def delete(self, group_id: str) -> int | None:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else the group and what it
         consumed (its state in the metadata store) are removed. None when ``group_id`` is no share group."""
@@ -218,6 +239,13 @@ class ShareCoordinator:
         self.broker.share_manager.forget_group(group_id, stored_or_not=True)
         log.info("share group %s deleted", group_id)
         return ErrorCode.NONE
+
+    @staticmethod
+    def describe_empty(group_id: str) -> dict:
+        """A share group without members that this coordinator knows only by what it consumed (its members left
+        before a restart of the coordinator, or it moved here): Empty at epoch 0."""
+        return {"group_id": group_id, "error_code": ErrorCode.NONE, "error_message": None, "group_state": "Empty",
+                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "simple", "members": []}
 
     def describe(self, group_id: str) -> dict:
         group = self.groups.get(group_id)

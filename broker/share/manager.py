@@ -50,9 +50,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.cluster.metadata import SHARE_GROUP_STATE_ROOT
+from broker.cluster.store import BadVersionError, NodeExistsError, NoNodeError
 from broker.log import OffsetOutOfRange
 from broker.protocol import ErrorCode
 from broker.server.group_configs import auto_offset_reset_duration_ms, sanitize_group
+from broker.sasl import desanitize_user
 from broker.records.view import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batch_views
 from broker.share.partition import AckError, LogBatch, SharePartition, check_batches
 from broker.topic_ids import format_topic_id, parse_topic_id
@@ -100,6 +102,14 @@ class _Held:
     leader_epoch: int
     stored_version: int = 0
     writing: asyncio.Task | None = None
+    #: the store's version of the state node as this share-partition last read or wrote it (None: no node
+    #: then); every write is a compare-and-set on it, so a state changed by somebody else (offsets altered
+    #: or deleted by an operator, the group deleted) is never written over
+    node_version: int | None = None
+
+
+class _Fenced(Exception):
+    """The state node changed under a share-partition: it is dropped and read again at the next fetch."""
 
 
 class ShareManager:
@@ -204,7 +214,7 @@ class ShareManager:
         if found is not None:
             sp = SharePartition(group_id, name, index, 0)
             sp.restore(json.loads(found[0]))
-            held = _Held(sp, topic_id, partition.leader_epoch)
+            held = _Held(sp, topic_id, partition.leader_epoch, node_version=found[1].version)
             log.info("share group %s: %s-%d resumed at offset %d", group_id, name, index, sp.start_offset)
         else:
             start = self._initial_offset(group_id, partition)
@@ -255,9 +265,14 @@ class ShareManager:
         data = json.dumps({"version": 1, **held.sp.snapshot()}, separators=(",", ":")).encode()
         path = state_path(held.sp.group_id, held.topic_id, held.sp.partition)
         try:
-            await self.broker.run_blocking(self._store_write, path, data)
+            held.node_version = await self.broker.run_blocking(self._store_write, path, data, held.node_version)
             held.stored_version = max(held.stored_version, version)
             return True
+        except _Fenced:
+            log.info("share group %s: the stored state of %s-%d was changed elsewhere (offsets altered or "
+                     "deleted); read again at the next fetch", held.sp.group_id, held.sp.topic, held.sp.partition)
+            self._drop(held)
+            return False
         except Exception as exc:  # the store is unreachable: the state stays in memory, written at the next change
             log.warning("share group %s: state of %s-%d not stored: %s", held.sp.group_id, held.sp.topic,
                         held.sp.partition, exc)
@@ -267,16 +282,24 @@ class ShareManager:
             if held.stored_version < held.sp.version:
                 self._changed(held)
 
-    def _store_write(self, path: str, data: bytes) -> None:
+    def _store_write(self, path: str, data: bytes, node_version: int | None) -> int:
+        """Blocking: write the state node as a compare-and-set on ``node_version`` (None: create it); the node's
+        new version. Raises :class:`_Fenced` when the node is not as this share-partition left it."""
         store = self.broker.metadata.store
-        if store.exists(path) is None:
-            try:
+        try:
+            if node_version is None:
                 store.create(path, data, make_parents=True)
-                return
-            except Exception:
-                if store.exists(path) is None:
-                    raise
-        store.set(path, data)
+                return 0
+            return store.set(path, data, version=node_version).version
+        except (NodeExistsError, NoNodeError, BadVersionError) as exc:
+            raise _Fenced() from exc
+
+    def _drop(self, held: _Held) -> None:
+        """``held`` leaves memory if it is still the one in use; its records in flight are forgotten."""
+        key = (held.sp.group_id, held.sp.topic, held.sp.partition)
+        if self._held.get(key) is held:
+            del self._held[key]
+            self.broker.replicas.purgatory.notify((held.sp.topic, held.sp.partition))
 
     # -- acquiring -------------------------------------------------------------------------------
     async def acquire(self, held: _Held, partition, member_id: str, max_records: int, max_bytes: int,
@@ -369,6 +392,66 @@ class ShareManager:
             held = self._held[key]
             if stored_or_not or (held.writing is None and held.stored_version >= held.sp.version):
                 del self._held[key]
+
+    def alter_stored_offsets(self, group_id: str, starts: dict[TopicIdPartition, int]) -> None:
+        """Blocking (AlterShareGroupOffsets): each partition's state becomes its new start offset with nothing in
+        flight. Written over whatever was stored, so a leader's share-partition that read the old state is fenced
+        at its next write (:meth:`_store_write`)."""
+        store = self.broker.metadata.store
+        for (topic_id, index), start in starts.items():
+            path = state_path(group_id, topic_id, index)
+            data = json.dumps({"version": 1, "start_offset": start, "state_batches": []},
+                              separators=(",", ":")).encode()
+            try:
+                store.set(path, data)
+            except NoNodeError:
+                try:
+                    store.create(path, data, make_parents=True)
+                except NodeExistsError:
+                    store.set(path, data)
+
+    def delete_stored_topics(self, group_id: str, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
+        """Blocking (DeleteShareGroupOffsets): remove the group's state of every partition of ``topic_ids``; the
+        topics that had any. The next fetch starts those partitions at ``share.auto.offset.reset``."""
+        store = self.broker.metadata.store
+        root = group_state_root(group_id)
+        try:
+            children = store.get_children(root)
+        except NoNodeError:
+            return set()
+        found = set()
+        for child in children:
+            text, _, _index = child.rpartition("-")
+            try:
+                topic_id = parse_topic_id(text)
+            except ValueError:
+                continue
+            if topic_id in topic_ids:
+                try:
+                    store.delete(f"{root}/{child}")
+                except NoNodeError:
+                    pass
+                found.add(topic_id)
+        return found
+
+    def forget_topics(self, group_id: str, names: set[str]) -> None:
+        """The group's share-partitions of ``names`` leave memory on this broker (their stored state was altered
+        or deleted); records in flight there are forgotten, and the next fetch reads the state again."""
+        for key in [k for k in self._held if k[0] == group_id and k[1] in names]:
+            self._drop(self._held[key])
+
+    def stored_groups(self) -> list[str]:
+        """Blocking: every share group the store keeps state of (the groups that outlive their members and a
+        coordinator restart, as Kafka's empty share groups do)."""
+        try:
+            children = self.broker.metadata.store.get_children(SHARE_GROUP_STATE_ROOT)
+        except NoNodeError:
+            return []
+        return [desanitize_user(child) for child in children]
+
+    def has_stored_state(self, group_id: str) -> bool:
+        """Blocking: whether the store keeps anything of the group."""
+        return self.broker.metadata.store.exists(group_state_root(group_id)) is not None
 
     def delete_stored_state(self, group_id: str) -> bool:
         """Blocking: remove what the store keeps of the group; whether there was anything."""

@@ -66,3 +66,53 @@ def test_acknowledged_records_stay_acknowledged_across_a_leader_failover(cluster
 
 def _topic_id(cluster) -> str:
     return json.loads(cluster.zk.get("/brokers/topics/jobs")[0])["topic_id"]
+
+
+def test_a_leader_never_writes_over_state_changed_in_zookeeper(cluster_factory):
+    """Every write of a share-partition's state is a compare-and-set on its znode. When the node changed under a
+    leader (an AlterShareGroupOffsets through another coordinator, a deleted group), the leader's next write is
+    refused, what it held is forgotten, and its next fetch reads the node again."""
+    from broker.protocol import ApiKey, ErrorCode
+    from tests.server.wire import Wire
+
+    cluster = cluster_factory(1, props={"group.share.record.lock.duration.ms": 15000})
+    cluster.create_topic("jobs", partitions=1, replication_factor=1)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, "cas", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(WAIT_S)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(10):
+        producer.produce("jobs", b"job-%d" % i)
+    assert producer.flush(WAIT_S) == 0
+    node = f"/share_group_state/cas/{_topic_id(cluster)}-0"
+
+    def ack(w: Wire, epoch: int, first: int, last: int) -> int:
+        answer = w.call(ApiKey.SHARE_ACKNOWLEDGE, 1, {
+            "group_id": "cas", "member_id": "m1", "share_session_epoch": epoch, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": first, "last_offset": last, "acknowledge_types": [1]}]}]}]})
+        return answer["responses"][0]["partitions"][0]["error_code"]
+
+    def fetch(w: Wire, epoch: int) -> list:
+        answer = w.call(ApiKey.SHARE_FETCH, 1, {
+            "group_id": "cas", "member_id": "m1", "share_session_epoch": epoch, "max_wait_ms": 0, "min_bytes": 1,
+            "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500, "forgotten_topics_data": [],
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]})
+        return answer["responses"][0]["partitions"][0]["acquired_records"]
+
+    with Wire(cluster.bootstrap) as w:
+        joined = w.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "cas", "member_id": "m1", "member_epoch": 0,
+                                                          "rack_id": None, "subscribed_topic_names": ["jobs"]})
+        topic_id = joined["assignment"]["topic_partitions"][0]["topic_id"]
+        assert fetch(w, 0) == [{"first_offset": 0, "last_offset": 9, "delivery_count": 1}]
+        assert ack(w, 1, 0, 2) == ErrorCode.NONE
+        assert json.loads(cluster.zk.get(node)[0])["start_offset"] == 3
+        # somebody else moves the group on: the leader's write of its next acknowledgement is refused
+        cluster.zk.set(node, json.dumps({"version": 1, "start_offset": 8, "state_batches": []}).encode())
+        assert ack(w, 2, 3, 4) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert json.loads(cluster.zk.get(node)[0]) == {"version": 1, "start_offset": 8, "state_batches": []}
+        assert fetch(w, 3) == [{"first_offset": 8, "last_offset": 9, "delivery_count": 1}]
+        assert ack(w, 4, 8, 9) == ErrorCode.NONE
+        assert json.loads(cluster.zk.get(node)[0])["start_offset"] == 10

@@ -15,19 +15,14 @@ import pytest
 from broker.protocol import ApiKey, ErrorCode
 
 from .test_metrics import scrape
+from .conftest import SHARE_LOCK_MS
 from .wire import Wire
 
 ck = pytest.importorskip("confluent_kafka")
 admin_mod = pytest.importorskip("confluent_kafka.admin")
 
 LIMIT_S = 30  # guards against a hang, not a timing assertion
-LOCK_MS = 1000  # the broker's record lock duration in these tests
-
-
-@pytest.fixture
-def share_broker(broker_factory):
-    return broker_factory({"group.share.record.lock.duration.ms": LOCK_MS,
-                           "group.share.min.record.lock.duration.ms": LOCK_MS})
+LOCK_MS = SHARE_LOCK_MS  # the broker's record lock duration in these tests (the share_broker fixture)
 
 
 def make_topic(bootstrap: str, partitions: int = 1) -> str:

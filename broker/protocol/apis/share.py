@@ -1,5 +1,5 @@
 """Share group APIs (KIP-932, queues for Kafka): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
-ShareAcknowledge (79) and DescribeShareGroupOffsets (90), at Kafka 4.2's versions (v0 was 4.0's early access and is gone; every version is
+ShareAcknowledge (79), DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92), at Kafka 4.2's versions (v0 was 4.0's early access and is gone; every version is
 flexible; ShareFetch and ShareAcknowledge v2 add the acquire mode and renew acknowledgements, KIP-1206 and
 KIP-1222).
 
@@ -210,4 +210,54 @@ DESCRIBE_SHARE_GROUP_OFFSETS = Api(
     ],
 )
 
-APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE, DESCRIBE_SHARE_GROUP_OFFSETS)
+ALTER_SHARE_GROUP_OFFSETS = Api(
+    key=91, name="AlterShareGroupOffsets", versions="0", flexible="0+",
+    request=[
+        f("group_id", "string"),
+        f("topics", "[]", fields=[
+            f("topic_name", "string"),
+            f("partitions", "[]", fields=[
+                f("partition_index", "int32"),
+                f("start_offset", "int64"),
+            ]),
+        ]),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", nullable="0+", default=None),
+        f("responses", "[]", fields=[
+            f("topic_name", "string"),
+            f("topic_id", "uuid"),
+            f("partitions", "[]", fields=[
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+                f("error_message", "string", nullable="0+", default=None),
+            ]),
+        ]),
+    ],
+)
+
+DELETE_SHARE_GROUP_OFFSETS = Api(
+    key=92, name="DeleteShareGroupOffsets", versions="0", flexible="0+",
+    request=[
+        f("group_id", "string"),
+        f("topics", "[]", fields=[
+            f("topic_name", "string"),
+        ]),
+    ],
+    response=[
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", nullable="0+", default=None),
+        f("responses", "[]", fields=[
+            f("topic_name", "string"),
+            f("topic_id", "uuid"),
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+        ]),
+    ],
+)
+
+APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE, DESCRIBE_SHARE_GROUP_OFFSETS,
+        ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS)

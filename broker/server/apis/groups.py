@@ -154,9 +154,12 @@ async def list_groups(ctx: RequestContext, request: dict) -> dict:
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
                "group_type": g.type_name} for g in coordinator.list_groups()]
-    groups += [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state, "group_type": "share"}
-               for g in ctx.broker.share_coordinator.groups.values()
-               if coordinator.group_error(g.group_id) == ErrorCode.NONE]
+    share = {g.group_id: g.state for g in ctx.broker.share_coordinator.groups.values()}
+    if not types or "share" in types:  # share groups known only by what they consumed: Empty
+        for group_id in await ctx.broker.run_blocking(ctx.broker.share_manager.stored_groups):
+            share.setdefault(group_id, "Empty")
+    groups += [{"group_id": g, "protocol_type": "share", "group_state": state, "group_type": "share"}
+               for g, state in share.items() if coordinator.group_error(g) == ErrorCode.NONE]
     groups = [g for g in groups if (not states or g["group_state"].lower() in states)
               and (not types or g["group_type"] in types)]
     if ctx.broker.authorizer is not None and not ctx.authorize(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):

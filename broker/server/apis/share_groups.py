@@ -1,14 +1,16 @@
-"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1-2, ShareAcknowledge (79) v1-2 and
-DescribeShareGroupOffsets (90) v0-1 (v2 of ShareFetch and ShareAcknowledge: RENEW acknowledgements, KIP-1222, which
-keep records acquired with a fresh lock, in requests that say ``IsRenewAck`` and fetch nothing; and ShareFetch's
-``record_limit`` acquire mode, KIP-1206, which acquires at most MaxRecords, splitting a batch):
+"""ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78) v1-2, ShareAcknowledge (79) v1-2,
+DescribeShareGroupOffsets (90) v0-1, AlterShareGroupOffsets (91) v0 and DeleteShareGroupOffsets (92) v0 (v2 of
+ShareFetch and ShareAcknowledge: RENEW acknowledgements, KIP-1222, which keep records acquired with a fresh lock,
+in requests that say ``IsRenewAck`` and fetch nothing; and ShareFetch's ``record_limit`` acquire mode, KIP-1206,
+which acquires at most MaxRecords, splitting a batch):
 share groups (KIP-932) as Kafka 4.2 serves them to librdkafka's and the Java client's share consumers.
 Served while ``group.share.enable`` is true (the default); the rules are in :mod:`broker.share`.
 
 Authorization (with an authorizer): the heartbeat needs READ on the group (GROUP_AUTHORIZATION_FAILED) and
 DESCRIBE on each subscribed topic (TOPIC_AUTHORIZATION_FAILED); ShareGroupDescribe DESCRIBE on the group;
 ShareFetch and ShareAcknowledge READ on the group (top-level GROUP_AUTHORIZATION_FAILED) and READ on each
-topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+topic (TOPIC_AUTHORIZATION_FAILED for its partitions); AlterShareGroupOffsets READ on the group and
+DeleteShareGroupOffsets DELETE on it, both READ on each topic.
 
 Partition errors, as Kafka answers them: UNKNOWN_TOPIC_ID for an id no topic has, NOT_LEADER_OR_FOLLOWER
 (with the leader and its endpoint) where this broker does not lead, INVALID_REQUEST for malformed
@@ -61,7 +63,11 @@ async def describe(ctx: RequestContext, request: dict) -> dict:
         if error:
             groups.append(_no_group(group_id, error))
             continue
-        groups.append(ctx.broker.share_coordinator.describe(group_id))
+        described = ctx.broker.share_coordinator.describe(group_id)
+        if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND and await ctx.broker.run_blocking(
+                ctx.broker.share_manager.has_stored_state, group_id):
+            described = ctx.broker.share_coordinator.describe_empty(group_id)
+        groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
@@ -371,6 +377,113 @@ async def describe_offsets(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "groups": groups}
 
 
+# -- AlterShareGroupOffsets and DeleteShareGroupOffsets -------------------------------------------------------
+def _top_error(code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}
+
+
+async def _offsets_gate(ctx: RequestContext, operation: AclOperation, group_id: str) -> dict | None:
+    """The top-level refusal of an offsets change (``operation`` on the group, then the coordinator), or None."""
+    if not ctx.authorize(operation, ResourceType.GROUP, group_id or ""):
+        return _top_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    error = await ctx.broker.coordinator.serving_error(group_id)
+    return _top_error(error) if error else None
+
+
+async def alter_offsets(ctx: RequestContext, request: dict) -> dict:
+    """New start offsets for an empty share group (``kafka-share-groups.sh --reset-offsets``), made if unknown.
+    Each named partition's state becomes its start offset with nothing in flight; what leaders held of the old
+    state is dropped (here at once, elsewhere at their next write), so the group's next fetch starts there.
+    Partition errors: TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition),
+    INVALID_REQUEST (a negative start offset); top-level: GROUP_AUTHORIZATION_FAILED, the coordinator's errors,
+    GROUP_ID_NOT_FOUND (a group of another type), NON_EMPTY_GROUP (it has members)."""
+    broker = ctx.broker
+    group_id = request["group_id"]
+    if (refused := await _offsets_gate(ctx, AclOperation.READ, group_id)) is not None:
+        return refused
+    names = [t["topic_name"] for t in request["topics"]]
+    readable = (set(names) if broker.authorizer is None
+                else ctx.authorized(AclOperation.READ, ResourceType.TOPIC, set(names)))
+    responses, starts, altered = [], {}, set()
+    for t in request["topics"]:
+        name = t["topic_name"]
+        meta = broker.metadata_cache.topic(name) if name in readable else None
+        topic_id = broker.topics.topic_id(name) if meta is not None else None
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            if name not in readable:
+                code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+            elif meta is None or topic_id is None or index not in meta.partitions:
+                code, message = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
+            elif p["start_offset"] < 0:
+                code, message = ErrorCode.INVALID_REQUEST, f"start offset {p['start_offset']} is negative"
+            else:
+                code, message = ErrorCode.NONE, None
+                starts[(topic_id, index)] = p["start_offset"]
+                altered.add(name)
+            parts.append({"partition_index": index, "error_code": code, "error_message": message})
+        responses.append({"topic_name": name, "topic_id": topic_id or uuid.UUID(int=0), "partitions": parts})
+    error, message = await broker.share_coordinator.offsets_change_error(group_id, create=True)
+    if error:
+        return _top_error(error, message)
+    if starts:
+        try:
+            await broker.run_blocking(broker.share_manager.alter_stored_offsets, group_id, starts)
+        except Exception as exc:
+            log.warning("share group %s: offsets not altered: %s", group_id, exc)
+            return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the metadata store did not take the offsets")
+        broker.share_manager.forget_topics(group_id, altered)
+        log.info("share group %s: start offsets altered: %s", group_id, ", ".join(
+            f"{broker.metadata_cache.topic_name(t) or t}-{i}={o}" for (t, i), o in sorted(starts.items(),
+                                                                                            key=lambda i: i[0][1])))
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+async def delete_offsets(ctx: RequestContext, request: dict) -> dict:
+    """Forget what an empty share group consumed of the named topics (``kafka-share-groups.sh --delete-offsets``):
+    their partitions start again at ``share.auto.offset.reset`` at the group's next fetch. Topic errors:
+    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION (no such topic, or nothing stored of it for the
+    group); top-level: GROUP_AUTHORIZATION_FAILED, the coordinator's errors, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP."""
+    broker = ctx.broker
+    group_id = request["group_id"]
+    if (refused := await _offsets_gate(ctx, AclOperation.DELETE, group_id)) is not None:
+        return refused
+    error, message = await broker.share_coordinator.offsets_change_error(group_id, create=False)
+    if error:
+        return _top_error(error, message)
+    names = list(dict.fromkeys(t["topic_name"] for t in request["topics"]))
+    readable = (set(names) if broker.authorizer is None
+                else ctx.authorized(AclOperation.READ, ResourceType.TOPIC, set(names)))
+    ids = {name: broker.topics.topic_id(name) for name in names
+           if name in readable and broker.metadata_cache.topic(name) is not None}
+    wanted = {t for t in ids.values() if t is not None}
+    try:
+        found = await broker.run_blocking(broker.share_manager.delete_stored_topics, group_id, wanted)
+    except Exception as exc:
+        log.warning("share group %s: offsets not deleted: %s", group_id, exc)
+        return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the metadata store did not delete the offsets")
+    responses = []
+    for name in names:
+        topic_id = ids.get(name)
+        if name not in readable:
+            code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        elif topic_id is None:
+            code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        elif topic_id not in found:
+            code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete."
+        else:
+            code, message = ErrorCode.NONE, None
+        responses.append({"topic_name": name, "topic_id": topic_id or uuid.UUID(int=0), "error_code": code,
+                          "error_message": message})
+    deleted = {name for name in names if ids.get(name) in found}
+    if deleted:
+        broker.share_manager.forget_topics(group_id, deleted)
+        log.info("share group %s: offsets of %s deleted", group_id, ", ".join(sorted(deleted)))
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
 def _refused_describe(ctx: RequestContext, wanted: dict) -> set[str]:
     if ctx.broker.authorizer is None:
         return set()
@@ -383,3 +496,5 @@ def register(registry) -> None:
     registry.register(ApiKey.SHARE_FETCH, 1, 2, share_fetch)
     registry.register(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, share_acknowledge)
     registry.register(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, describe_offsets)
+    registry.register(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, alter_offsets)
+    registry.register(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, delete_offsets)
