@@ -129,6 +129,8 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
         self.owned: dict[int, int] = {}
         #: owned partitions not loaded yet (COORDINATOR_LOAD_IN_PROGRESS for their groups)
         self.loading: set[int] = set()
+        #: owned partitions -> the loop time their loading ended (how long this broker has coordinated them)
+        self.loaded_at: dict[int, float] = {}
         #: partitions waiting for the loader
         self._queued: set[int] = set()
         self._loader: asyncio.Task | None = None
@@ -197,6 +199,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
             return
         del self.owned[partition]
         self.loading.discard(partition)
+        self.loaded_at.pop(partition, None)
         self._queued.discard(partition)
         self._unload(partition)
         log.info("resigned as coordinator of %s-%d (leader epoch %d)", OFFSETS_TOPIC, partition, epoch)
@@ -272,6 +275,7 @@ class GroupCoordinator(OffsetsMixin, TxnOffsetsMixin, ConsumerGroupsMixin, Class
         for p in batch:
             if self._still_loading(p):
                 self.loading.discard(p)
+                self.loaded_at[p] = asyncio.get_running_loop().time()
         if states:
             log.info("coordinator loaded %d group(s) from %d partition(s) of %s in %.3f s%s", loaded + moved,
                      len(states), OFFSETS_TOPIC, time.perf_counter() - started,

@@ -29,6 +29,11 @@ Rules (each as Kafka's ``FetchManager.newContext``):
   (privileged) session can be taken only by a follower's or once it is 2 minutes old, and a
   follower's request may also take a consumer's session of any age. Otherwise the answer carries
   session id 0 and the fetcher keeps sending full requests.
+* Topic ids (Fetch v13+, KIP-516): a session made by a request naming topics by id serves only such
+  requests, and one made by names only requests naming topics by name (FETCH_SESSION_TOPIC_ID_ERROR
+  otherwise, as Kafka's ``FetchManager``). Ids are resolved to names when a request arrives; an id this
+  broker does not know stays in the session (answered UNKNOWN_TOPIC_ID) until its topic is known or the
+  fetcher forgets it.
 * A throttled answer (client quotas empty it) changes nothing: a session it would have created is
   not kept, and the cached state is as before (see :meth:`FetchSessionCache.undo`).
 
@@ -38,6 +43,7 @@ Sessions belong to the broker, not to a connection (a fetcher may reconnect and 
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 
@@ -47,6 +53,15 @@ FINAL_EPOCH = -1
 INT32_MAX = 2**31 - 1
 #: Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 EVICTION_MS = 120_000
+
+
+#: Fetch v13+ names topics by id; one this broker does not know is kept (in sessions too) under this prefix and
+#: the id's text, a name no topic can have (:func:`unknown_topic_key`), and answered UNKNOWN_TOPIC_ID
+UNKNOWN_TOPIC_PREFIX = "\x00"
+
+
+def unknown_topic_key(topic_id: uuid.UUID) -> str:
+    return f"{UNKNOWN_TOPIC_PREFIX}{topic_id}"
 
 
 def next_epoch(epoch: int) -> int:
@@ -77,11 +92,14 @@ def _cached(p: dict) -> CachedPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch")
+    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "topic_ids")
 
-    def __init__(self, session_id: int, privileged: bool, partitions: dict, now_ms: float) -> None:
+    def __init__(self, session_id: int, privileged: bool, partitions: dict, now_ms: float,
+                 topic_ids: bool = False) -> None:
         self.id = session_id
         self.privileged = privileged
+        #: made by a Fetch v13+ (topics named by id): only such requests may use it, and v12- only the others
+        self.topic_ids = topic_ids
         #: (topic, partition) -> CachedPartition, in the order the session is fetched
         self.partitions: dict[tuple[str, int], CachedPartition] = partitions
         self.creation_ms = self.last_used_ms = now_ms
@@ -105,6 +123,19 @@ class FetchSession:
         for t in forgotten:
             for index in t["partitions"]:
                 partitions.pop((t["topic"], index), None)
+
+    def resolve(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
+        """Partitions kept under a topic id nobody knew (:func:`unknown_topic_key`) move to their topic's name
+        once it is known (a topic whose metadata reached this broker after the session named it), in place."""
+        if not any(name.startswith(UNKNOWN_TOPIC_PREFIX) for name, _index in self.partitions):
+            return
+        moved = {}
+        for (name, index), cached in self.partitions.items():
+            if name.startswith(UNKNOWN_TOPIC_PREFIX):
+                name = topic_name(uuid.UUID(name[len(UNKNOWN_TOPIC_PREFIX):])) or name
+            moved[(name, index)] = cached
+        self.partitions.clear()
+        self.partitions.update(moved)
 
     def as_topics(self) -> list[dict]:
         """The session's partitions as a full request's ``topics`` (consecutive partitions of a topic together)."""
@@ -143,7 +174,8 @@ class FetchSessionCache:
     def touch(self, session: FetchSession, now_ms: float) -> None:
         session.last_used_ms = now_ms
 
-    def create(self, now_ms: float, privileged: bool, topics: list[dict], responses: list[dict]) -> int:
+    def create(self, now_ms: float, privileged: bool, topics: list[dict], responses: list[dict],
+               topic_ids: bool = False) -> int:
         """A session for a full request's partitions and its answer; its id, or 0 when the cache has no room."""
         size = sum(len(t["partitions"]) for t in topics)
         if self.max_entries <= 0 or (len(self.sessions) >= self.max_entries
@@ -163,7 +195,7 @@ class FetchSessionCache:
         session_id = random.randint(1, INT32_MAX)
         while session_id in self.sessions:
             session_id = random.randint(1, INT32_MAX)
-        self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now_ms)
+        self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now_ms, topic_ids)
         return session_id
 
     def _try_evict(self, privileged: bool, size: int, now_ms: float) -> bool:

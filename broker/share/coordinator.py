@@ -21,7 +21,9 @@ Unlike Kafka, membership is kept in memory only (Kafka writes it to ``__consumer
 coordinator moves, a member's heartbeat gets UNKNOWN_MEMBER_ID and it joins again at once, which costs one
 round trip and nothing else, since what the group has consumed is kept by the partitions' leaders
 (:mod:`broker.share.manager`). A group without members is still listed and described (Empty) while the
-metadata store keeps what it consumed, as Kafka keeps an empty share group. A group id in use by a consumer group is refused (GROUP_ID_NOT_FOUND,
+metadata store keeps what it consumed, as Kafka keeps an empty share group. Its offsets may be altered or
+deleted only once it has been empty here for its session timeout since this broker became its coordinator
+(:meth:`ShareCoordinator.offsets_change_error`): its members are not known before they rejoin. A group id in use by a consumer group is refused (GROUP_ID_NOT_FOUND,
 "not a share group"), as Kafka does.
 
 Loop-only.
@@ -35,6 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.cluster.store import StoreError
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -99,6 +102,8 @@ class ShareCoordinator:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.groups: dict[str, ShareGroup] = {}
+        #: one per group whose offsets were ever changed here (kept until the group is deleted)
+        self._offset_locks: dict[str, asyncio.Lock] = {}
 
     def _setting(self, group_id: str, name: str) -> int:
         """The group's setting: its group config, else the broker's default."""
@@ -206,25 +211,59 @@ class ShareCoordinator:
                      member.member_id)
             self._rebalance(group)
 
+    def offsets_lock(self, group_id: str) -> asyncio.Lock:
+        """Held while a group's offsets are altered or deleted: its heartbeats wait for it (:meth:`heartbeat_gate`),
+        so that nobody joins between the emptiness check and the change, as Kafka's coordinator runs both in one
+        write operation."""
+        lock = self._offset_locks.get(group_id)
+        if lock is None:
+            lock = self._offset_locks[group_id] = asyncio.Lock()
+        return lock
+
+    async def heartbeat_gate(self, group_id: str) -> None:
+        """Wait while the group's offsets are being changed (see :meth:`offsets_lock`)."""
+        lock = self._offset_locks.get(group_id)
+        if lock is not None and lock.locked():
+            async with lock:
+                pass
+
     async def offsets_change_error(self, group_id: str, create: bool) -> tuple[int, str | None]:
         """Whether a share group's offsets may be altered (``create``: AlterShareGroupOffsets, which makes an
-        unknown group, as Kafka does) or deleted (DeleteShareGroupOffsets): NON_EMPTY_GROUP while it has members,
-        GROUP_ID_NOT_FOUND for a group of another type or (deleting) a group unknown here. Altering bumps the
-        group's epoch."""
+        unknown group, as Kafka does) or deleted (DeleteShareGroupOffsets); call it holding
+        :meth:`offsets_lock`. NON_EMPTY_GROUP while it has members, and for a group this broker has known only
+        from the store for less than its ``share.session.timeout.ms`` since it became its coordinator:
+        membership is not stored, so its members may not have rejoined yet (Kafka keeps them across a
+        failover and expires the silent ones after that timeout). GROUP_ID_NOT_FOUND for a group of another
+        type or (deleting) an unknown one; COORDINATOR_NOT_AVAILABLE when the store cannot be read. Altering
+        bumps the group's epoch."""
         group = self.groups.get(group_id)
         if group is None:
             described = self.broker.coordinator.describe(group_id)[1]
             if described is not None and described.state.name != "DEAD":
                 return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
-            if not create and not await self.broker.run_blocking(self.broker.share_manager.has_stored_state,
-                                                                 group_id):
+            try:
+                stored = await self.broker.run_blocking(self.broker.share_manager.has_stored_state, group_id)
+            except StoreError as exc:
+                log.warning("share group %s: the store could not be read: %s", group_id, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the metadata store cannot be read"
+            if not create and not stored:
                 return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
-        elif group.members:
+            if stored and self._members_may_return(group_id):
+                return ErrorCode.NON_EMPTY_GROUP, ("The group is not empty: its members may not have joined this "
+                                                   "coordinator yet (try again after share.session.timeout.ms).")
+            group = self.groups.get(group_id)  # a member may have joined while the store was read
+        if group is not None and group.members:
             return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
         if create:
             group = self.groups.setdefault(group_id, ShareGroup(group_id))
             group.epoch += 1
         return ErrorCode.NONE, None
+
+    def _members_may_return(self, group_id: str) -> bool:
+        coordinator = self.broker.coordinator
+        since = coordinator.loaded_at.get(coordinator.partition_for(group_id))
+        timeout = self._setting(group_id, "share.session.timeout.ms") / 1000
+        return since is None or asyncio.get_running_loop().time() - since < timeout
 
     async def delete(self, group_id: str) -> int | None:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else the group and what it
@@ -236,6 +275,7 @@ class ShareCoordinator:
         if group is None and not removed:
             return None
         self.groups.pop(group_id, None)
+        self._offset_locks.pop(group_id, None)
         self.broker.share_manager.forget_group(group_id, stored_or_not=True)
         log.info("share group %s deleted", group_id)
         return ErrorCode.NONE

@@ -24,9 +24,13 @@ another leader epoch is made again from the store (the leadership moved and came
 **Persistence.** After every change (acquisition aside) the state is written to the metadata store at
 ``/share_group_state/<group, URL-encoded>/<topic id>-<partition>`` as JSON, version 1::
 
-    {"version":1,"start_offset":42,"state_batches":[[42,45,2,1],[46,46,0,2]]}
+    {"version":1,"start_offset":42,"state_batches":[[42,45,2,1],[46,46,0,2]],"state_epoch":1,"leader_epoch":7}
 
-(runs of [first offset, last offset, state, delivery count]). An acknowledgement is answered only once the
+(runs of [first offset, last offset, state, delivery count]; the state epoch, which AlterShareGroupOffsets
+moves on, and the leader epoch of the leader that wrote it, -1 from AlterShareGroupOffsets; both absent,
+read as 0 and -1, in what earlier versions wrote). Each write is a compare-and-set on the node's version:
+a share-partition whose node was deleted, altered, or written by a later leader is dropped from memory
+and read again at the next fetch; one written by an earlier leader is written over. An acknowledgement is answered only once the
 state that includes it is stored; writes of one share-partition are coalesced (one at a time, each carrying
 every change made before it started). A new leader reads the state: acknowledged records are never delivered
 again, records in flight are delivered again.
@@ -103,9 +107,10 @@ class _Held:
     stored_version: int = 0
     writing: asyncio.Task | None = None
     #: the store's version of the state node as this share-partition last read or wrote it (None: no node
-    #: then); every write is a compare-and-set on it, so a state changed by somebody else (offsets altered
-    #: or deleted by an operator, the group deleted) is never written over
+    #: then); every write is a compare-and-set on it (see :meth:`ShareManager._store_write`)
     node_version: int | None = None
+    #: the state epoch it read (0 for a new state): AlterShareGroupOffsets makes the next one
+    state_epoch: int = 0
 
 
 class _Fenced(Exception):
@@ -213,8 +218,10 @@ class ShareManager:
         found = await self.broker.run_blocking(self.broker.metadata.store.get_or_none, path)
         if found is not None:
             sp = SharePartition(group_id, name, index, 0)
-            sp.restore(json.loads(found[0]))
-            held = _Held(sp, topic_id, partition.leader_epoch, node_version=found[1].version)
+            stored = json.loads(found[0])
+            sp.restore(stored)
+            held = _Held(sp, topic_id, partition.leader_epoch, node_version=found[1].version,
+                         state_epoch=int(stored.get("state_epoch", 0)))
             log.info("share group %s: %s-%d resumed at offset %d", group_id, name, index, sp.start_offset)
         else:
             start = self._initial_offset(group_id, partition)
@@ -262,10 +269,12 @@ class ShareManager:
             held.writing = None
             return False
         version = held.sp.version
-        data = json.dumps({"version": 1, **held.sp.snapshot()}, separators=(",", ":")).encode()
+        data = json.dumps({"version": 1, **held.sp.snapshot(), "state_epoch": held.state_epoch,
+                           "leader_epoch": held.leader_epoch}, separators=(",", ":")).encode()
         path = state_path(held.sp.group_id, held.topic_id, held.sp.partition)
         try:
-            held.node_version = await self.broker.run_blocking(self._store_write, path, data, held.node_version)
+            held.node_version = await self.broker.run_blocking(self._store_write, path, data, held.node_version,
+                                                               held.state_epoch, held.leader_epoch)
             held.stored_version = max(held.stored_version, version)
             return True
         except _Fenced:
@@ -282,17 +291,36 @@ class ShareManager:
             if held.stored_version < held.sp.version:
                 self._changed(held)
 
-    def _store_write(self, path: str, data: bytes, node_version: int | None) -> int:
+    def _store_write(self, path: str, data: bytes, node_version: int | None, state_epoch: int,
+                     leader_epoch: int) -> int:
         """Blocking: write the state node as a compare-and-set on ``node_version`` (None: create it); the node's
-        new version. Raises :class:`_Fenced` when the node is not as this share-partition left it."""
+        new version. When the node changed meanwhile, whoever changed it decides, as Kafka's share coordinator
+        fences by state and leader epoch:
+
+        * removed (offsets or the group deleted), or another state epoch (offsets altered), or written by a
+          leader of a later epoch: this share-partition is stale, :class:`_Fenced`;
+        * written by a leader of an earlier epoch (a former leader's last write, lock expiries it still ran)
+          or of this one (a write of ours whose answer was lost): this leader's state wins, written over it.
+        """
         store = self.broker.metadata.store
-        try:
-            if node_version is None:
-                store.create(path, data, make_parents=True)
-                return 0
-            return store.set(path, data, version=node_version).version
-        except (NodeExistsError, NoNodeError, BadVersionError) as exc:
-            raise _Fenced() from exc
+        for _attempt in range(5):
+            try:
+                if node_version is None:
+                    store.create(path, data, make_parents=True)
+                    return 0
+                return store.set(path, data, version=node_version).version
+            except NoNodeError as exc:
+                raise _Fenced() from exc
+            except (NodeExistsError, BadVersionError) as exc:
+                found = store.get_or_none(path)
+                if found is None:
+                    raise _Fenced() from exc
+                other = json.loads(found[0])
+                if (int(other.get("state_epoch", 0)) != state_epoch
+                        or int(other.get("leader_epoch", -1)) > leader_epoch):
+                    raise _Fenced() from exc
+                node_version = found[1].version
+        raise _Fenced()
 
     def _drop(self, held: _Held) -> None:
         """``held`` leaves memory if it is still the one in use; its records in flight are forgotten."""
@@ -395,20 +423,24 @@ class ShareManager:
 
     def alter_stored_offsets(self, group_id: str, starts: dict[TopicIdPartition, int]) -> None:
         """Blocking (AlterShareGroupOffsets): each partition's state becomes its new start offset with nothing in
-        flight. Written over whatever was stored, so a leader's share-partition that read the old state is fenced
-        at its next write (:meth:`_store_write`)."""
+        flight, in the next state epoch, so a leader's share-partition that read the old state is fenced at its
+        next write (:meth:`_store_write`)."""
         store = self.broker.metadata.store
         for (topic_id, index), start in starts.items():
             path = state_path(group_id, topic_id, index)
-            data = json.dumps({"version": 1, "start_offset": start, "state_batches": []},
-                              separators=(",", ":")).encode()
-            try:
-                store.set(path, data)
-            except NoNodeError:
+            while True:
+                found = store.get_or_none(path)
+                epoch = int(json.loads(found[0]).get("state_epoch", 0)) + 1 if found is not None else 1
+                data = json.dumps({"version": 1, "start_offset": start, "state_batches": [], "state_epoch": epoch,
+                                   "leader_epoch": -1}, separators=(",", ":")).encode()
                 try:
-                    store.create(path, data, make_parents=True)
-                except NodeExistsError:
-                    store.set(path, data)
+                    if found is None:
+                        store.create(path, data, make_parents=True)
+                    else:
+                        store.set(path, data, version=found[1].version)
+                    break
+                except (NodeExistsError, BadVersionError, NoNodeError):
+                    continue  # a leader wrote meanwhile: read its state epoch again
 
     def delete_stored_topics(self, group_id: str, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
         """Blocking (DeleteShareGroupOffsets): remove the group's state of every partition of ``topic_ids``; the

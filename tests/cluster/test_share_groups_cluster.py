@@ -69,9 +69,10 @@ def _topic_id(cluster) -> str:
 
 
 def test_a_leader_never_writes_over_state_changed_in_zookeeper(cluster_factory):
-    """Every write of a share-partition's state is a compare-and-set on its znode. When the node changed under a
-    leader (an AlterShareGroupOffsets through another coordinator, a deleted group), the leader's next write is
-    refused, what it held is forgotten, and its next fetch reads the node again."""
+    """Every write of a share-partition's state is a compare-and-set on its znode. When a former leader wrote the
+    node meanwhile, the leader's state is written over it; when the node moved to another state epoch (an
+    AlterShareGroupOffsets through another coordinator), the leader's next write is refused, what it held is
+    forgotten, and its next fetch reads the node again."""
     from broker.protocol import ApiKey, ErrorCode
     from tests.server.wire import Wire
 
@@ -108,11 +109,19 @@ def test_a_leader_never_writes_over_state_changed_in_zookeeper(cluster_factory):
         topic_id = joined["assignment"]["topic_partitions"][0]["topic_id"]
         assert fetch(w, 0) == [{"first_offset": 0, "last_offset": 9, "delivery_count": 1}]
         assert ack(w, 1, 0, 2) == ErrorCode.NONE
-        assert json.loads(cluster.zk.get(node)[0])["start_offset"] == 3
-        # somebody else moves the group on: the leader's write of its next acknowledgement is refused
-        cluster.zk.set(node, json.dumps({"version": 1, "start_offset": 8, "state_batches": []}).encode())
-        assert ack(w, 2, 3, 4) == ErrorCode.KAFKA_STORAGE_ERROR
-        assert json.loads(cluster.zk.get(node)[0]) == {"version": 1, "start_offset": 8, "state_batches": []}
-        assert fetch(w, 3) == [{"first_offset": 8, "last_offset": 9, "delivery_count": 1}]
-        assert ack(w, 4, 8, 9) == ErrorCode.NONE
-        assert json.loads(cluster.zk.get(node)[0])["start_offset"] == 10
+        stored = json.loads(cluster.zk.get(node)[0])
+        assert (stored["start_offset"], stored["state_epoch"], stored["leader_epoch"]) == (3, 0, 0)
+        # a former leader's late write (an earlier leader epoch): the leader's own state goes over it
+        cluster.zk.set(node, json.dumps({"version": 1, "start_offset": 0, "state_batches": [], "state_epoch": 0,
+                                         "leader_epoch": -1}).encode())
+        assert ack(w, 2, 3, 4) == ErrorCode.NONE
+        assert json.loads(cluster.zk.get(node)[0])["start_offset"] == 5
+        # the group moved to a new state epoch elsewhere: the leader's next write is refused, nothing written
+        altered = {"version": 1, "start_offset": 8, "state_batches": [], "state_epoch": 1, "leader_epoch": -1}
+        cluster.zk.set(node, json.dumps(altered).encode())
+        assert ack(w, 3, 5, 6) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert json.loads(cluster.zk.get(node)[0]) == altered
+        assert fetch(w, 4) == [{"first_offset": 8, "last_offset": 9, "delivery_count": 1}]
+        assert ack(w, 5, 8, 9) == ErrorCode.NONE
+        stored = json.loads(cluster.zk.get(node)[0])
+        assert (stored["start_offset"], stored["state_epoch"], stored["leader_epoch"]) == (10, 1, 0)

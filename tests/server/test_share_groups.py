@@ -302,7 +302,7 @@ def test_deleting_a_topic_removes_what_share_groups_kept_of_it(share_broker):
         return [path for path in nodes if path.startswith(f"/share_group_state/{group}/")]
     [node] = state_nodes()
     assert json.loads(json.loads((share_broker.data_dir / "metadata-store.json").read_text())["nodes"][node]["data"]) \
-        == {"version": 1, "start_offset": 3, "state_batches": []}
+        == {"version": 1, "start_offset": 3, "state_batches": [], "state_epoch": 0, "leader_epoch": 0}
     admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(LIMIT_S)
     deadline = time.monotonic() + LIMIT_S

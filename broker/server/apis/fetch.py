@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 0-12 (Apache Kafka 2.7's range).
+"""Fetch (key 1), versions 0-16 (Apache Kafka 2.7's 0-12, and Kafka 3.x's 13-16).
 
 Reads whole batches from each partition through the replica layer
 (:class:`~broker.replica.Partition`), starting at the batch that holds
@@ -39,7 +39,14 @@ return, from the segments' ``.txnindex`` files (null for read_uncommitted);
 the slice stays zero-copy, the consumer drops aborted records itself; v5+ ``log_start_offset``; v7+
 incremental fetch sessions (KIP-227, :mod:`broker.server.fetch_sessions`): an incremental request is
 expanded to every partition of its session, fetched as a full one, and answered with the partitions
-that have something new; v9+ check ``current_leader_epoch``.
+that have something new; v9+ check ``current_leader_epoch``. v13+ name topics by id (KIP-516), in the
+request, its forgotten topics and the answer: an id this broker does not know is answered UNKNOWN_TOPIC_ID
+(before any authorization, as Kafka), and a session serves only requests that name topics the way the one
+that made it did (FETCH_SESSION_TOPIC_ID_ERROR). v15 moves a follower's id into ``replica_state``
+(KIP-903). v16 (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its
+``current_leader``, and the answer the ``node_endpoints`` of those leaders, so the consumer goes there
+without a Metadata round trip. librdkafka 2.4+ and the Java client 3.7+ fetch at v16; our own client and
+followers keep to v12.
 
 Client quotas (:mod:`broker.server.quotas`): a consumer's fetch asks for no
 more than its ``consumer_byte_rate`` allows in one window (``max_bytes`` is
@@ -62,6 +69,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 
 from broker.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.log import OffsetOutOfRange
@@ -71,17 +79,21 @@ from broker.replica.manager import now_ms
 from broker.replica.selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from broker.replica.quota import is_throttled
 from broker.server.context import RequestContext
-from broker.server.fetch_sessions import (INITIAL_EPOCH, INVALID_SESSION_ID, is_full, next_epoch,
-                                          select_changes)
+from broker.server.apis._common import LeaderHints
+from broker.server.fetch_sessions import (INITIAL_EPOCH, INVALID_SESSION_ID, UNKNOWN_TOPIC_PREFIX, is_full,
+                                          next_epoch, select_changes, unknown_topic_key)
+from broker.protocol.schema import ZERO_UUID
 from broker.server.quotas import who
 
 INT32_MAX = 2**31 - 1
 
 
-def _collect(ctx: RequestContext, request: dict, refused: set[str] | None) -> tuple[list[dict], int, list, bool, dict]:
+def _collect(ctx: RequestContext, request: dict, refused: set[str] | None,
+             hints: LeaderHints | None) -> tuple[list[dict], int, list, bool, dict]:
     """One pass over the partitions: (responses, record bytes, wait keys, any error, bytes per topic).
 
-    The topics in ``refused`` (None without an authorizer) are answered TOPIC_AUTHORIZATION_FAILED."""
+    The topics in ``refused`` (None without an authorizer) are answered TOPIC_AUTHORIZATION_FAILED; ``hints``
+    (v16+) gather the leaders of the partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH."""
     replicas = ctx.broker.replicas
     version = ctx.api_version
     replica_id = request["replica_id"]
@@ -99,10 +111,19 @@ def _collect(ctx: RequestContext, request: dict, refused: set[str] | None) -> tu
     has_error = redirected = False
     per_topic: dict[str, int] = {}
     responses = []
+    by_id = version >= 13
+    if hints is not None:
+        hints.leaders.clear()  # this pass's answer is the one sent
     for t in request["topics"]:
         name = t["topic"]
+        if by_id and name.startswith(UNKNOWN_TOPIC_PREFIX):  # an id this broker does not know
+            responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": [
+                _partition_error(p["partition"], ErrorCode.UNKNOWN_TOPIC_ID) for p in t["partitions"]]})
+            has_error = True
+            continue
         if refused is not None and name in refused:
-            responses.append({"topic": name, "partitions": [_refused(p["partition"]) for p in t["partitions"]]})
+            responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": [
+                _partition_error(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t["partitions"]]})
             continue
         partitions = []
         for p in t["partitions"]:
@@ -114,12 +135,16 @@ def _collect(ctx: RequestContext, request: dict, refused: set[str] | None) -> tu
             partitions.append(out)
             partition = replicas.partition(name, index)
             if partition is None:
-                out["error_code"] = replicas.missing_error(name, index)
+                out["error_code"] = error = replicas.missing_error(name, index)
+                if hints is not None and error in LeaderHints.ERRORS:  # no replica here: where the leader is
+                    out["current_leader"] = hints.current_leader(name, index)
                 has_error = True
                 continue
             error = partition.check_leader(p["current_leader_epoch"], leader_only=leader_only)
             if error:
                 out["error_code"] = error
+                if hints is not None and error in LeaderHints.ERRORS:
+                    out["current_leader"] = hints.current_leader(name, index)
                 has_error = True
                 continue
             hw = partition.high_watermark
@@ -185,21 +210,40 @@ def _collect(ctx: RequestContext, request: dict, refused: set[str] | None) -> tu
             if throttled:
                 leader_quota.record(size)
             per_topic[name] = per_topic.get(name, 0) + size
-        responses.append({"topic": name, "partitions": partitions})
+        responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": partitions})
     # a redirected consumer is answered at once, as an error is (Kafka's fetchMessages)
     return responses, total, keys, has_error or redirected, per_topic
 
 
-def _refused(index: int) -> dict:
-    return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+def _partition_error(index: int, code: int) -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": -1,
             "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
             "preferred_read_replica": -1, "records": b""}
+
+
+def _resolve_topic_ids(broker, request: dict) -> None:
+    """Fetch v13+: each topic's id (and each forgotten one's) is looked up and its name put in ``topic``, where
+    the rest of the handler and the sessions read it; an unknown id gets :func:`unknown_topic_key`."""
+    name_of = broker.metadata_cache.topic_name
+    for t in request["topics"]:
+        t["topic"] = name_of(t["topic_id"]) or unknown_topic_key(t["topic_id"])
+    for t in request["forgotten_topics_data"]:
+        t["topic"] = name_of(t["topic_id"]) or unknown_topic_key(t["topic_id"])
+
+
+def _with_topic_ids(broker, responses: list[dict]) -> None:
+    """Fetch v13+: every topic of the answer named by its id (those a session expanded carry none yet)."""
+    for t in responses:
+        if t.get("topic_id") is None:
+            name = t["topic"]
+            t["topic_id"] = (uuid.UUID(name[len(UNKNOWN_TOPIC_PREFIX):]) if name.startswith(UNKNOWN_TOPIC_PREFIX)
+                             else broker.topics.topic_id(name) or ZERO_UUID)
 
 
 def _unauthorized(ctx: RequestContext, request: dict) -> set[str]:
     """With an authorizer: the topics this request may not read (every one for a follower without
     CLUSTER_ACTION on the cluster, else those without READ), one decision per topic."""
-    names = {t["topic"] for t in request["topics"]}
+    names = {t["topic"] for t in request["topics"] if not t["topic"].startswith(UNKNOWN_TOPIC_PREFIX)}
     if request["replica_id"] >= 0:
         return set() if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) else names
     return names - ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
@@ -231,7 +275,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     metrics = broker.metrics
     session = None  # an incremental request's session (broker.server.fetch_sessions)
     new_session = False  # a full request that asks for one
-    if ctx.api_version >= 7:
+    version = ctx.api_version
+    if version >= 15:  # the follower's id moved into ReplicaState (KIP-903)
+        request["replica_id"] = request["replica_state"]["replica_id"]
+    if version >= 13:
+        _resolve_topic_ids(broker, request)
+    if version >= 7:
         cache = broker.fetch_sessions
         session_id, epoch = request["session_id"], request["session_epoch"]
         if is_full(epoch):
@@ -244,7 +293,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 return _session_error(metrics, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             if session.epoch != epoch:
                 return _session_error(metrics, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            if session.topic_ids != (version >= 13):
+                return _session_error(metrics, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
             session.update(request["topics"], request["forgotten_topics_data"])
+            if session.topic_ids:
+                session.resolve(broker.metadata_cache.topic_name)
             if not session.partitions:  # nothing left: closed, and this request answered without one
                 cache.remove(session_id)
                 session = None
@@ -268,15 +321,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         cap = broker.quotas.fetch.max_in_window(*who(ctx))
         if cap is not None and cap < request["max_bytes"]:
             request["max_bytes"] = max(int(cap), 1)
+    hints = LeaderHints(ctx) if version >= 16 else None
     while True:
-        responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
+        responses, total, keys, has_error, per_topic = _collect(ctx, request, refused, hints)
         if total >= min_bytes or has_error or not keys:
             break
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
         if not await broker.replicas.purgatory.wait(keys, remaining):
-            responses, total, keys, has_error, per_topic = _collect(ctx, request, refused)
+            responses, total, keys, has_error, per_topic = _collect(ctx, request, refused, hints)
             break
     ctx.response_bytes = -1 if follower else total  # a consumer's fetch counts against its fetch quota
     if not follower and broker.quotas.active:
@@ -288,8 +342,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             for p in t["partitions"]:
                 if p["error_code"]:
                     metrics.fetch_errors.labels(error_name(p["error_code"])).inc()
+    if version >= 13:
+        _with_topic_ids(broker, responses)
     answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": INVALID_SESSION_ID,
               "responses": responses}
+    if hints is not None and hints.leaders:
+        answer["node_endpoints"] = hints.node_endpoints()
     if session is not None:
         if session.epoch != next_epoch(epoch):  # another request of the session came first
             return {**answer, "error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH, "session_id": session.id,
@@ -297,7 +355,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         answer["responses"], ctx.fetch_undo = select_changes(session, responses)
         answer["session_id"] = session.id
     elif new_session:
-        created = broker.fetch_sessions.create(now_ms(), request["replica_id"] >= 0, request["topics"], responses)
+        created = broker.fetch_sessions.create(now_ms(), request["replica_id"] >= 0, request["topics"], responses,
+                                               topic_ids=version >= 13)
         answer["session_id"] = created
         if created != INVALID_SESSION_ID:
             ctx.fetch_undo = functools.partial(_forget_session, broker.fetch_sessions, created)
@@ -311,4 +370,4 @@ def _forget_session(cache, session_id: int, response: dict) -> None:
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.FETCH, 0, 12, handle)
+    registry.register(ApiKey.FETCH, 0, 16, handle)

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-9 (v9 is the first flexible version).
+"""Produce (key 0), versions 0-11 (v9 is the first flexible version).
 
 Each partition's records are checked on the loop, then appended through the
 replica layer (:class:`~broker.replica.ReplicaManager`), which queues them for
@@ -41,6 +41,12 @@ partition and never fail the whole request:
 * acks=-1 and the ISR shrank below                NOT_ENOUGH_REPLICAS_AFTER_APPEND (20)
   min.insync.replicas while the append waited
 * the write failed (disk error, disk full)        KAFKA_STORAGE_ERROR (56)
+
+From v10 (KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER carries its ``current_leader`` (leader id and
+epoch, as this broker knows them) and the response the ``node_endpoints`` of those leaders, so the producer
+sends there at once instead of asking for metadata first (:class:`~broker.server.apis._common.LeaderHints`).
+v11 (KIP-890) only says the producer understands TRANSACTION_ABORTABLE, which this broker never answers (it
+does not verify transactions on produce).
 
 A batch of an idempotent producer that repeats one of the producer's last
 five batches (a retry whose first answer was lost) is not written again: it is
@@ -106,6 +112,7 @@ from broker.records import UnsupportedCompressionTypeError, decode_batch, upconv
 from broker.records.view import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
                                  V2_APPEND_FIELDS, V2_APPEND_PRODUCER_FIELDS, V2_ATTRIBUTES_OFFSET, V2_HEADER_SIZE)
 from broker.replica.handback import PROMPT_MAX_BYTES, PROMPT_WAIT_S
+from broker.server.apis._common import LeaderHints
 from broker.server.context import CloseConnection, RequestContext
 from broker.server.topics import INTERNAL_TOPICS, TopicError, TopicInfo, validate_topic_name
 
@@ -321,7 +328,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     acks = request["acks"]
     responses = []
     submitted = []  # (result dict, topic name, partition, future): every partition's append is queued first
-    errors = []  # (result dict, _PartitionError)
+    errors = []  # (result dict, topic name, _PartitionError)
     topic_data_list = request["topic_data"]
     unauthorized = None  # the topics without WRITE, with an authorizer (decided once per topic)
     if broker.authorizer is not None and ctx.connection is not None:
@@ -369,7 +376,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                                           f"ISR {partition.isr} is smaller than min.insync.replicas")
                 batches = _prepare(version, pd["records"], config, name, index)
             except _PartitionError as exc:
-                errors.append((result, exc))
+                errors.append((result, name, exc))
                 continue
             fut = replicas.append_records(partition, batches, loop,
                                           wait_s=wait_s if len(batches) <= PROMPT_MAX_BYTES else 0.0)
@@ -383,10 +390,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             try:
                 appended = await fut
             except (LogError, CorruptRecordError) as exc:
-                errors.append((result, _PartitionError(exc.error_code, str(exc))))
+                errors.append((result, name, _PartitionError(exc.error_code, str(exc))))
                 continue
             except Exception as exc:  # noqa: BLE001 - a bug in the append path: this partition fails, not the request
-                errors.append((result, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"append failed: {exc!r}")))
+                errors.append((result, name, _PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                             f"append failed: {exc!r}")))
                 continue
             if acks == -1:
                 # a coroutine only when there is something to wait for (at low rates there rarely is)
@@ -397,7 +405,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                 else:
                     error = _replication_error(partition, replicas)
                 if error is not None:
-                    errors.append((result, error))
+                    errors.append((result, name, error))
                     continue
             result.update(base_offset=appended.first_offset, log_append_time_ms=appended.log_append_time,
                           log_start_offset=appended.log_start_offset)
@@ -406,18 +414,24 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         for _result, _name, _partition, fut in submitted:
             if not fut.done():
                 fut.cancel()
-    for result, exc in errors:
+    hints = LeaderHints(ctx) if version >= 10 else None
+    for result, name, exc in errors:
         result["error_code"] = exc.error_code
         result["error_message"] = exc.message
         result["record_errors"] = [{"batch_index": i, "batch_index_error_message": why}
                                    for i, why in exc.record_errors]
+        if hints is not None and exc.error_code in LeaderHints.ERRORS:
+            result["current_leader"] = hints.current_leader(name, result["index"])
         metrics.produce_errors.labels(error_name(exc.error_code)).inc()
     if acks == 0:
         if errors:
             raise CloseConnection("acks=0 produce failed; closing so the producer notices")
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    answer = {"responses": responses, "throttle_time_ms": 0}
+    if hints is not None and hints.leaders:
+        answer["node_endpoints"] = hints.node_endpoints()
+    return answer
 
 
 def register(registry) -> None:
-    registry.register(ApiKey.PRODUCE, 0, 9, handle)
+    registry.register(ApiKey.PRODUCE, 0, 11, handle)

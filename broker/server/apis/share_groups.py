@@ -24,7 +24,9 @@ import logging
 import uuid
 
 from broker.acl import AclOperation, ResourceType
+from broker.cluster.store import StoreError
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.apis._common import LeaderHints
 from broker.server.context import RequestContext
 from broker.share.coordinator import HeartbeatError
 from broker.share.manager import next_epoch
@@ -47,6 +49,7 @@ async def heartbeat(ctx: RequestContext, request: dict) -> dict:
         error = await ctx.broker.coordinator.serving_error(group_id)
         if error:
             return {**base, "error_code": error}
+        await ctx.broker.share_coordinator.heartbeat_gate(group_id)  # not while its offsets change
     try:
         return {**base, **ctx.broker.share_coordinator.heartbeat(ctx, request)}
     except HeartbeatError as exc:
@@ -64,9 +67,13 @@ async def describe(ctx: RequestContext, request: dict) -> dict:
             groups.append(_no_group(group_id, error))
             continue
         described = ctx.broker.share_coordinator.describe(group_id)
-        if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND and await ctx.broker.run_blocking(
-                ctx.broker.share_manager.has_stored_state, group_id):
-            described = ctx.broker.share_coordinator.describe_empty(group_id)
+        if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:  # known here only by what it consumed?
+            try:
+                if await ctx.broker.run_blocking(ctx.broker.share_manager.has_stored_state, group_id):
+                    described = ctx.broker.share_coordinator.describe_empty(group_id)
+            except StoreError as exc:
+                log.warning("share group %s: the store could not be read: %s", group_id, exc)
+                described = _no_group(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
 
@@ -90,9 +97,9 @@ def _merged(topics: list[dict]) -> dict[tuple[uuid.UUID, int], list[dict]]:
 class _Answer:
     """Per-partition results, grouped by topic in the response."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: RequestContext) -> None:
         self.parts: dict[tuple[uuid.UUID, int], dict] = {}
-        self.leaders: set[int] = set()
+        self.hints = LeaderHints(ctx)
 
     def entry(self, tip, **defaults) -> dict:
         entry = self.parts.get(tip)
@@ -105,10 +112,7 @@ class _Answer:
         entry = self.entry(tip, **defaults)
         entry["error_code"] = code
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None:
-            meta = ctx.broker.metadata_cache.partition(name, tip[1])
-            if meta is not None and meta.leader >= 0:
-                entry["current_leader"] = {"leader_id": meta.leader, "leader_epoch": meta.leader_epoch}
-                self.leaders.add(meta.leader)
+            entry["current_leader"] = self.hints.current_leader(name, tip[1])
         return entry
 
     def responses(self) -> list[dict]:
@@ -117,14 +121,8 @@ class _Answer:
             by_topic.setdefault(topic_id, []).append(entry)
         return [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
 
-    def node_endpoints(self, ctx: RequestContext) -> list[dict]:
-        out = []
-        for broker_id in sorted(self.leaders):
-            info = ctx.broker.metadata_cache.broker(broker_id)
-            endpoint = info.listener(ctx.listener) if info is not None else None
-            if endpoint is not None:
-                out.append({"node_id": broker_id, "host": endpoint.host, "port": endpoint.port, "rack": info.rack})
-        return out
+    def node_endpoints(self) -> list[dict]:
+        return self.hints.node_endpoints()
 
 
 def _locate(ctx: RequestContext, tip, refused: set[str]) -> tuple[int, str | None, object]:
@@ -232,7 +230,7 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     if error:
         return {**base, "error_code": error}
     base["acquisition_lock_timeout_ms"] = manager.lock_duration_ms(group_id)
-    answer = _Answer()
+    answer = _Answer(ctx)
     refused = _refused_topics(ctx, set(wanted) | session.partitions)
     await _acknowledge_all(ctx, group_id, member_id, acks, answer, refused, "acknowledge_error_code", FETCH_DEFAULTS,
                            renew)
@@ -240,7 +238,7 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
         if epoch == -1:
             manager.close_session(session)
         return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
-                "node_endpoints": answer.node_endpoints(ctx)}
+                "node_endpoints": answer.node_endpoints()}
     added = set(wanted) - session.partitions
     session.partitions |= set(wanted)
     for t in request["forgotten_topics_data"]:
@@ -261,7 +259,7 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
             await _fetch_once(ctx, request, session, answer, refused)
             break
     return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
-            "node_endpoints": answer.node_endpoints(ctx)}
+            "node_endpoints": answer.node_endpoints()}
 
 
 async def _fetch_once(ctx: RequestContext, request: dict, session, answer: _Answer, refused: set[str]):
@@ -314,13 +312,13 @@ async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     if error:
         return {**base, "error_code": error}
     acks = _merged(request["topics"])
-    answer = _Answer()
+    answer = _Answer(ctx)
     await _acknowledge_all(ctx, group_id, member_id, acks, answer, _refused_topics(ctx, acks), "error_code",
                            ACK_DEFAULTS, ctx.api_version >= 2 and request["is_renew_ack"])
     if epoch == -1:
         manager.close_session(session)
     return {**base, "error_code": ErrorCode.NONE, "responses": answer.responses(),
-            "node_endpoints": answer.node_endpoints(ctx),
+            "node_endpoints": answer.node_endpoints(),
             "acquisition_lock_timeout_ms": manager.lock_duration_ms(group_id)}  # v2
 
 
@@ -395,7 +393,8 @@ async def alter_offsets(ctx: RequestContext, request: dict) -> dict:
     Each named partition's state becomes its start offset with nothing in flight; what leaders held of the old
     state is dropped (here at once, elsewhere at their next write), so the group's next fetch starts there.
     Partition errors: TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition),
-    INVALID_REQUEST (a negative start offset); top-level: GROUP_AUTHORIZATION_FAILED, the coordinator's errors,
+    INVALID_REQUEST (a negative start offset, which Kafka 4.2 takes without a check; here it is refused rather
+    than stored as a position no fetch could start from); top-level: GROUP_AUTHORIZATION_FAILED, the coordinator's errors,
     GROUP_ID_NOT_FOUND (a group of another type), NON_EMPTY_GROUP (it has members)."""
     broker = ctx.broker
     group_id = request["group_id"]
@@ -425,15 +424,18 @@ async def alter_offsets(ctx: RequestContext, request: dict) -> dict:
                 altered.add(name)
             parts.append({"partition_index": index, "error_code": code, "error_message": message})
         responses.append({"topic_name": name, "topic_id": topic_id or uuid.UUID(int=0), "partitions": parts})
-    error, message = await broker.share_coordinator.offsets_change_error(group_id, create=True)
-    if error:
-        return _top_error(error, message)
+    async with broker.share_coordinator.offsets_lock(group_id):
+        error, message = await broker.share_coordinator.offsets_change_error(group_id, create=True)
+        if error:
+            return _top_error(error, message)
+        if starts:
+            try:
+                await broker.run_blocking(broker.share_manager.alter_stored_offsets, group_id, starts)
+            except Exception as exc:
+                log.warning("share group %s: offsets not altered: %s", group_id, exc)
+                return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                  "the metadata store did not take the offsets")
     if starts:
-        try:
-            await broker.run_blocking(broker.share_manager.alter_stored_offsets, group_id, starts)
-        except Exception as exc:
-            log.warning("share group %s: offsets not altered: %s", group_id, exc)
-            return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the metadata store did not take the offsets")
         broker.share_manager.forget_topics(group_id, altered)
         log.info("share group %s: start offsets altered: %s", group_id, ", ".join(
             f"{broker.metadata_cache.topic_name(t) or t}-{i}={o}" for (t, i), o in sorted(starts.items(),
@@ -450,20 +452,21 @@ async def delete_offsets(ctx: RequestContext, request: dict) -> dict:
     group_id = request["group_id"]
     if (refused := await _offsets_gate(ctx, AclOperation.DELETE, group_id)) is not None:
         return refused
-    error, message = await broker.share_coordinator.offsets_change_error(group_id, create=False)
-    if error:
-        return _top_error(error, message)
     names = list(dict.fromkeys(t["topic_name"] for t in request["topics"]))
     readable = (set(names) if broker.authorizer is None
                 else ctx.authorized(AclOperation.READ, ResourceType.TOPIC, set(names)))
     ids = {name: broker.topics.topic_id(name) for name in names
            if name in readable and broker.metadata_cache.topic(name) is not None}
     wanted = {t for t in ids.values() if t is not None}
-    try:
-        found = await broker.run_blocking(broker.share_manager.delete_stored_topics, group_id, wanted)
-    except Exception as exc:
-        log.warning("share group %s: offsets not deleted: %s", group_id, exc)
-        return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the metadata store did not delete the offsets")
+    async with broker.share_coordinator.offsets_lock(group_id):
+        error, message = await broker.share_coordinator.offsets_change_error(group_id, create=False)
+        if error:
+            return _top_error(error, message)
+        try:
+            found = await broker.run_blocking(broker.share_manager.delete_stored_topics, group_id, wanted)
+        except Exception as exc:
+            log.warning("share group %s: offsets not deleted: %s", group_id, exc)
+            return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the metadata store did not delete the offsets")
     responses = []
     for name in names:
         topic_id = ids.get(name)
