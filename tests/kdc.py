@@ -33,7 +33,7 @@ def available() -> str | None:
     """None when the KDC's programs are installed, else what is missing (``./dev`` installs them)."""
     missing = [p for p in ("krb5kdc", "kdb5_util", "kadmin.local") if not (SBIN / p).exists()]
     missing += [p for p in ("kinit",) if shutil.which(p) is None]
-    return None if not missing else f"{', '.join(missing)} not installed (Debian's krb5-kdc and krb5-user)"
+    return None if not missing else f"{', '.join(missing)} not installed (Debian's krb5-kdc, krb5-admin-server and krb5-user)"
 
 
 class Kdc:
