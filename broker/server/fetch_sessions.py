@@ -92,7 +92,7 @@ def _cached(p: dict) -> CachedPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "topic_ids")
+    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "topic_ids", "unresolved")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, now_ms: float,
                  topic_ids: bool = False) -> None:
@@ -100,6 +100,8 @@ class FetchSession:
         self.privileged = privileged
         #: made by a Fetch v13+ (topics named by id): only such requests may use it, and v12- only the others
         self.topic_ids = topic_ids
+        #: whether some partition is kept under an unknown topic id (so that :meth:`resolve` scans only then)
+        self.unresolved = any(name.startswith(UNKNOWN_TOPIC_PREFIX) for name, _index in partitions)
         #: (topic, partition) -> CachedPartition, in the order the session is fetched
         self.partitions: dict[tuple[str, int], CachedPartition] = partitions
         self.creation_ms = self.last_used_ms = now_ms
@@ -110,6 +112,8 @@ class FetchSession:
         partitions = self.partitions
         for t in topics:
             name = t["topic"]
+            if name.startswith(UNKNOWN_TOPIC_PREFIX):
+                self.unresolved = True
             for p in t["partitions"]:
                 cached = partitions.get((name, p["partition"]))
                 if cached is None:
@@ -127,7 +131,7 @@ class FetchSession:
     def resolve(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
         """Partitions kept under a topic id nobody knew (:func:`unknown_topic_key`) move to their topic's name
         once it is known (a topic whose metadata reached this broker after the session named it), in place."""
-        if not any(name.startswith(UNKNOWN_TOPIC_PREFIX) for name, _index in self.partitions):
+        if not self.unresolved:  # the fetch path: nothing to scan
             return
         moved = {}
         for (name, index), cached in self.partitions.items():
@@ -136,6 +140,7 @@ class FetchSession:
             moved[(name, index)] = cached
         self.partitions.clear()
         self.partitions.update(moved)
+        self.unresolved = any(name.startswith(UNKNOWN_TOPIC_PREFIX) for name, _index in moved)
 
     def as_topics(self) -> list[dict]:
         """The session's partitions as a full request's ``topics`` (consecutive partitions of a topic together)."""
