@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker.protocol import ApiKey
 from broker.protocol.schema import ZERO_UUID
@@ -47,6 +47,16 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     for value in values:
         producer.produce(topic, value, partition=0)
     assert producer.flush(WAIT_S) == 0
+
+
+def high_watermark(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    except KafkaException:  # no leader answers yet
+        return -1
+    finally:
+        consumer.close()
 
 
 def topic_id_via(broker, topic: str, version: int = 12):
@@ -91,4 +101,7 @@ def test_a_cluster_with_a_broker_of_the_release_before_topic_ids(cluster_factory
     cluster.kill(3)
     cluster.start(2)
     wait_until(lambda: cluster.leader("ledger", 0, via=2) in (1, 2), "a leader")
+    # a new leader's high watermark is the one it knew as a follower until its ISR has fetched to its log end
+    wait_until(lambda: high_watermark(cluster.bootstrap, "ledger") == len(first + second),
+               "the high watermark to cover every acknowledged record")
     assert [v for _p, _o, v in read_all(cluster.bootstrap, "ledger")] == first + second
