@@ -151,6 +151,35 @@ class BrokerProcess:
         return self.start()
 
 
+# -- running the suite on several workers (pytest-xdist; ``./dev test`` runs two) ----------------------
+
+# Files whose tests go out one by one: each runs a process of its own and shares nothing with the others
+# (every benchmark's short form is one such test, up to two minutes each).
+SPLIT_FILES = {"tests/bench/test_short_forms.py"}
+# Files sent out first, longest first, so that the run does not end on one of them alone: the others follow in
+# the order collected.
+FIRST_FILES = ["tests/ansible/test_deploy.py"]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(FIRST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """A file's tests run on one worker, in order (module fixtures such as the Ansible deployment are made
+    once), except those of ``SPLIT_FILES``; work goes out in collection order (``FIRST_FILES`` first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path in SPLIT_FILES else path
+
+    config.option.loadscopereorder = False
+    return FileScheduling(config, log)
+
+
 @pytest.fixture
 def broker_factory(tmp_path):
     started: list[BrokerProcess] = []
