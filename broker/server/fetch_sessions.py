@@ -33,7 +33,9 @@ Rules (each as Kafka's ``FetchManager.newContext``):
   requests, and one made by names only requests naming topics by name (FETCH_SESSION_TOPIC_ID_ERROR
   otherwise, as Kafka's ``FetchManager``). Ids are resolved to names when a request arrives; an id this
   broker does not know stays in the session (answered UNKNOWN_TOPIC_ID) until its topic is known or the
-  fetcher forgets it.
+  fetcher forgets it. The session keeps the id each topic was named by: once its topic is deleted, or
+  deleted and made again under its name, the partitions go back under that id and answer
+  UNKNOWN_TOPIC_ID, never the new topic's records (Kafka keys the session by topic id and partition).
 * A throttled answer (client quotas empty it) changes nothing: a session it would have created is
   not kept, and the cached state is as before (see :meth:`FetchSessionCache.undo`).
 
@@ -92,16 +94,19 @@ def _cached(p: dict) -> CachedPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "topic_ids", "unresolved")
+    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "topic_ids", "ids",
+                 "checked")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, now_ms: float,
-                 topic_ids: bool = False) -> None:
+                 topic_ids: bool = False, ids: dict[str, uuid.UUID] | None = None, checked: int = 0) -> None:
         self.id = session_id
         self.privileged = privileged
         #: made by a Fetch v13+ (topics named by id): only such requests may use it, and v12- only the others
         self.topic_ids = topic_ids
-        #: whether some partition is kept under an unknown topic id (so that :meth:`resolve` scans only then)
-        self.unresolved = any(name.startswith(UNKNOWN_TOPIC_PREFIX) for name, _index in partitions)
+        #: a topic-id session's topics by name: the id the fetcher named each by
+        self.ids: dict[str, uuid.UUID] = ids if ids is not None else {}
+        #: the metadata version the names were last checked against (:meth:`check_ids`)
+        self.checked = checked
         #: (topic, partition) -> CachedPartition, in the order the session is fetched
         self.partitions: dict[tuple[str, int], CachedPartition] = partitions
         self.creation_ms = self.last_used_ms = now_ms
@@ -112,8 +117,8 @@ class FetchSession:
         partitions = self.partitions
         for t in topics:
             name = t["topic"]
-            if name.startswith(UNKNOWN_TOPIC_PREFIX):
-                self.unresolved = True
+            if self.topic_ids and not name.startswith(UNKNOWN_TOPIC_PREFIX):
+                self.ids[name] = t["topic_id"]
             for p in t["partitions"]:
                 cached = partitions.get((name, p["partition"]))
                 if cached is None:
@@ -128,19 +133,32 @@ class FetchSession:
             for index in t["partitions"]:
                 partitions.pop((t["topic"], index), None)
 
-    def resolve(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
-        """Partitions kept under a topic id nobody knew (:func:`unknown_topic_key`) move to their topic's name
-        once it is known (a topic whose metadata reached this broker after the session named it), in place."""
-        if not self.unresolved:  # the fetch path: nothing to scan
+    def check_ids(self, topic_name: Callable[[uuid.UUID], str | None], version: int) -> None:
+        """A topic-id session after a metadata change (``version``, the metadata cache's, differs from the one
+        last checked): every partition moves, in place and keeping the session's order, to where its id says
+        now. One kept under an id nobody knew (:func:`unknown_topic_key`) moves to its topic's name once the
+        id is known; one kept under a name whose topic no longer has the id the fetcher named it by (deleted,
+        or deleted and made again) moves back under that id. Called before a request's changes are applied,
+        which were resolved against the same metadata."""
+        if version == self.checked:  # the fetch path: nothing changed, nothing to scan
             return
+        self.checked = version
+        ids = self.ids
         moved = {}
         for (name, index), cached in self.partitions.items():
             if name.startswith(UNKNOWN_TOPIC_PREFIX):
-                name = topic_name(uuid.UUID(name[len(UNKNOWN_TOPIC_PREFIX):])) or name
+                topic_id = uuid.UUID(name[len(UNKNOWN_TOPIC_PREFIX):])
+                known = topic_name(topic_id)
+                if known is not None:
+                    ids[known] = topic_id
+                    name = known
+            else:
+                topic_id = ids.get(name)
+                if topic_id is not None and topic_name(topic_id) != name:
+                    name = unknown_topic_key(topic_id)
             moved[(name, index)] = cached
         self.partitions.clear()
         self.partitions.update(moved)
-        self.unresolved = any(name.startswith(UNKNOWN_TOPIC_PREFIX) for name, _index in moved)
 
     def as_topics(self) -> list[dict]:
         """The session's partitions as a full request's ``topics`` (consecutive partitions of a topic together)."""
@@ -180,8 +198,10 @@ class FetchSessionCache:
         session.last_used_ms = now_ms
 
     def create(self, now_ms: float, privileged: bool, topics: list[dict], responses: list[dict],
-               topic_ids: bool = False) -> int:
-        """A session for a full request's partitions and its answer; its id, or 0 when the cache has no room."""
+               topic_ids: bool = False, metadata_version: int = 0) -> int:
+        """A session for a full request's partitions and its answer; its id, or 0 when the cache has no room.
+        ``topic_ids``: made by Fetch v13+, whose topics carry the ``topic_id`` they were resolved from at
+        ``metadata_version``."""
         size = sum(len(t["partitions"]) for t in topics)
         if self.max_entries <= 0 or (len(self.sessions) >= self.max_entries
                                      and not self._try_evict(privileged, size, now_ms)):
@@ -200,7 +220,10 @@ class FetchSessionCache:
         session_id = random.randint(1, INT32_MAX)
         while session_id in self.sessions:
             session_id = random.randint(1, INT32_MAX)
-        self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now_ms, topic_ids)
+        ids = ({t["topic"]: t["topic_id"] for t in topics if not t["topic"].startswith(UNKNOWN_TOPIC_PREFIX)}
+               if topic_ids else {})
+        self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now_ms, topic_ids, ids,
+                                                 metadata_version)
         return session_id
 
     def _try_evict(self, privileged: bool, size: int, now_ms: float) -> bool:

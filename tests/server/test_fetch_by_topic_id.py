@@ -155,3 +155,34 @@ class _Log:
 
     def __getattr__(self, _name):
         return self.log
+
+
+def test_a_session_never_reads_a_topic_made_again_under_the_name_of_one_it_holds(broker):
+    """Kafka keys a session by topic id: once the topic is deleted, or deleted and made again under its name, the
+    session's partitions answer UNKNOWN_TOPIC_ID under the old id, never the new topic's records."""
+    create_topic(broker, "remade", 1)
+    produce(broker.bootstrap, "remade", 3)
+    with Wire(broker.bootstrap) as w:
+        tid = topic_id(w, "remade")
+        full = fetch(w, 16, by_id(tid, {0: 3}), epoch=0)  # from the end
+        session = full["session_id"]
+        assert session != 0
+        deleted = w.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "remade", "topic_id": ZERO_UUID}],
+                                                   "timeout_ms": 30000})
+        assert deleted["responses"][0]["error_code"] == 0
+    create_topic(broker, "remade", 1)
+    with Wire(broker.bootstrap) as w:
+        deadline = time.monotonic() + LIMIT_S
+        while topic_id(w, "remade") == tid:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    produce(broker.bootstrap, "remade", 5)  # the new topic holds more records than the session's offset
+    with Wire(broker.bootstrap) as w:
+        answer = fetch(w, 16, [], session, 1)
+        assert answer["error_code"] == 0 and answer["session_id"] == session
+        [t] = answer["responses"]
+        assert (t["topic_id"], [(p["error_code"], len(p["records"])) for p in t["partitions"]]) == (
+            tid, [(ErrorCode.UNKNOWN_TOPIC_ID, 0)])
+        # forgotten by its old id: the session is empty, so closed
+        closed = fetch(w, 16, [], session, 2, forgotten=[{"topic_id": tid, "partitions": [0]}])
+        assert (closed["error_code"], closed["session_id"], closed["responses"]) == (0, 0, [])

@@ -295,9 +295,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 return _session_error(metrics, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
             if session.topic_ids != (version >= 13):
                 return _session_error(metrics, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+            if session.topic_ids:  # before the request's changes: they were resolved against today's metadata
+                session.check_ids(broker.metadata_cache.topic_name, broker.metadata_cache.version)
             session.update(request["topics"], request["forgotten_topics_data"])
-            if session.topic_ids:
-                session.resolve(broker.metadata_cache.topic_name)
             if not session.partitions:  # nothing left: closed, and this request answered without one
                 cache.remove(session_id)
                 session = None
@@ -356,7 +356,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         answer["session_id"] = session.id
     elif new_session:
         created = broker.fetch_sessions.create(now_ms(), request["replica_id"] >= 0, request["topics"], responses,
-                                               topic_ids=version >= 13)
+                                               topic_ids=version >= 13,
+                                               metadata_version=broker.metadata_cache.version)
         answer["session_id"] = created
         if created != INVALID_SESSION_ID:
             ctx.fetch_undo = functools.partial(_forget_session, broker.fetch_sessions, created)
