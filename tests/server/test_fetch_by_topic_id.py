@@ -41,6 +41,21 @@ def fetch(w: Wire, version: int, topics: list[dict], session_id: int = 0, epoch:
         "session_epoch": epoch, "topics": topics, "forgotten_topics_data": list(forgotten), "rack_id": ""})
 
 
+def remake(broker, name: str, partitions: int, old_id: uuid.UUID) -> uuid.UUID:
+    """Delete topic ``name`` and make it again under its name; the new topic's id, once Metadata gives it."""
+    with Wire(broker.bootstrap) as w:
+        deleted = w.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": name, "topic_id": ZERO_UUID}],
+                                                   "timeout_ms": 30000})
+        assert deleted["responses"][0]["error_code"] == 0
+    create_topic(broker, name, partitions)
+    with Wire(broker.bootstrap) as w:
+        deadline = time.monotonic() + LIMIT_S
+        while (new_id := topic_id(w, name)) == old_id:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    return new_id
+
+
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
     producer = ck.Producer({"bootstrap.servers": bootstrap})
     for i in range(count):
@@ -66,16 +81,9 @@ def test_fetch_names_topics_by_id_and_refuses_an_unknown_one(broker):
         codes = {t["topic_id"]: [p["error_code"] for p in t["partitions"]] for t in answer["responses"]}
         assert codes == {stranger: [ErrorCode.UNKNOWN_TOPIC_ID], tid: [0]}
 
-        # the topic deleted and made again under its name: the old id is unknown, the new one reads the new log
-        deleted = w.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "by-id", "topic_id": ZERO_UUID}],
-                                                   "timeout_ms": 30000})
-        assert deleted["responses"][0]["error_code"] == 0
-    create_topic(broker, "by-id", 2)
+    # the topic deleted and made again under its name: the old id is unknown, the new one reads the new log
+    new_id = remake(broker, "by-id", 2, tid)
     with Wire(broker.bootstrap) as w:
-        deadline = time.monotonic() + LIMIT_S
-        while (new_id := topic_id(w, "by-id")) == tid:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
         [old] = fetch(w, 13, by_id(tid, {0: 0}))["responses"]
         assert [p["error_code"] for p in old["partitions"]] == [ErrorCode.UNKNOWN_TOPIC_ID]
         [new] = fetch(w, 13, by_id(new_id, {0: 0}))["responses"]
@@ -167,15 +175,7 @@ def test_a_session_never_reads_a_topic_made_again_under_the_name_of_one_it_holds
         full = fetch(w, 16, by_id(tid, {0: 3}), epoch=0)  # from the end
         session = full["session_id"]
         assert session != 0
-        deleted = w.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "remade", "topic_id": ZERO_UUID}],
-                                                   "timeout_ms": 30000})
-        assert deleted["responses"][0]["error_code"] == 0
-    create_topic(broker, "remade", 1)
-    with Wire(broker.bootstrap) as w:
-        deadline = time.monotonic() + LIMIT_S
-        while topic_id(w, "remade") == tid:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    remake(broker, "remade", 1, tid)
     produce(broker.bootstrap, "remade", 5)  # the new topic holds more records than the session's offset
     with Wire(broker.bootstrap) as w:
         answer = fetch(w, 16, [], session, 1)
