@@ -98,13 +98,13 @@ class FetchSession:
                  "checked")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, now_ms: float,
-                 topic_ids: bool = False, ids: dict[str, uuid.UUID] | None = None, checked: int = 0) -> None:
+                 topic_ids: bool = False, checked: int = 0) -> None:
         self.id = session_id
         self.privileged = privileged
         #: made by a Fetch v13+ (topics named by id): only such requests may use it, and v12- only the others
         self.topic_ids = topic_ids
         #: a topic-id session's topics by name: the id the fetcher named each by
-        self.ids: dict[str, uuid.UUID] = ids if ids is not None else {}
+        self.ids: dict[str, uuid.UUID] = {}
         #: the metadata version the names were last checked against (:meth:`check_ids`)
         self.checked = checked
         #: (topic, partition) -> CachedPartition, in the order the session is fetched
@@ -112,13 +112,18 @@ class FetchSession:
         self.creation_ms = self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)
 
+    def remember_ids(self, topics: list[dict]) -> None:
+        """A topic-id session: the id each of a request's known topics was named by (its ``topic_id``)."""
+        if self.topic_ids:
+            self.ids.update((t["topic"], t["topic_id"]) for t in topics
+                            if not t["topic"].startswith(UNKNOWN_TOPIC_PREFIX))
+
     def update(self, topics: list[dict], forgotten: list[dict]) -> None:
         """An incremental request's partitions (added or changed) and forgotten ones."""
         partitions = self.partitions
+        self.remember_ids(topics)
         for t in topics:
             name = t["topic"]
-            if self.topic_ids and not name.startswith(UNKNOWN_TOPIC_PREFIX):
-                self.ids[name] = t["topic_id"]
             for p in t["partitions"]:
                 cached = partitions.get((name, p["partition"]))
                 if cached is None:
@@ -220,10 +225,9 @@ class FetchSessionCache:
         session_id = random.randint(1, INT32_MAX)
         while session_id in self.sessions:
             session_id = random.randint(1, INT32_MAX)
-        ids = ({t["topic"]: t["topic_id"] for t in topics if not t["topic"].startswith(UNKNOWN_TOPIC_PREFIX)}
-               if topic_ids else {})
-        self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now_ms, topic_ids, ids,
-                                                 metadata_version)
+        session = self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now_ms, topic_ids,
+                                                           metadata_version)
+        session.remember_ids(topics)
         return session_id
 
     def _try_evict(self, privileged: bool, size: int, now_ms: float) -> bool:
