@@ -166,6 +166,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown with -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """A file's tests run on one worker, in order (module fixtures such as the Ansible deployment are made
     once), except those of ``SPLIT_FILES``; work goes out in collection order (``FIRST_FILES`` first)."""
