@@ -127,9 +127,46 @@ class StoredOffset:
     offset: int | None
 
 
-def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000):
-    """A started kazoo client for ``host:port[,...][/chroot]``; ZooKeeperError if unreachable."""
+def _fail_fast_client_class():
+    """KazooClient whose requests fail with ConnectionLoss while the connection is down.
+
+    kazoo queues a request made while it reconnects until a connection is back, however
+    long that takes, so a blocking call (and a consumer's ``poll`` waiting on one) would
+    hang through a whole ZooKeeper outage. Java's client fails such a request at the
+    next failed connection attempt; this one fails it at once. A request queued just as
+    the connection drops is taken back out and failed the same way (kazoo fails what is
+    queued at the drop itself, so nothing waits past it).
+    """
     from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    class FailFastKazooClient(KazooClient):
+        def _call(self, request, async_object):
+            if not self._live.is_set() and self._state not in CLOSED_STATES:
+                async_object.set_exception(ConnectionLoss("not connected to ZooKeeper"))
+                return False
+            queued = super()._call(request, async_object)
+            if queued is not False and not self._live.is_set():
+                try:
+                    self._queue.remove((request, async_object))
+                except ValueError:  # already sent, or failed by kazoo at the drop
+                    return queued
+                async_object.set_exception(ConnectionLoss("not connected to ZooKeeper"))
+                return False
+            return queued
+
+    return FailFastKazooClient
+
+
+CLOSED_STATES = ("CLOSED", "AUTH_FAILED", "EXPIRED_SESSION")  # kazoo's own short cuts answer these
+
+
+def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000):
+    """A started kazoo client for ``host:port[,...][/chroot]``; ZooKeeperError if unreachable.
+
+    Requests made while the connection is down fail at once (ConnectionLoss, a
+    ZooKeeperError through :func:`zk_errors`) rather than wait for it to come back.
+    """
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
@@ -144,7 +181,8 @@ def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_t
     try:
         # each host listed at least thrice, so that no attempt waits out the session (see kazoo_hosts)
         hosts = kazoo_hosts(*split_zookeeper_connect(zookeeper_connect))
-        client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        client = _fail_fast_client_class()(hosts=hosts, timeout=session_timeout_ms / 1000,
+                                             connection_retry=retry)
     except (ValueError, KazooException) as exc:
         raise ZooKeeperError(f"bad zookeeper connect string {zookeeper_connect!r}: {exc}") from None
     try:

@@ -439,6 +439,48 @@ def test_suspended_connection_stops_reading_and_keeps_the_claims(broker, tmp_pat
         server.stop()
 
 
+def test_a_request_while_zookeeper_is_unreachable_fails_at_once_and_works_again_after(tmp_path):
+    """kazoo would hold a request made while it reconnects until the server is back, and a consumer's
+    poll waiting on it with it; ours fails such a request with one error, and is whole once the
+    server returns."""
+    from broker.client import ZooKeeperOffsetStore
+    from broker.client.errors import ZooKeeperError
+    from tests.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    store = ZooKeeperOffsetStore(server.connect, session_timeout_ms=20000)
+    try:
+        store.client.ensure_path("/consumers/billing/ids")
+        server.kill()
+        deadline = time.monotonic() + WAIT_S
+        while store.client.connected:
+            assert time.monotonic() < deadline, "the client never noticed the server was gone"
+            time.sleep(0.05)
+        outcome = []
+
+        def ask():
+            try:
+                outcome.append(store.groups())
+            except ZooKeeperError as exc:
+                outcome.append(exc)
+
+        asker = threading.Thread(target=ask, daemon=True)
+        asker.start()
+        asker.join(WAIT_S)
+        assert not asker.is_alive(), "a request made while ZooKeeper was down waited for it"
+        assert isinstance(outcome[0], ZooKeeperError) and "ConnectionLoss" in str(outcome[0]), outcome
+
+        server.start()
+        deadline = time.monotonic() + WAIT_S
+        while not store.client.connected:
+            assert time.monotonic() < deadline, "the client never reconnected"
+            time.sleep(0.05)
+        assert store.groups() == ["billing"]
+    finally:
+        store.close()
+        server.stop()
+
+
 def test_a_consumer_registered_the_old_way_gets_its_range_share(broker, zk, zk_connect):
     """A registration as old Kafka consumers wrote it counts in the range assignment: ours waits
     for nothing it is not given, and takes only its share."""
