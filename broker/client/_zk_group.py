@@ -203,12 +203,13 @@ class ZooKeeperGroupMember:
                 self.client.set(path, data)
                 self._registered = data
             if not self._watches:
+                # all or none: a failure halfway (the connection dropped) sets up every watch at the next attempt
                 self._left = False
-                self._watches.append(ChildrenWatch(self.client, ConsumerIdZNode.group_path(self.group_id),
-                                                   self._on_children))
+                watches = [ChildrenWatch(self.client, ConsumerIdZNode.group_path(self.group_id), self._on_children)]
                 for cluster_path in ("/brokers/ids", "/brokers/topics"):
                     if self.client.exists(cluster_path):
-                        self._watches.append(ChildrenWatch(self.client, cluster_path, self._on_children))
+                        watches.append(ChildrenWatch(self.client, cluster_path, self._on_children))
+                self._watches = watches
 
     def _subscription_changed(self, data: bytes) -> bool:
         return ConsumerIdZNode.decode(data) != ConsumerIdZNode.decode(self._registered)
