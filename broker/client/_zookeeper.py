@@ -23,6 +23,7 @@ Every kazoo failure surfaces as :class:`~.errors.ZooKeeperError`, one line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -127,38 +128,35 @@ class StoredOffset:
     offset: int | None
 
 
+@functools.cache
 def _fail_fast_client_class():
     """KazooClient whose requests fail with ConnectionLoss while the connection is down.
 
     kazoo queues a request made while it reconnects until a connection is back, however
     long that takes, so a blocking call (and a consumer's ``poll`` waiting on one) would
     hang through a whole ZooKeeper outage. Java's client fails such a request at the
-    next failed connection attempt; this one fails it at once. A request queued just as
-    the connection drops is taken back out and failed the same way (kazoo fails what is
-    queued at the drop itself, so nothing waits past it).
+    next failed connection attempt; this one fails it at once: a request that finds the
+    connection down once queued is taken back out and failed. One queued while connected
+    is either sent or failed by kazoo when the connection drops, so nothing waits past it.
+    (The broker's own store, :mod:`broker.cluster.zookeeper`, bounds every call instead.)
     """
     from kazoo.client import KazooClient
     from kazoo.exceptions import ConnectionLoss
 
     class FailFastKazooClient(KazooClient):
         def _call(self, request, async_object):
-            if not self._live.is_set() and self._state not in CLOSED_STATES:
+            queued = super()._call(request, async_object)  # False: failed at once (closed, expired)
+            if queued is False or self.connected:
+                return queued
+            try:
+                self._queue.remove((request, async_object))
+            except ValueError:  # sent meanwhile on a new connection, or failed by kazoo at the drop
+                return queued
+            if not async_object.ready():  # kazoo fails it itself when it finds the client closing
                 async_object.set_exception(ConnectionLoss("not connected to ZooKeeper"))
-                return False
-            queued = super()._call(request, async_object)
-            if queued is not False and not self._live.is_set():
-                try:
-                    self._queue.remove((request, async_object))
-                except ValueError:  # already sent, or failed by kazoo at the drop
-                    return queued
-                async_object.set_exception(ConnectionLoss("not connected to ZooKeeper"))
-                return False
-            return queued
+            return False
 
     return FailFastKazooClient
-
-
-CLOSED_STATES = ("CLOSED", "AUTH_FAILED", "EXPIRED_SESSION")  # kazoo's own short cuts answer these
 
 
 def connect(zookeeper_connect: str, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000):
