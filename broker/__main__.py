@@ -22,6 +22,10 @@ Exit statuses and what is printed:
   (``metrics=off`` when ``metrics.port`` is -1). SIGTERM or SIGINT shuts down
   gracefully (in-flight requests answered, logs flushed, checkpoints written)
   and exits 0;
+* SIGQUIT (``kill -QUIT PID``) keeps the broker running and writes to stderr
+  the stack of every thread and of every asyncio task (what a JVM's thread
+  dump shows for a Kafka broker): what a broker that does not answer or does
+  not stop is waiting on;
 * when every log dir has failed (JBOD: each disk gave an I/O error) the broker
   logs it, stops (writing nothing into the failed dirs), prints
   ``broker: stopped: every log dir has failed (...)`` and exits 1.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import logging
 import signal
@@ -86,6 +91,22 @@ def _freeze_startup_heap() -> int:
     return gc.get_freeze_count()
 
 
+def _dump_tasks() -> None:
+    """Write the stack of every asyncio task to stderr (the task part of the SIGQUIT dump)."""
+    tasks = asyncio.all_tasks()
+    print(f"--- {len(tasks)} asyncio task(s) ---", file=sys.stderr)
+    for task in tasks:
+        task.print_stack(limit=20, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _install_dump_on_sigquit(loop: asyncio.AbstractEventLoop) -> None:
+    """SIGQUIT dumps every thread (faulthandler, at C level, so even a blocked event loop answers) and then, from
+    the event loop, every asyncio task; the broker runs on."""
+    loop.add_signal_handler(signal.SIGQUIT, _dump_tasks)
+    faulthandler.register(signal.SIGQUIT, file=sys.stderr, all_threads=True, chain=True)
+
+
 async def _serve(config) -> int:
     from broker.server.broker import Broker
 
@@ -94,6 +115,7 @@ async def _serve(config) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    _install_dump_on_sigquit(loop)
     await broker.start()  # a failed start undoes itself and writes nothing
     broker.metrics.gc_frozen_objects.set(_freeze_startup_heap())
     first = broker.endpoints[0]

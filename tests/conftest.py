@@ -128,7 +128,8 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
-        """Signal the broker (by PID) and wait for it; returns its exit status."""
+        """Signal the broker (by PID) and wait for it; returns its exit status. One still running after
+        ``timeout`` is asked for its stacks (SIGQUIT: every thread and task, into its stderr) and then killed."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
@@ -136,6 +137,11 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGQUIT)
+                try:
+                    self.proc.wait(3)
+                except subprocess.TimeoutExpired:
+                    pass
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()
@@ -199,7 +205,8 @@ def broker_factory(tmp_path):
         if proc.running():
             code = proc.stop()
             if code != 0:
-                problems.append(f"broker in {proc.workdir} exited with {code} on SIGTERM")
+                problems.append(f"broker in {proc.workdir} exited with {code} on SIGTERM; its stderr ends:\n"
+                                f"{proc.stderr_tail(150)}")
         if "Traceback" in proc.stderr_text():
             problems.append(f"broker in {proc.workdir} logged a traceback:\n{proc.traceback_excerpt()}")
     assert not problems, "\n".join(problems)

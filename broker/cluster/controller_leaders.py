@@ -65,6 +65,11 @@ _STRATEGY = {PREFERRED: "PreferredReplicaPartitionLeaderElectionStrategy",
              UNCLEAN: "OfflinePartitionLeaderElectionStrategy"}
 
 
+def _answer(future: asyncio.Future, result) -> None:
+    if not future.done():  # its caller may have stopped waiting
+        future.set_result(result)
+
+
 class LeaderMoves:
     """Mixin of the controller; see the module docstring."""
 
@@ -91,7 +96,8 @@ class LeaderMoves:
 
     # -- controlled shutdown ----------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, list[tuple[str, int]]]:
-        """Run a ControlledShutdown through the event queue: (error code, partitions remaining)."""
+        """Run a ControlledShutdown through the event queue: (error code, partitions remaining). A caller may stop
+        waiting (a timeout): the event still runs, its answer goes nowhere."""
         future = asyncio.get_running_loop().create_future()
         self.enqueue("controlled_shutdown", broker_id, broker_epoch, future)
         error, remaining, requests = await future
@@ -102,23 +108,23 @@ class LeaderMoves:
     async def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int, future: asyncio.Future) -> None:
         ctx = self.context
         if ctx is None:
-            future.set_result((ErrorCode.NOT_CONTROLLER, [], []))
+            _answer(future, (ErrorCode.NOT_CONTROLLER, [], []))
             return
         if broker_id not in ctx.live_brokers:
-            future.set_result((ErrorCode.BROKER_NOT_AVAILABLE, [], []))
+            _answer(future, (ErrorCode.BROKER_NOT_AVAILABLE, [], []))
             return
         if broker_epoch != -1 and broker_epoch < ctx.live_brokers[broker_id].broker_epoch:
-            future.set_result((ErrorCode.STALE_BROKER_EPOCH, [], []))  # a request of its previous registration
+            _answer(future, (ErrorCode.STALE_BROKER_EPOCH, [], []))  # a request of its previous registration
             return
         try:
             result = await self._shut_down_broker(broker_id)
         except BaseException as exc:
-            future.set_result((ErrorCode.UNKNOWN_SERVER_ERROR, [], []))
+            _answer(future, (ErrorCode.UNKNOWN_SERVER_ERROR, [], []))
             if isinstance(exc, StoreError) and not isinstance(exc, ControllerMovedError):
                 log.warning("controller: controlled shutdown of broker %d: %s", broker_id, exc)
                 return  # the broker asks again (not this event: its answer is given)
             raise
-        future.set_result((ErrorCode.NONE, *result))
+        _answer(future, (ErrorCode.NONE, *result))
 
     async def _shut_down_broker(self, broker_id: int):
         ctx = self.context

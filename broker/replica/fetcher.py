@@ -189,6 +189,7 @@ class ReplicaFetcher:
         self._session = FetchSessionHandler()
         self._name = f"fetcher {index} of broker {replicas.local_broker_id} from broker {leader.broker_id}"
         self._refusals = RefusalWarning(log)
+        self._stopped = False
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
@@ -200,6 +201,10 @@ class ReplicaFetcher:
             self.partitions.pop(tp, None)
 
     def stop(self) -> None:
+        """End the fetcher: its task is cancelled, and the loop ends at its next turn in any case. (On Python 3.11
+        ``asyncio.wait_for`` loses a cancellation that comes as the awaited event is set: a fetcher waiting in
+        it went on fetching, and its broker's shutdown waited for it for ever. ``asyncio.timeout`` does not.)"""
+        self._stopped = True
         self.task.cancel()
         if self._conn is not None:
             self._conn.close()
@@ -208,15 +213,16 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = self.settings.backoff_ms / 1000
-        while True:
+        while not self._stopped:
             now = loop.time()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
             if not ready:
                 self._wake.clear()
                 later = [s.delayed_until for s in self.partitions.values()]
                 try:
-                    await asyncio.wait_for(self._wake.wait(), (min(later) - now) if later else None)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout((min(later) - now) if later else None):  # not wait_for: see stop()
+                        await self._wake.wait()
+                except TimeoutError:
                     pass
                 continue
             try:

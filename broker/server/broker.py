@@ -44,7 +44,9 @@ start. Only a broker that completed its start is stopped by
 leaderships move to other replicas while it still serves), then reverses the start:
 resign as controller, stop accepting, answer in-flight requests (long polls are woken at once),
 flush every log, write the checkpoints and the clean-shutdown markers, close
-the metadata session, release the locks.
+the metadata session, release the locks. A step that takes more than
+``SLOW_SHUTDOWN_STEP_S`` is logged (a warning naming it and how long it took),
+so a slow stop says where its time went.
 
 A log dir that fails while the broker runs (:mod:`broker.log.failure`) takes
 only its partitions offline (:meth:`ReplicaManager.mark_offline`) and writes
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from functools import partial
 from typing import Any, Callable
@@ -90,6 +93,8 @@ from broker.tokens import TokenAuth, TokenManager
 from broker.txn import TransactionCoordinator
 
 log = logging.getLogger("broker")
+
+SLOW_SHUTDOWN_STEP_S = 5.0  # a shutdown step slower than this is logged
 
 
 def _inter_broker_sasl(config: BrokerConfig) -> SaslSettings | None:
@@ -394,6 +399,13 @@ class Broker:
         await self.run_blocking(self._close_metadata)
         self._release_dirs()
 
+    async def _shutdown_step(self, name: str, step) -> None:
+        started = time.monotonic()
+        await step
+        took = time.monotonic() - started
+        if took > SLOW_SHUTDOWN_STEP_S:
+            log.warning("broker %d: shutdown step %s took %.1f s", self.broker_id, name, took)
+
     def _release_dirs(self) -> None:
         if self.dir_locks is not None:
             self.dir_locks.release()
@@ -407,18 +419,18 @@ class Broker:
         if self.acl_watcher is not None:
             self.acl_watcher.stopped = True
         if self.config.controlled_shutdown_enable:
-            await controlled_shutdown(self)
-        await self.controller.stop()
+            await self._shutdown_step("controlled shutdown", controlled_shutdown(self))
+        await self._shutdown_step("controller", self.controller.stop())
         self.metadata_cache.stop()  # no update comes any more: requests waiting for one are answered now
         self.replicas.close()
-        await self.txn_coordinator.shutdown()
-        await self.coordinator.shutdown()
+        await self._shutdown_step("transaction coordinator", self.txn_coordinator.shutdown())
+        await self._shutdown_step("group coordinator", self.coordinator.shutdown())
         if self.network is not None:
-            await self.network.stop(self.config.shutdown_timeout_ms / 1000)
-        await self.replicas.shutdown()
+            await self._shutdown_step("listeners", self.network.stop(self.config.shutdown_timeout_ms / 1000))
+        await self._shutdown_step("replica fetchers", self.replicas.shutdown())
         if self.log_manager is not None:
-            await self.run_blocking(self.log_manager.shutdown)
-        await self.run_blocking(self._close_metadata)
+            await self._shutdown_step("logs", self.run_blocking(self.log_manager.shutdown))
+        await self._shutdown_step("metadata session", self.run_blocking(self._close_metadata))
         self.metrics.stop_http()
         self._release_dirs()
         log.info("broker %d stopped", self.broker_id)

@@ -3,7 +3,8 @@
 Kafka's ``KafkaServer.controlledShutdown``. With ``controlled.shutdown.enable``
 (the default), :meth:`Broker.stop` first sends ControlledShutdown (v3) for this
 broker to the controller the metadata cache names (to its own controller
-directly when it is the controller) and waits for the answer: the controller
+directly when it is the controller) and waits for the answer (at most
+``REQUEST_TIMEOUT_MS`` either way): the controller
 has moved every leadership it could to other in-sync replicas, taken this
 broker out of the ISRs and stopped its replicas, so producers and consumers
 already talk to the new leaders when the listeners close.
@@ -65,7 +66,9 @@ async def _ask(broker: "Broker", controller_id: int) -> tuple[int, list[tuple[st
     if controller_id == broker.broker_id:
         if not broker.controller.is_active:
             return ErrorCode.NOT_CONTROLLER, []
-        return await broker.controller.controlled_shutdown(broker.broker_id, broker.broker_epoch)
+        # bounded as a request to another broker is: a controller busy that long counts as a failed attempt
+        return await asyncio.wait_for(broker.controller.controlled_shutdown(broker.broker_id, broker.broker_epoch),
+                                      REQUEST_TIMEOUT_MS / 1000)
     info = broker.metadata_cache.broker(controller_id)
     endpoint = None if info is None else info.listener(broker.config.inter_broker_listener)
     if endpoint is None:

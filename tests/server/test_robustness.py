@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import random
+import re
+import signal
 import socket
 import struct
 import time
@@ -166,26 +168,60 @@ def test_many_connections_open_and_vanish(broker):
     healthy(broker)
 
 
+def stuck_in_sendfile(b) -> socket.socket:
+    """Seven MB in topic ``stuck`` and a connection that asked for all of it and reads nothing: the broker is
+    in ``sendfile`` to it, the reader's window full. The caller closes the socket."""
+    with Wire(b.bootstrap) as w:
+        for _ in range(8):
+            body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
+                {"name": "stuck", "partition_data": [{"index": 0, "records": make_batch([os.urandom(900_000)])}]}]}
+            assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
+    stuck = slow_reader(b)
+    stuck.sendall(encode_request(ApiKey.FETCH, 11, 1, "stuck", fetch_everything("stuck")))
+    time.sleep(0.5)
+    return stuck
+
+
 def test_shutdown_while_a_fetch_is_stuck_in_sendfile(broker_factory):
     """A broker stopped while it is sending a fetch response (``sendfile``) to a client that
     reads nothing gives up on that client after ``shutdown.timeout.ms`` and exits cleanly:
     status 0, no traceback. (CPython 3.11's sendfile must unwind before its transport is
     closed, or ``connection_lost`` fails inside the event loop.)"""
     b = broker_factory(shutdown_timeout_ms=500)
-    with Wire(b.bootstrap) as w:
-        for _ in range(8):
-            body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
-                {"name": "stuck", "partition_data": [{"index": 0, "records": make_batch([os.urandom(900_000)])}]}]}
-            assert w.call(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"][0]["error_code"] == 0
-    fetch = fetch_everything("stuck")
-    stuck = slow_reader(b)
-    with stuck:
-        stuck.sendall(encode_request(ApiKey.FETCH, 11, 1, "stuck", fetch))
-        time.sleep(0.5)  # the broker is in sendfile, the reader's window full
+    with stuck_in_sendfile(b):
         healthy(b)
         assert b.stop() == 0
     text = b.stderr_text()
     assert "Traceback" not in text and "Exception in callback" not in text, text
+    assert "shutdown step" not in text  # half a second: not a slow step
+
+
+def test_a_slow_shutdown_step_is_named_in_the_log(broker_factory):
+    """A stop held up (here 6 s by a client that reads nothing, ``shutdown.timeout.ms`` 6000) says which step
+    took the time."""
+    b = broker_factory(shutdown_timeout_ms=6000)
+    with stuck_in_sendfile(b):
+        assert b.stop() == 0
+    slow = [line for line in b.stderr_text().splitlines() if "shutdown step" in line]
+    assert len(slow) == 1 and " WARNING " in slow[0], slow
+    assert re.search(r"broker 0: shutdown step listeners took (\d+\.\d) s$", slow[0]), slow
+    assert 5.5 <= float(re.search(r"took (\S+) s", slow[0]).group(1)) < 30
+
+
+def test_sigquit_dumps_every_thread_and_task_and_the_broker_serves_on(broker):
+    """``kill -QUIT``: the stacks of every thread and every asyncio task go to stderr, as a JVM's thread dump
+    does; the broker keeps serving and still stops cleanly (the fixture checks status 0)."""
+    broker.proc.send_signal(signal.SIGQUIT)
+    deadline = time.monotonic() + 10
+    while "asyncio task(s) ---" not in broker.stderr_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    text = broker.stderr_text()
+    assert re.search(r"Current thread 0x[0-9a-f]+ \(most recent call first\):", text), text[-3000:]
+    tasks = re.search(r"--- (\d+) asyncio task\(s\) ---", text)
+    assert tasks and int(tasks.group(1)) >= 3, text[-3000:]
+    assert "NetworkServer._accept" in text  # the listener's task, where it waits
+    assert broker.running()
+    healthy(broker)
 
 
 def test_shutdown_while_a_request_waits_for_a_topic_being_created(broker_factory):
