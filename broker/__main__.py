@@ -25,7 +25,9 @@ Exit statuses and what is printed:
 * SIGQUIT (``kill -QUIT PID``) keeps the broker running and writes to stderr
   the stack of every thread and of every asyncio task (what a JVM's thread
   dump shows for a Kafka broker): what a broker that does not answer or does
-  not stop is waiting on;
+  not stop is waiting on. The threads come first, then ``--- N asyncio
+  task(s) ---``, the tasks, and ``--- end of the dump ---``; a blocked event
+  loop writes the threads only;
 * when every log dir has failed (JBOD: each disk gave an I/O error) the broker
   logs it, stops (writing nothing into the failed dirs), prints
   ``broker: stopped: every log dir has failed (...)`` and exits 1.
@@ -97,6 +99,7 @@ def _dump_tasks() -> None:
     print(f"--- {len(tasks)} asyncio task(s) ---", file=sys.stderr)
     for task in tasks:
         task.print_stack(limit=20, file=sys.stderr)
+    print("--- end of the dump ---", file=sys.stderr)
     sys.stderr.flush()
 
 

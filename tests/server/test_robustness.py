@@ -213,7 +213,7 @@ def test_sigquit_dumps_every_thread_and_task_and_the_broker_serves_on(broker):
     does; the broker keeps serving and still stops cleanly (the fixture checks status 0)."""
     broker.proc.send_signal(signal.SIGQUIT)
     deadline = time.monotonic() + 10
-    while "asyncio task(s) ---" not in broker.stderr_text() and time.monotonic() < deadline:
+    while "--- end of the dump ---" not in broker.stderr_text() and time.monotonic() < deadline:
         time.sleep(0.1)
     text = broker.stderr_text()
     assert re.search(r"Current thread 0x[0-9a-f]+ \(most recent call first\):", text), text[-3000:]
