@@ -145,6 +145,14 @@ class Controller(LeaderMoves):
         except RuntimeError:  # the loop is closed: the broker is gone
             pass
 
+    async def ask(self, event: str, *args):
+        """Queue ``event`` with a future after ``args`` and wait for the answer the event sets on it. The future
+        is shielded: a caller that stops waiting (a timeout, a closed connection) leaves it to the event, which
+        then answers nobody (instead of failing on a cancelled future)."""
+        future = self._loop.create_future()
+        self.enqueue(event, *args, future)
+        return await asyncio.shield(future)
+
     def call(self, fn, *args) -> asyncio.Future:
         """Run ``await fn(*args)`` on the event task (in order with the events); its result or error."""
         future = self._loop.create_future()

@@ -65,11 +65,6 @@ _STRATEGY = {PREFERRED: "PreferredReplicaPartitionLeaderElectionStrategy",
              UNCLEAN: "OfflinePartitionLeaderElectionStrategy"}
 
 
-def _answer(future: asyncio.Future, result) -> None:
-    if not future.done():  # its caller may have stopped waiting
-        future.set_result(result)
-
-
 class LeaderMoves:
     """Mixin of the controller; see the module docstring."""
 
@@ -96,11 +91,8 @@ class LeaderMoves:
 
     # -- controlled shutdown ----------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, list[tuple[str, int]]]:
-        """Run a ControlledShutdown through the event queue: (error code, partitions remaining). A caller may stop
-        waiting (a timeout): the event still runs, its answer goes nowhere."""
-        future = asyncio.get_running_loop().create_future()
-        self.enqueue("controlled_shutdown", broker_id, broker_epoch, future)
-        error, remaining, requests = await future
+        """Run a ControlledShutdown through the event queue: (error code, partitions remaining)."""
+        error, remaining, requests = await self.ask("controlled_shutdown", broker_id, broker_epoch)
         if requests:  # the new leaders know before the broker goes (a bounded wait: a broker may hang)
             await asyncio.wait(requests, timeout=5)
         return error, remaining
@@ -108,23 +100,23 @@ class LeaderMoves:
     async def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int, future: asyncio.Future) -> None:
         ctx = self.context
         if ctx is None:
-            _answer(future, (ErrorCode.NOT_CONTROLLER, [], []))
+            future.set_result((ErrorCode.NOT_CONTROLLER, [], []))
             return
         if broker_id not in ctx.live_brokers:
-            _answer(future, (ErrorCode.BROKER_NOT_AVAILABLE, [], []))
+            future.set_result((ErrorCode.BROKER_NOT_AVAILABLE, [], []))
             return
         if broker_epoch != -1 and broker_epoch < ctx.live_brokers[broker_id].broker_epoch:
-            _answer(future, (ErrorCode.STALE_BROKER_EPOCH, [], []))  # a request of its previous registration
+            future.set_result((ErrorCode.STALE_BROKER_EPOCH, [], []))  # a request of its previous registration
             return
         try:
             result = await self._shut_down_broker(broker_id)
         except BaseException as exc:
-            _answer(future, (ErrorCode.UNKNOWN_SERVER_ERROR, [], []))
+            future.set_result((ErrorCode.UNKNOWN_SERVER_ERROR, [], []))
             if isinstance(exc, StoreError) and not isinstance(exc, ControllerMovedError):
                 log.warning("controller: controlled shutdown of broker %d: %s", broker_id, exc)
                 return  # the broker asks again (not this event: its answer is given)
             raise
-        _answer(future, (ErrorCode.NONE, *result))
+        future.set_result((ErrorCode.NONE, *result))
 
     async def _shut_down_broker(self, broker_id: int):
         ctx = self.context
@@ -189,9 +181,7 @@ class LeaderMoves:
     # -- leader elections -------------------------------------------------------------------------
     async def elect_leaders(self, election_type: int, partitions) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Run an ElectLeaders through the event queue; ``partitions`` None is every partition."""
-        future = asyncio.get_running_loop().create_future()
-        self.enqueue("elect_leaders", election_type, partitions, future)
-        return await future
+        return await self.ask("elect_leaders", election_type, partitions)
 
     async def _on_elect_leaders(self, election_type: int, partitions, future: asyncio.Future) -> None:
         ctx = self.context

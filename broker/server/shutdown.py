@@ -67,8 +67,8 @@ async def _ask(broker: "Broker", controller_id: int) -> tuple[int, list[tuple[st
         if not broker.controller.is_active:
             return ErrorCode.NOT_CONTROLLER, []
         # bounded as a request to another broker is: a controller busy that long counts as a failed attempt
-        return await asyncio.wait_for(broker.controller.controlled_shutdown(broker.broker_id, broker.broker_epoch),
-                                      REQUEST_TIMEOUT_MS / 1000)
+        async with asyncio.timeout(REQUEST_TIMEOUT_MS / 1000):
+            return await broker.controller.controlled_shutdown(broker.broker_id, broker.broker_epoch)
     info = broker.metadata_cache.broker(controller_id)
     endpoint = None if info is None else info.listener(broker.config.inter_broker_listener)
     if endpoint is None:
