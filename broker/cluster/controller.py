@@ -153,23 +153,19 @@ class Controller(LeaderMoves):
         self.enqueue(event, *args, future)
         return await asyncio.shield(future)
 
-    def call(self, fn, *args) -> asyncio.Future:
+    async def call(self, fn, *args):
         """Run ``await fn(*args)`` on the event task (in order with the events); its result or error."""
-        future = self._loop.create_future()
-        self.enqueue("call", future, fn, args)
-        return future
+        return await self.ask("call", fn, args)
 
-    async def _on_call(self, future: asyncio.Future, fn, args) -> None:
+    async def _on_call(self, fn, args, future: asyncio.Future) -> None:
         try:
             result = await fn(*args)
         except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
+            future.set_exception(exc)
             if isinstance(exc, ControllerMovedError):
                 raise  # resign; the caller has its answer
             return
-        if not future.done():
-            future.set_result(result)
+        future.set_result(result)
 
     async def _on_reassignment(self, name: str, *args) -> None:
         if self.is_active:
